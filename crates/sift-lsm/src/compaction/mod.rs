@@ -1,0 +1,1 @@
+//! Compaction: picking work, merging inputs, dropping what no reader can see.

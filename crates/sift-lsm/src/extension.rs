@@ -1,0 +1,205 @@
+//! Extension points: the hooks the secondary-index layer plugs into.
+//!
+//! The engine knows nothing about secondary indexes. It offers:
+//! - block property collectors (`BlockPropertyCollector`): per data block and per table bytes,
+//!   plus extra named meta blocks, written into every SSTable of a tree;
+//! - block filters (`BlockFilter`): scans skip tables and blocks whose properties do not match;
+//! - compaction observers (`CompactionObserver`): see every entry a flush or compaction drops
+//!   and may emit writes into other trees, visible atomically with that job's version edit;
+//! - merge operators (`MergeOperator`);
+//! - version listeners (`VersionListener`): told which files each flush and compaction added
+//!   and removed, in order, starting with the files present at open.
+//!
+//! A trap, explained at length in Pebble's `sstable/block_property.go`: a block skipped because
+//! its properties do not match may hold the newest version of a key. A scan that skips it can
+//! then surface an older version (or a deleted key) as if it were current. Whoever filters on
+//! values must validate what it finds against the newest version (see
+//! `Db::newer_version_exists_above`).
+
+use crate::key::{SeqNo, TreeId, ValueKind};
+use crate::sstable::BlockHandle;
+use crate::version::FileMetaData;
+use crate::write_batch::WriteBatch;
+use std::sync::Arc;
+
+/// One entry as a collector sees it while a table is built.
+#[derive(Debug, Clone, Copy)]
+pub struct CollectorEntry<'a> {
+    pub user_key: &'a [u8],
+    pub seq: SeqNo,
+    pub kind: ValueKind,
+    pub value: &'a [u8],
+}
+
+/// Why a table is being written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TableReason {
+    Flush,
+    Compaction,
+}
+
+/// Where the table being built will live.
+#[derive(Debug, Clone)]
+pub struct TableContext {
+    pub tree: TreeId,
+    pub tree_name: Arc<str>,
+    /// The level the table is written for.
+    pub level: usize,
+    pub file_number: u64,
+    pub reason: TableReason,
+}
+
+/// A data block that was just finished.
+#[derive(Debug, Clone, Copy)]
+pub struct FinishedBlock {
+    /// Position of the block in the table, from 0.
+    pub ordinal: u32,
+    pub handle: BlockHandle,
+}
+
+/// What a collector stores for a finished table.
+#[derive(Debug, Default, Clone)]
+pub struct TableCollectorOutput {
+    /// Stored in the table's properties block and copied into the manifest's file metadata, so
+    /// it is available without opening the file (file-level zone maps).
+    pub table_property: Vec<u8>,
+    /// Extra named meta blocks, readable later with `Db::table_meta_block`. Names are scoped to
+    /// the collector.
+    pub meta_blocks: Vec<(String, Vec<u8>)>,
+}
+
+/// Sees every entry added to an SSTable of its tree, in key order.
+pub trait BlockPropertyCollector: Send {
+    fn add(&mut self, entry: &CollectorEntry<'_>);
+    /// The current data block is complete; returns the bytes stored with it (may be empty).
+    fn finish_block(&mut self, block: &FinishedBlock) -> Vec<u8>;
+    /// The table is complete.
+    fn finish_table(&mut self) -> TableCollectorOutput;
+}
+
+/// Makes one collector per table. The name identifies the collector's bytes in the files; it
+/// must stay stable across restarts.
+pub trait BlockPropertyCollectorFactory: Send + Sync {
+    fn name(&self) -> &str;
+    fn create(&self, context: &TableContext) -> Box<dyn BlockPropertyCollector>;
+}
+
+/// Collected properties (of a block or of a table), looked up by collector name.
+#[derive(Debug, Clone, Copy)]
+pub struct Properties<'a> {
+    names: &'a [String],
+    values: &'a [Vec<u8>],
+}
+
+impl<'a> Properties<'a> {
+    /// `names[i]` is the collector whose bytes are `values[i]`.
+    pub fn new(names: &'a [String], values: &'a [Vec<u8>]) -> Self {
+        Properties { names, values }
+    }
+    pub fn get(&self, collector: &str) -> Option<&'a [u8]> {
+        let i = self.names.iter().position(|n| n == collector)?;
+        self.values.get(i).map(Vec::as_slice)
+    }
+    pub fn iter(&self) -> impl Iterator<Item = (&'a str, &'a [u8])> + 'a {
+        self.names
+            .iter()
+            .map(String::as_str)
+            .zip(self.values.iter().map(Vec::as_slice))
+    }
+}
+
+/// Decides which tables and blocks a scan reads. Returning `false` skips them unread.
+pub trait BlockFilter: Send + Sync {
+    /// Table-level properties, from the manifest (no file I/O).
+    fn table_may_match(&self, properties: &Properties<'_>) -> bool;
+    fn block_may_match(&self, properties: &Properties<'_>) -> bool;
+}
+
+/// Why a flush or compaction dropped an entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DropReason {
+    /// A newer version of the key (put or delete) hides it from every snapshot.
+    Shadowed,
+    /// A tombstone that reached the bottom of the tree and no snapshot needs.
+    TombstoneAtBottom,
+}
+
+/// An entry a job drops.
+#[derive(Debug, Clone, Copy)]
+pub struct DroppedEntry<'a> {
+    pub tree: TreeId,
+    pub user_key: &'a [u8],
+    pub seq: SeqNo,
+    pub kind: ValueKind,
+    pub value: &'a [u8],
+    pub reason: DropReason,
+}
+
+/// Which job dropped entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobKind {
+    Flush,
+    Compaction { input_level: usize, output_level: usize },
+}
+
+/// Sees every entry that a flush or compaction drops.
+///
+/// Writes put into `emit` are applied with fresh sequence numbers and become visible atomically
+/// with the job's version edit. They are logged before the edit: if the process dies after the
+/// log write but before the edit is recorded, the job runs again after restart and emits again,
+/// so emitted writes must be idempotent (a second delete of the same key is).
+/// Merge operands folded together are not reported: they are combined, not discarded.
+pub trait CompactionObserver: Send + Sync {
+    fn on_drop(&self, job: JobKind, entry: &DroppedEntry<'_>, emit: &mut WriteBatch);
+}
+
+/// Combines merge operands. Operands are given oldest first.
+pub trait MergeOperator: Send + Sync {
+    fn name(&self) -> &str;
+    /// Folds `operands` onto `existing` (absent if the key had no value or was deleted).
+    fn full_merge(
+        &self,
+        key: &[u8],
+        existing: Option<&[u8]>,
+        operands: &[&[u8]],
+    ) -> std::result::Result<Vec<u8>, String>;
+    /// Combines adjacent operands into one, if the operator can; `None` keeps them apart.
+    fn partial_merge(&self, _key: &[u8], _operands: &[&[u8]]) -> Option<Vec<u8>> {
+        None
+    }
+}
+
+/// Why the version changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangeReason {
+    /// The files present when the database was opened.
+    Open,
+    Flush,
+    Compaction,
+    /// A file moved to the next level without rewriting.
+    TrivialMove,
+    /// The tree was dropped: all its files go.
+    DropTree,
+}
+
+/// A file added to or removed from a level of a tree.
+#[derive(Debug, Clone)]
+pub struct FileChange {
+    pub tree: TreeId,
+    pub level: usize,
+    pub file: Arc<FileMetaData>,
+}
+
+#[derive(Debug, Clone)]
+pub struct VersionChange {
+    pub reason: ChangeReason,
+    pub added: Vec<FileChange>,
+    pub removed: Vec<FileChange>,
+}
+
+/// Told of every version change, in order, while the change is being installed (so a listener
+/// that keeps an in-memory index stays exactly in step). Must be quick and must not call back
+/// into the database's write path.
+pub trait VersionListener: Send + Sync {
+    fn on_version_change(&self, change: &VersionChange);
+}

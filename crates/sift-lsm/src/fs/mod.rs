@@ -1,0 +1,64 @@
+//! The file-system abstraction: every byte the engine reads or writes goes through it, so tests
+//! can inject failures and simulate crashes that lose unsynced data.
+
+mod fault;
+mod std_fs;
+
+pub use fault::{FaultFileSystem, FaultKind};
+pub use std_fs::StdFileSystem;
+
+use crate::Result;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A file opened for appending.
+pub trait WritableFile: Send + Sync {
+    fn append(&mut self, data: &[u8]) -> Result<()>;
+    /// Pushes buffered bytes to the operating system (not necessarily to stable storage).
+    fn flush(&mut self) -> Result<()>;
+    /// Makes everything appended so far durable (fdatasync).
+    fn sync(&mut self) -> Result<()>;
+    /// Bytes appended so far.
+    fn len(&self) -> u64;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A file read at arbitrary offsets, shared between threads.
+pub trait RandomAccessFile: Send + Sync {
+    /// Reads exactly `len` bytes at `offset`; a short read is an error naming the file.
+    fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>>;
+    fn size(&self) -> u64;
+    fn path(&self) -> &Path;
+}
+
+/// Held while a database directory is open; dropping it releases the lock.
+pub trait FileLock: Send + Sync {}
+
+pub trait FileSystem: Send + Sync {
+    /// Creates (truncating) a file for appending.
+    fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
+    /// Opens an existing file for random reads. `direct` asks for O_DIRECT reads, bypassing
+    /// the operating system's page cache; file systems that cannot do it read normally.
+    fn open(&self, path: &Path, direct: bool) -> Result<Arc<dyn RandomAccessFile>>;
+    /// Reads a whole file (WAL, manifest, CURRENT).
+    fn read_all(&self, path: &Path) -> Result<Vec<u8>>;
+    /// Atomically replaces `to` with `from`.
+    fn rename(&self, from: &Path, to: &Path) -> Result<()>;
+    fn remove(&self, path: &Path) -> Result<()>;
+    fn exists(&self, path: &Path) -> bool;
+    fn create_dir_all(&self, path: &Path) -> Result<()>;
+    /// File names (not paths) in a directory.
+    fn list(&self, dir: &Path) -> Result<Vec<String>>;
+    /// Makes a directory's entries (creations, renames, removals) durable.
+    fn sync_dir(&self, dir: &Path) -> Result<()>;
+    /// Takes an exclusive lock on `path`, creating it; `Error::Locked` if someone holds it.
+    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>>;
+    fn file_size(&self, path: &Path) -> Result<u64>;
+}
+
+/// The path of a file inside a database directory.
+pub fn join(dir: &Path, name: &str) -> PathBuf {
+    dir.join(name)
+}

@@ -1,0 +1,1 @@
+//! The memtable: a concurrent skiplist of internal keys of all trees.

@@ -1,0 +1,209 @@
+//! Options for a database, its trees, reads and writes.
+
+use crate::extension::{
+    BlockFilter, BlockPropertyCollectorFactory, CompactionObserver, MergeOperator, VersionListener,
+};
+use crate::fs::{FileSystem, StdFileSystem};
+use crate::snapshot::Snapshot;
+use crate::stats::ReadStats;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Block compression. The numeric values are written in every block trailer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(u8)]
+pub enum Compression {
+    #[default]
+    None = 0,
+    Snappy = 1,
+    Lz4 = 2,
+}
+
+impl Compression {
+    pub fn from_u8(v: u8) -> Option<Self> {
+        match v {
+            0 => Some(Compression::None),
+            1 => Some(Compression::Snappy),
+            2 => Some(Compression::Lz4),
+            _ => None,
+        }
+    }
+}
+
+impl std::str::FromStr for Compression {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "none" => Ok(Compression::None),
+            "snappy" => Ok(Compression::Snappy),
+            "lz4" => Ok(Compression::Lz4),
+            other => Err(format!("unknown compression {other:?} (expected none, snappy or lz4)")),
+        }
+    }
+}
+
+/// What WAL recovery does with a damaged record that is followed by valid ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WalRecovery {
+    /// A damaged or torn record at the very end of the last log is a write that never finished
+    /// and is dropped; damage anywhere else fails `open` with `Error::Corruption`.
+    #[default]
+    TolerateTornTail,
+    /// Skip damaged records wherever they are and keep every record that still checks out.
+    /// Acknowledged writes inside the damaged region are lost; use only to rescue data.
+    SalvageCorrupted,
+}
+
+/// Per-tree behaviour that is code, not data: given again at every open.
+#[derive(Clone, Default)]
+pub struct TreeOptions {
+    pub merge_operator: Option<Arc<dyn MergeOperator>>,
+    pub block_property_collectors: Vec<Arc<dyn BlockPropertyCollectorFactory>>,
+}
+
+impl std::fmt::Debug for TreeOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TreeOptions")
+            .field("merge_operator", &self.merge_operator.as_ref().map(|m| m.name().to_owned()))
+            .field(
+                "block_property_collectors",
+                &self
+                    .block_property_collectors
+                    .iter()
+                    .map(|c| c.name().to_owned())
+                    .collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+#[derive(Clone)]
+pub struct Options {
+    pub create_if_missing: bool,
+    pub error_if_exists: bool,
+    pub file_system: Arc<dyn FileSystem>,
+
+    /// Size at which the active memtable is frozen and queued for flush.
+    pub memtable_bytes_max: usize,
+    /// Frozen memtables waiting for flush before writers stall.
+    pub immutable_memtables_max: usize,
+
+    /// L0 files that trigger a compaction into L1.
+    pub l0_compaction_trigger: usize,
+    /// L0 files at which each write is delayed by 1 ms.
+    pub l0_slowdown_trigger: usize,
+    /// L0 files at which writes wait for compaction.
+    pub l0_stop_trigger: usize,
+    pub levels_max: usize,
+    /// Target size of L1; each deeper level is `level_size_ratio` times larger.
+    pub level1_bytes_max: u64,
+    pub level_size_ratio: u64,
+    /// Compaction output files are cut at this size.
+    pub table_file_bytes_target: u64,
+    pub compaction_threads: usize,
+
+    /// Uncompressed data block size target.
+    pub block_bytes: usize,
+    pub block_restart_interval: usize,
+    /// Bits per key of each table's primary-key bloom filter; 0 writes no filter.
+    pub bloom_bits_per_key: u32,
+    pub compression: Compression,
+    /// Capacity of the shared block cache; 0 disables it (every block read goes to the file).
+    pub block_cache_bytes: usize,
+    /// Read SSTables with O_DIRECT, bypassing the page cache (for measuring real disk reads).
+    pub use_direct_reads: bool,
+
+    pub wal_recovery: WalRecovery,
+
+    pub key_bytes_max: usize,
+    pub value_bytes_max: usize,
+
+    /// Options of trees found at open, by name; trees not listed get `default_tree_options`.
+    pub tree_options: HashMap<String, TreeOptions>,
+    pub default_tree_options: TreeOptions,
+    pub compaction_observers: Vec<Arc<dyn CompactionObserver>>,
+    pub version_listeners: Vec<Arc<dyn VersionListener>>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            create_if_missing: true,
+            error_if_exists: false,
+            file_system: Arc::new(StdFileSystem),
+            memtable_bytes_max: 64 << 20,
+            immutable_memtables_max: 2,
+            l0_compaction_trigger: 4,
+            l0_slowdown_trigger: 20,
+            l0_stop_trigger: 36,
+            levels_max: 7,
+            level1_bytes_max: 256 << 20,
+            level_size_ratio: 10,
+            table_file_bytes_target: 64 << 20,
+            compaction_threads: 1,
+            block_bytes: 4096,
+            block_restart_interval: 16,
+            bloom_bits_per_key: 10,
+            compression: Compression::None,
+            block_cache_bytes: 32 << 20,
+            use_direct_reads: false,
+            wal_recovery: WalRecovery::TolerateTornTail,
+            key_bytes_max: 64 << 10,
+            value_bytes_max: 64 << 20,
+            tree_options: HashMap::new(),
+            default_tree_options: TreeOptions::default(),
+            compaction_observers: Vec::new(),
+            version_listeners: Vec::new(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("memtable_bytes_max", &self.memtable_bytes_max)
+            .field("l0_compaction_trigger", &self.l0_compaction_trigger)
+            .field("level1_bytes_max", &self.level1_bytes_max)
+            .field("level_size_ratio", &self.level_size_ratio)
+            .field("table_file_bytes_target", &self.table_file_bytes_target)
+            .field("block_bytes", &self.block_bytes)
+            .field("bloom_bits_per_key", &self.bloom_bits_per_key)
+            .field("compression", &self.compression)
+            .field("block_cache_bytes", &self.block_cache_bytes)
+            .field("use_direct_reads", &self.use_direct_reads)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriteOptions {
+    /// fdatasync the WAL before acknowledging.
+    pub sync: bool,
+}
+
+#[derive(Clone, Default)]
+pub struct ReadOptions {
+    /// Read as of this snapshot; `None` reads the latest committed state.
+    pub snapshot: Option<Snapshot>,
+    /// Inclusive lower bound on user keys for iterators.
+    pub lower_bound: Option<Vec<u8>>,
+    /// Exclusive upper bound on user keys for iterators.
+    pub upper_bound: Option<Vec<u8>>,
+    /// Put blocks read into the block cache (off for scans that should not evict hot data).
+    pub skip_cache_fill: bool,
+    /// Skip tables and blocks by their collected properties (see the trap in `extension.rs`).
+    pub block_filter: Option<Arc<dyn BlockFilter>>,
+    /// Counts the I/O of this one operation.
+    pub read_stats: Option<Arc<ReadStats>>,
+}
+
+impl std::fmt::Debug for ReadOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadOptions")
+            .field("snapshot", &self.snapshot.as_ref().map(Snapshot::sequence))
+            .field("lower_bound", &self.lower_bound)
+            .field("upper_bound", &self.upper_bound)
+            .field("block_filter", &self.block_filter.is_some())
+            .finish_non_exhaustive()
+    }
+}

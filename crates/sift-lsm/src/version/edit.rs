@@ -1,0 +1,1 @@
+//! Version edits: the records of the manifest (`docs/format/manifest.md`).

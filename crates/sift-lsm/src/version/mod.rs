@@ -1,0 +1,7 @@
+//! Versions: which files make up each level of each tree, the manifest that records every
+//! change, and the version set that installs changes atomically.
+
+pub mod edit;
+mod file;
+
+pub use file::*;

@@ -1,0 +1,1 @@
+//! The write-ahead log (`docs/format/wal.md`): record framing shared with the manifest.
