@@ -139,7 +139,10 @@ pub struct DroppedEntry<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JobKind {
     Flush,
-    Compaction { input_level: usize, output_level: usize },
+    Compaction {
+        input_level: usize,
+        output_level: usize,
+    },
 }
 
 /// Sees every entry that a flush or compaction drops.

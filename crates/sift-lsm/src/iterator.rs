@@ -84,7 +84,11 @@ impl InternalIterator for VecIterator {
         Ok(())
     }
     fn seek_to_last(&mut self) -> Result<()> {
-        self.pos = if self.entries.is_empty() { 0 } else { self.entries.len() - 1 };
+        self.pos = if self.entries.is_empty() {
+            0
+        } else {
+            self.entries.len() - 1
+        };
         Ok(())
     }
     fn seek(&mut self, target: &[u8]) -> Result<()> {
@@ -105,7 +109,11 @@ impl InternalIterator for VecIterator {
         Ok(())
     }
     fn prev(&mut self) -> Result<()> {
-        self.pos = if self.pos == 0 { self.entries.len() } else { self.pos - 1 };
+        self.pos = if self.pos == 0 {
+            self.entries.len()
+        } else {
+            self.pos - 1
+        };
         Ok(())
     }
     fn key(&self) -> &[u8] {

@@ -145,7 +145,10 @@ mod tests {
     fn parse_round_trip_and_rejects_garbage() {
         let k = make_internal_key(b"key", SEQ_MAX, ValueKind::Merge);
         let p = parse_internal_key(&k).expect("well-formed key parses");
-        assert_eq!((p.user_key, p.seq, p.kind), (&b"key"[..], SEQ_MAX, ValueKind::Merge));
+        assert_eq!(
+            (p.user_key, p.seq, p.kind),
+            (&b"key"[..], SEQ_MAX, ValueKind::Merge)
+        );
         assert!(parse_internal_key(b"short").is_none());
         let mut bad = make_internal_key(b"k", 1, ValueKind::Put);
         let n = bad.len();

@@ -11,6 +11,7 @@
 pub mod coding;
 pub mod compaction;
 pub mod db;
+mod edit_apply;
 mod error;
 pub mod extension;
 pub mod fs;

@@ -37,7 +37,9 @@ impl std::str::FromStr for Compression {
             "none" => Ok(Compression::None),
             "snappy" => Ok(Compression::Snappy),
             "lz4" => Ok(Compression::Lz4),
-            other => Err(format!("unknown compression {other:?} (expected none, snappy or lz4)")),
+            other => Err(format!(
+                "unknown compression {other:?} (expected none, snappy or lz4)"
+            )),
         }
     }
 }
@@ -64,7 +66,10 @@ pub struct TreeOptions {
 impl std::fmt::Debug for TreeOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TreeOptions")
-            .field("merge_operator", &self.merge_operator.as_ref().map(|m| m.name().to_owned()))
+            .field(
+                "merge_operator",
+                &self.merge_operator.as_ref().map(|m| m.name().to_owned()),
+            )
             .field(
                 "block_property_collectors",
                 &self

@@ -115,7 +115,8 @@ impl WriteBatch {
         if bytes.len() < BATCH_HEADER_BYTES {
             return Err(corrupt("shorter than its header"));
         }
-        let count = crate::coding::decode_fixed32(&bytes[8..]).ok_or_else(|| corrupt("no count"))?;
+        let count =
+            crate::coding::decode_fixed32(&bytes[8..]).ok_or_else(|| corrupt("no count"))?;
         let batch = WriteBatch {
             rep: bytes.to_vec(),
             count,
@@ -126,7 +127,9 @@ impl WriteBatch {
             seen += 1;
         }
         if seen != count {
-            return Err(corrupt(&format!("header says {count} entries, found {seen}")));
+            return Err(corrupt(&format!(
+                "header says {count} entries, found {seen}"
+            )));
         }
         Ok(batch)
     }
@@ -174,7 +177,10 @@ impl<'a> Iterator for BatchIter<'a> {
             Ok(e) => Some(Ok(e)),
             Err(m) => {
                 self.failed = true;
-                Some(Err(format!("{m} at batch byte {}", at + BATCH_HEADER_BYTES)))
+                Some(Err(format!(
+                    "{m} at batch byte {}",
+                    at + BATCH_HEADER_BYTES
+                )))
             }
         }
     }

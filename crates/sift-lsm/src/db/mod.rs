@@ -5,9 +5,22 @@ use crate::options::{Options, ReadOptions, TreeOptions, WriteOptions};
 use crate::snapshot::Snapshot;
 use crate::stats::Stats;
 use crate::write_batch::WriteBatch;
-use crate::Result;
+use crate::{Error, Result};
+use parking_lot::Mutex;
 use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::thread::JoinHandle;
+
+mod compact;
+mod flush;
+mod open;
+mod read;
+mod state;
+mod write;
+
+pub use read::{ComponentIterator, ComponentView};
+use state::{DbInner, TreeInfo};
 
 /// A handle on a named tree. Cheap to clone. Using it after the tree was dropped gives
 /// `Error::TreeNotFound`.
@@ -65,90 +78,367 @@ pub enum NewerVersion {
 }
 
 /// The database. `Send + Sync`: share it between threads by reference or `Arc`.
+///
+/// Dropping it closes it (waiting for background work to stop); `close` does the same and
+/// reports errors.
 pub struct Db {
-    _private: (),
+    inner: Arc<DbInner>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
 }
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db")
+            .field("dir", &self.inner.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+const TREE_NAME_BYTES_MAX: usize = 255;
 
 impl Db {
     /// Opens (or creates) the database in `path`.
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
-        let _ = (path, options);
-        todo!("db core")
+        Db::open_impl(path.as_ref(), options)
     }
-    /// Waits for background work, flushes nothing, releases the LOCK.
+
+    fn start(inner: Arc<DbInner>) -> Result<Db> {
+        let mut threads = Vec::new();
+        let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new()
+                .name(name)
+                .spawn(f)
+                .map_err(|e| Error::io(&inner.dir, e))
+        };
+        let flusher = Arc::clone(&inner);
+        threads.push(spawn(
+            "sift-flush".into(),
+            Box::new(move || flusher.flush_loop()),
+        )?);
+        for i in 0..inner.options.compaction_threads.max(1) {
+            let compactor = Arc::clone(&inner);
+            threads.push(spawn(
+                format!("sift-compact-{i}"),
+                Box::new(move || compactor.compaction_loop()),
+            )?);
+        }
+        inner.bg_cv.notify_all();
+        Ok(Db {
+            inner,
+            threads: Mutex::new(threads),
+        })
+    }
+
+    fn shutdown(&self) -> Result<()> {
+        if self.inner.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        {
+            let mut state = self.inner.state.lock();
+            state.shutting_down = true;
+            self.inner.bg_cv.notify_all();
+        }
+        for handle in self.threads.lock().drain(..) {
+            let _ = handle.join();
+        }
+        // Make everything acknowledged so far durable, even writes made without sync.
+        let synced = match self.inner.wal.lock().as_mut() {
+            Some(wal) => wal.sync(),
+            None => Ok(()),
+        };
+        *self.inner._lock.lock() = None;
+        synced
+    }
+
+    /// Stops background work, syncs the WAL and releases the LOCK.
     pub fn close(self) -> Result<()> {
-        todo!()
+        self.shutdown()
     }
+
+    /// The directory of the database.
+    pub fn path(&self) -> &Path {
+        &self.inner.dir
+    }
+
     pub fn default_tree(&self) -> Tree {
-        todo!()
+        self.tree(DEFAULT_TREE)
+            .unwrap_or_else(|_| Tree::new(0, Arc::from(DEFAULT_TREE)))
     }
+
+    /// Creates a tree; `options` also apply after reopening only if given again in
+    /// `Options::tree_options`.
     pub fn create_tree(&self, name: &str, options: TreeOptions) -> Result<Tree> {
-        let _ = (name, options);
-        todo!()
+        self.inner.check_open()?;
+        if name.is_empty() || name.len() > TREE_NAME_BYTES_MAX {
+            return Err(Error::InvalidArgument(format!(
+                "tree names must be 1 to {TREE_NAME_BYTES_MAX} bytes, got {}",
+                name.len()
+            )));
+        }
+        let mut state = self.inner.state.lock();
+        if state.trees.values().any(|t| &*t.name == name) {
+            return Err(Error::TreeExists(name.to_owned()));
+        }
+        let id = state.versions.state.next_tree_id;
+        let mut edit = crate::version::edit::VersionEdit {
+            trees_created: vec![(id, name.to_owned())],
+            next_tree_id: Some(id + 1),
+            ..Default::default()
+        };
+        state.versions.log_and_apply(&mut edit)?;
+        state.version = Arc::new(state.versions.version());
+        let mut trees = (*state.trees).clone();
+        let name: Arc<str> = Arc::from(name);
+        trees.insert(
+            id,
+            Arc::new(TreeInfo {
+                id,
+                name: Arc::clone(&name),
+                options,
+            }),
+        );
+        state.trees = Arc::new(trees);
+        self.inner.install_super_version(&state);
+        Ok(Tree::new(id, name))
     }
+
     pub fn tree(&self, name: &str) -> Result<Tree> {
-        let _ = name;
-        todo!()
+        self.inner
+            .super_version
+            .load()
+            .trees
+            .values()
+            .find(|t| &*t.name == name)
+            .map(|t| Tree::new(t.id, Arc::clone(&t.name)))
+            .ok_or_else(|| Error::TreeNotFound(name.to_owned()))
     }
+
+    /// Drops a tree and deletes its files. The default tree cannot be dropped.
     pub fn drop_tree(&self, name: &str) -> Result<()> {
-        let _ = name;
-        todo!()
+        self.inner.check_open()?;
+        if name == DEFAULT_TREE {
+            return Err(Error::InvalidArgument(
+                "the default tree cannot be dropped".into(),
+            ));
+        }
+        let tree = self.tree(name)?;
+        let mut state = self.inner.state.lock();
+        while state.compactions_running > 0 {
+            // A running compaction of this tree would re-add files to it.
+            self.inner.bg_cv.wait(&mut state);
+        }
+        let mut edit = crate::version::edit::VersionEdit {
+            trees_dropped: vec![tree.id()],
+            ..Default::default()
+        };
+        let mut trees = (*state.trees).clone();
+        trees.remove(&tree.id());
+        state.trees = Arc::new(trees);
+        self.inner.apply_edit(
+            &mut state,
+            &mut edit,
+            crate::extension::ChangeReason::DropTree,
+        )
     }
+
     pub fn tree_names(&self) -> Vec<String> {
-        todo!()
+        self.inner
+            .super_version
+            .load()
+            .trees
+            .values()
+            .map(|t| t.name.to_string())
+            .collect()
     }
+
     /// Returns the sequence number given to the write.
     pub fn put(&self, tree: &Tree, key: &[u8], value: &[u8]) -> Result<SeqNo> {
-        let _ = (tree, key, value);
-        todo!()
+        let mut batch = WriteBatch::new();
+        batch.put(tree, key, value);
+        self.write(batch, &WriteOptions::default())
     }
     pub fn delete(&self, tree: &Tree, key: &[u8]) -> Result<SeqNo> {
-        let _ = (tree, key);
-        todo!()
+        let mut batch = WriteBatch::new();
+        batch.delete(tree, key);
+        self.write(batch, &WriteOptions::default())
     }
     pub fn merge(&self, tree: &Tree, key: &[u8], operand: &[u8]) -> Result<SeqNo> {
-        let _ = (tree, key, operand);
-        todo!()
+        let mut batch = WriteBatch::new();
+        batch.merge(tree, key, operand);
+        self.write(batch, &WriteOptions::default())
     }
     /// Applies the batch atomically; returns the sequence number of its first entry (entry `i`
     /// gets `first + i`).
     pub fn write(&self, batch: WriteBatch, options: &WriteOptions) -> Result<SeqNo> {
-        let _ = (batch, options);
-        todo!()
+        self.inner.write_batch(batch, options.sync)
     }
     pub fn get(&self, tree: &Tree, key: &[u8]) -> Result<Option<Entry>> {
         self.get_with(tree, key, &ReadOptions::default())
     }
-    pub fn get_with(&self, tree: &Tree, key: &[u8], options: &ReadOptions) -> Result<Option<Entry>> {
-        let _ = (tree, key, options);
-        todo!()
+    pub fn get_with(
+        &self,
+        tree: &Tree,
+        key: &[u8],
+        options: &ReadOptions,
+    ) -> Result<Option<Entry>> {
+        self.inner.get(tree, key, options)
     }
     pub fn snapshot(&self) -> Snapshot {
-        todo!()
+        // Registered under the state lock so a compaction picking its snapshot list either
+        // sees this snapshot or started before its sequence number existed.
+        let _state = self.inner.state.lock();
+        self.inner.snapshots.acquire(self.inner.latest_sequence())
     }
     /// The newest sequence number visible to reads.
     pub fn latest_sequence(&self) -> SeqNo {
-        todo!()
+        self.inner.latest_sequence()
     }
     pub fn iter(&self, tree: &Tree, options: ReadOptions) -> Result<crate::iter::DbIterator> {
-        let _ = (tree, options);
-        todo!()
+        self.inner.iterator(tree, &options)
+    }
+    /// A view of `tree` component by component, for level-by-level reads.
+    pub fn components(&self, tree: &Tree, options: &ReadOptions) -> Result<ComponentView> {
+        self.inner.components(tree, options)
+    }
+    /// GetLite against the current state: see `ComponentView::newer_version_exists_above`.
+    pub fn newer_version_exists_above(
+        &self,
+        tree: &Tree,
+        key: &[u8],
+        seq: SeqNo,
+        component: ComponentId,
+    ) -> Result<NewerVersion> {
+        self.components(tree, &ReadOptions::default())?
+            .newer_version_exists_above(key, seq, component)
+    }
+    /// A named meta block that a block property collector wrote into one of the tree's live
+    /// tables.
+    pub fn table_meta_block(
+        &self,
+        tree: &Tree,
+        file_number: u64,
+        collector: &str,
+        name: &str,
+    ) -> Result<Option<Vec<u8>>> {
+        let view = self.components(tree, &ReadOptions::default())?;
+        let levels = self.inner.options.levels_max;
+        let file = (0..levels)
+            .flat_map(|l| view.files(l))
+            .find(|f| f.number == file_number)
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "file {file_number} is not a live table of tree {:?}",
+                    tree.name()
+                ))
+            })?;
+        view.table(&file)?.meta_block(collector, name)
     }
     /// Freezes the active memtable and waits until everything written before the call is in
     /// SSTables.
     pub fn flush(&self) -> Result<()> {
-        todo!()
+        self.inner.check_open()?;
+        self.inner.force_memtable_switch()?;
+        let mut state = self.inner.state.lock();
+        while !state.imms.is_empty() {
+            if let Some(e) = &state.bg_error {
+                return Err(Error::Closed(format!("flush failed: {e}")));
+            }
+            self.inner.bg_cv.notify_all();
+            self.inner.bg_cv.wait(&mut state);
+        }
+        Ok(())
     }
-    /// Compacts every file of `tree` overlapping `[start, end]` down to the bottom level.
-    pub fn compact_range(&self, tree: &Tree, start: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
-        let _ = (tree, start, end);
-        todo!()
+    /// Compacts every file of `tree` overlapping `[start, end]` down to the deepest level
+    /// that holds data (after flushing the memtable).
+    pub fn compact_range(
+        &self,
+        tree: &Tree,
+        start: Option<&[u8]>,
+        end: Option<&[u8]>,
+    ) -> Result<()> {
+        self.inner.check_open()?;
+        self.tree(tree.name())?;
+        self.flush()?;
+        self.inner.compact_range(tree.id(), start, end)
     }
     /// Blocks until no flush or compaction is pending or running.
     pub fn wait_for_background_work(&self) -> Result<()> {
-        todo!()
+        let mut state = self.inner.state.lock();
+        loop {
+            if let Some(e) = &state.bg_error {
+                return Err(Error::Closed(format!("background work failed: {e}")));
+            }
+            let busy = !state.imms.is_empty()
+                || state.flush_running
+                || state.compactions_running > 0
+                || self.inner.pick_compaction(&state).is_some();
+            if !busy {
+                return Ok(());
+            }
+            self.inner.bg_cv.notify_all();
+            self.inner
+                .bg_cv
+                .wait_for(&mut state, std::time::Duration::from_millis(50));
+        }
     }
     pub fn stats(&self) -> Stats {
-        todo!()
+        let inner = &self.inner;
+        let mut stats = inner.counters.snapshot();
+        let sv = inner.super_version.load();
+        stats.memtable_bytes = sv.mem.approximate_bytes() as u64;
+        stats.immutable_memtables = sv.imms.len();
+        stats.block_cache_bytes = inner.block_cache.as_ref().map_or(0, |c| c.used_bytes());
+        stats.last_sequence = inner.latest_sequence();
+        for (id, tv) in &sv.version.trees {
+            let name = sv
+                .trees
+                .get(id)
+                .map_or_else(String::new, |t| t.name.to_string());
+            stats.trees.push(crate::stats::TreeStats {
+                name,
+                levels: tv
+                    .levels
+                    .iter()
+                    .map(|files| crate::stats::LevelStats {
+                        files: files.len(),
+                        bytes: files.iter().map(|f| f.file_bytes).sum(),
+                    })
+                    .collect(),
+            });
+        }
+        stats
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        let _ = self.shutdown();
+    }
+}
+
+impl DbInner {
+    fn flush_loop(self: &Arc<Self>) {
+        loop {
+            {
+                let mut state = self.state.lock();
+                loop {
+                    if state.shutting_down {
+                        return;
+                    }
+                    if state.bg_error.is_none() && !state.imms.is_empty() {
+                        state.flush_running = true;
+                        break;
+                    }
+                    self.bg_cv.wait(&mut state);
+                }
+            }
+            let result = self.flush_oldest_memtable();
+            let mut state = self.state.lock();
+            state.flush_running = false;
+            if let Err(e) = result {
+                self.set_bg_error(&mut state, &e);
+            }
+            self.bg_cv.notify_all();
+        }
     }
 }

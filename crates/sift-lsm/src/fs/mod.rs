@@ -5,7 +5,7 @@ mod fault;
 mod std_fs;
 
 pub use fault::{FaultFileSystem, FaultKind};
-pub use std_fs::StdFileSystem;
+pub use std_fs::{StdFileSystem, StdRandomAccessFile};
 
 use crate::Result;
 use std::path::{Path, PathBuf};

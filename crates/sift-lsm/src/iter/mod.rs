@@ -1,7 +1,14 @@
-//! Iterators that combine components: merging, level (concatenating), and the user-facing
-//! `DbIterator`.
+//! Iterators that combine components: merging (`MergingIterator`), level-concatenating
+//! (`LevelIterator`), and the user-facing `DbIterator` that resolves versions, deletes and
+//! merge operands at a snapshot.
 
-/// The user-facing iterator (placeholder until the iterator module lands).
-pub struct DbIterator {
-    _private: (),
-}
+mod db_iter;
+mod level;
+mod merging;
+
+pub use db_iter::DbIterator;
+pub use level::{LevelIterator, OpenTable};
+pub use merging::MergingIterator;
+
+#[cfg(test)]
+pub(crate) mod test_support;

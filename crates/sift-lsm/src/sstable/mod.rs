@@ -1,4 +1,34 @@
 //! SSTables: immutable sorted files of internal keys (`docs/format/sstable.md`).
+//!
+//! `TableBuilder` writes them, `Table` reads them (index, filter and properties held in memory),
+//! `TableIterator` walks them, `BlockCache` shares decompressed data blocks between readers.
+
+mod block;
+mod bloom;
+mod builder;
+mod cache;
+mod format;
+mod iter;
+mod properties;
+mod reader;
+#[cfg(test)]
+mod test_util;
+#[cfg(test)]
+mod tests;
+
+pub use builder::{TableBuilder, TableBuilderOptions, TableSummary};
+pub use cache::BlockCache;
+pub use format::{BLOCK_TRAILER_BYTES, FOOTER_BYTES, FORMAT_VERSION, TABLE_MAGIC};
+pub use iter::TableIterator;
+pub use properties::TableProperties;
+pub use reader::{ReadContext, Table};
+
+/// Metaindex name of the bloom filter block.
+pub const META_FILTER: &str = "sift.filter.bloom";
+/// Metaindex name of the properties block.
+pub const META_PROPERTIES: &str = "sift.properties";
+/// Collector meta blocks are named `<collector name>/<block name>`; engine names contain no `/`.
+pub const META_BLOCK_SEPARATOR: char = '/';
 
 /// Where a block lives in a table file. `size` excludes the 5-byte block trailer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -31,6 +31,8 @@ pub struct FileMetaData {
     /// Set when a version edit removed the file; the last reference dropping then deletes it.
     obsolete: AtomicBool,
     reaper: OnceLock<Arc<dyn FileReaper>>,
+    /// The opened table, kept while the file is live (no separate table cache).
+    pub(crate) table: OnceLock<Arc<crate::sstable::Table>>,
 }
 
 impl FileMetaData {
@@ -61,6 +63,7 @@ impl FileMetaData {
             being_compacted: AtomicBool::new(false),
             obsolete: AtomicBool::new(false),
             reaper: OnceLock::new(),
+            table: OnceLock::new(),
         }
     }
 
@@ -114,7 +117,10 @@ impl std::fmt::Debug for FileMetaData {
         f.debug_struct("FileMetaData")
             .field("number", &self.number)
             .field("file_bytes", &self.file_bytes)
-            .field("smallest", &String::from_utf8_lossy(self.smallest_user_key()))
+            .field(
+                "smallest",
+                &String::from_utf8_lossy(self.smallest_user_key()),
+            )
             .field("largest", &String::from_utf8_lossy(self.largest_user_key()))
             .field("seq", &(self.seq_min..=self.seq_max))
             .field("entries", &self.entries)

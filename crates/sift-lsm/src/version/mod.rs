@@ -3,5 +3,6 @@
 
 pub mod edit;
 mod file;
+pub mod set;
 
 pub use file::*;

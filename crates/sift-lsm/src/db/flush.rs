@@ -1,0 +1,296 @@
+//! Flushing frozen memtables into L0 tables, and the pieces flush and compaction share:
+//! writing one table, and installing a version edit (with version listeners told).
+
+use crate::compaction::iter::{CompactionIterator, CompactionParams};
+use crate::db::state::{DbInner, DbState, TreeInfo};
+use crate::extension::{
+    ChangeReason, FileChange, JobKind, TableContext, TableReason, VersionChange,
+};
+use crate::iterator::InternalIterator;
+use crate::key::TreeId;
+use crate::memtable::Memtable;
+use crate::sstable::{TableBuilder, TableBuilderOptions, TableSummary};
+use crate::stats::EngineCounters;
+use crate::version::edit::{NewFile, VersionEdit};
+use crate::version::set::Version;
+use crate::version::wal_file_name;
+use crate::write_batch::WriteBatch;
+use crate::Result;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+impl DbInner {
+    /// Applies `edit` (manifest first), installs the new version and super version, and tells
+    /// the version listeners what changed. Call with the state locked.
+    pub(crate) fn apply_edit(
+        &self,
+        state: &mut DbState,
+        edit: &mut VersionEdit,
+        reason: ChangeReason,
+    ) -> Result<()> {
+        let before = Arc::clone(&state.version);
+        // Every sequence number handed out so far is at most this; recovery resumes above it
+        // even when the logs holding the newest writes are gone.
+        let allocated = self
+            .allocated_sequence
+            .load(std::sync::atomic::Ordering::Acquire);
+        edit.last_sequence = Some(edit.last_sequence.unwrap_or(0).max(allocated));
+        state.versions.log_and_apply(edit)?;
+        let after = Arc::new(state.versions.version());
+        state.version = Arc::clone(&after);
+        self.install_super_version(state);
+        if !self.options.version_listeners.is_empty() {
+            let change = diff_versions(&before, &after, reason);
+            if !change.added.is_empty() || !change.removed.is_empty() {
+                for listener in &self.options.version_listeners {
+                    listener.on_version_change(&change);
+                }
+            }
+        }
+        self.bg_cv.notify_all();
+        Ok(())
+    }
+
+    /// Writes the entries of `input` (already in internal-key order, already filtered) into
+    /// one new table file. Returns `None` if there was nothing to write.
+    pub(crate) fn write_table(
+        &self,
+        tree: &TreeInfo,
+        level: usize,
+        reason: TableReason,
+        file_number: u64,
+        entries: &mut dyn FnMut(&mut TableBuilder) -> Result<bool>,
+    ) -> Result<Option<NewFile>> {
+        let path = self.table_path(file_number);
+        let context = TableContext {
+            tree: tree.id,
+            tree_name: Arc::clone(&tree.name),
+            level,
+            file_number,
+            reason,
+        };
+        let collectors = tree
+            .options
+            .block_property_collectors
+            .iter()
+            .map(|factory| (factory.name().to_owned(), factory.create(&context)))
+            .collect();
+        let file = self.fs.create(&path)?;
+        let mut builder = TableBuilder::new(
+            file,
+            path.clone(),
+            TableBuilderOptions::from_options(&self.options, collectors),
+        );
+        let filled = entries(&mut builder);
+        let filled = match filled {
+            Ok(f) => f,
+            Err(e) => {
+                drop(builder);
+                let _ = self.fs.remove(&path);
+                return Err(e);
+            }
+        };
+        if !filled || builder.entries() == 0 {
+            drop(builder);
+            let _ = self.fs.remove(&path);
+            return Ok(None);
+        }
+        let summary = match builder.finish() {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = self.fs.remove(&path);
+                return Err(e);
+            }
+        };
+        EngineCounters::add(&self.counters.bytes_written, summary.file_bytes);
+        Ok(Some(new_file_from_summary(file_number, summary)))
+    }
+
+    /// Flushes the oldest frozen memtable. Returns false if there was none.
+    pub(crate) fn flush_oldest_memtable(self: &Arc<Self>) -> Result<bool> {
+        let (imm, trees, log_number_after) = {
+            let state = self.state.lock();
+            let Some(imm) = state.imms.last().cloned() else {
+                return Ok(false);
+            };
+            // Once this memtable is in tables, the oldest log still needed is the next one's.
+            let next_wal = state
+                .imms
+                .iter()
+                .rev()
+                .nth(1)
+                .map_or(state.mem.wal_number(), |m| m.wal_number());
+            (imm, Arc::clone(&state.trees), next_wal)
+        };
+        let snapshots = self.snapshots.sequences();
+        let mut edit = VersionEdit {
+            log_number: Some(log_number_after),
+            ..VersionEdit::default()
+        };
+        let mut emitted = WriteBatch::new();
+        let mut flushed_bytes = 0;
+        let mut created = Vec::new();
+        let result = (|| {
+            for tree_id in imm.trees() {
+                let Some(tree) = trees.get(&tree_id) else {
+                    continue; // dropped since the write
+                };
+                let number = self.state.lock().versions.new_file_number();
+                created.push(number);
+                let new_file = self.flush_tree(&imm, tree, number, &snapshots, &mut emitted)?;
+                if let Some(f) = new_file {
+                    flushed_bytes += f.file_bytes;
+                    edit.new_files.push((tree_id, 0, f));
+                }
+            }
+            Ok::<(), crate::Error>(())
+        })();
+        if let Err(e) = result {
+            for n in created {
+                let _ = self.fs.remove(&self.table_path(n));
+            }
+            return Err(e);
+        }
+        if !edit.new_files.is_empty() {
+            self.fs.sync_dir(&self.dir)?;
+        }
+        let install = {
+            let imm = Arc::clone(&imm);
+            move |inner: &DbInner| -> Result<()> {
+                let mut state = inner.state.lock();
+                inner.apply_edit(&mut state, &mut edit, ChangeReason::Flush)?;
+                if let Some(pos) = state.imms.iter().position(|m| Arc::ptr_eq(m, &imm)) {
+                    state.imms.remove(pos);
+                }
+                inner.install_super_version(&state);
+                Ok(())
+            }
+        };
+        self.commit_job(emitted, install)?;
+        EngineCounters::add(&self.counters.flushes, 1);
+        EngineCounters::add(&self.counters.flush_bytes_written, flushed_bytes);
+        self.delete_obsolete_wals(log_number_after);
+        Ok(true)
+    }
+
+    fn flush_tree(
+        &self,
+        imm: &Arc<Memtable>,
+        tree: &Arc<TreeInfo>,
+        number: u64,
+        snapshots: &[u64],
+        emitted: &mut WriteBatch,
+    ) -> Result<Option<NewFile>> {
+        let mut input = imm.iter(tree.id);
+        input.seek_to_first()?;
+        let always = |_: &[u8]| true;
+        let params = CompactionParams {
+            tree: tree.id,
+            tree_name: Arc::clone(&tree.name),
+            snapshots: snapshots.to_vec(),
+            key_may_exist_below: &always,
+            merge_operator: tree.options.merge_operator.clone(),
+            observers: &self.options.compaction_observers,
+            job: JobKind::Flush,
+        };
+        let mut iter = CompactionIterator::new(Box::new(input), params);
+        let new_file = self.write_table(tree, 0, TableReason::Flush, number, &mut |builder| {
+            while let Some((key, value)) = iter.next_entry()? {
+                builder.add(&key, &value)?;
+            }
+            Ok(true)
+        })?;
+        emitted.append(&iter.emitted());
+        Ok(new_file)
+    }
+
+    /// Installs a job's result: directly, or — when observers emitted writes — through the
+    /// write path so the writes and the edit become visible together.
+    pub(crate) fn commit_job(
+        self: &Arc<Self>,
+        emitted: WriteBatch,
+        install: impl FnOnce(&DbInner) -> Result<()> + Send + 'static,
+    ) -> Result<()> {
+        if emitted.is_empty() {
+            return install(self);
+        }
+        let inner = Arc::clone(self);
+        let hook = Box::new(move || install(&inner));
+        self.write_internal(emitted, hook).map(|_| ())
+    }
+
+    /// Deletes WAL files older than `log_number` (their contents are in tables).
+    pub(crate) fn delete_obsolete_wals(&self, log_number: u64) {
+        if let Ok(names) = self.fs.list(&self.dir) {
+            for name in names {
+                if let Some(crate::version::FileKind::Wal(n)) =
+                    crate::version::parse_file_name(&name)
+                {
+                    if n < log_number {
+                        let _ = self.fs.remove(&self.dir.join(wal_file_name(n)));
+                    }
+                }
+            }
+        }
+    }
+}
+
+pub(crate) fn new_file_from_summary(number: u64, s: TableSummary) -> NewFile {
+    NewFile {
+        number,
+        file_bytes: s.file_bytes,
+        smallest: s.smallest,
+        largest: s.largest,
+        seq_min: s.seq_min,
+        seq_max: s.seq_max,
+        entries: s.entries,
+        deletions: s.deletions,
+        property_names: s.property_names,
+        property_values: s.property_values,
+    }
+}
+
+/// Which files `after` has that `before` lacks, and the reverse.
+pub(crate) fn diff_versions(
+    before: &Version,
+    after: &Version,
+    reason: ChangeReason,
+) -> VersionChange {
+    fn index(v: &Version) -> BTreeMap<(TreeId, u64), (usize, Arc<crate::version::FileMetaData>)> {
+        let mut m = BTreeMap::new();
+        for (tree, tv) in &v.trees {
+            for (level, f) in tv.all_files() {
+                m.insert((*tree, f.number), (level, Arc::clone(f)));
+            }
+        }
+        m
+    }
+    let b = index(before);
+    let a = index(after);
+    let mut change = VersionChange {
+        reason,
+        added: Vec::new(),
+        removed: Vec::new(),
+    };
+    for ((tree, number), (level, file)) in &b {
+        match a.get(&(*tree, *number)) {
+            Some((new_level, _)) if new_level == level => {}
+            _ => change.removed.push(FileChange {
+                tree: *tree,
+                level: *level,
+                file: Arc::clone(file),
+            }),
+        }
+    }
+    for ((tree, number), (level, file)) in &a {
+        match b.get(&(*tree, *number)) {
+            Some((old_level, _)) if old_level == level => {}
+            _ => change.added.push(FileChange {
+                tree: *tree,
+                level: *level,
+                file: Arc::clone(file),
+            }),
+        }
+    }
+    change
+}

@@ -1,0 +1,370 @@
+//! Opening a database: lock, manifest replay, WAL replay into L0 tables, a fresh manifest and
+//! WAL, removal of files nothing refers to, and the background threads.
+
+use crate::compaction::iter::{CompactionIterator, CompactionParams};
+use crate::db::state::{DbInner, DbState, Reaper, SuperVersion, TableOpener, TreeInfo};
+use crate::db::write::insert_into_memtable;
+use crate::db::{Db, DEFAULT_TREE};
+use crate::extension::{ChangeReason, JobKind, TableReason};
+use crate::iterator::InternalIterator;
+use crate::key::TreeId;
+use crate::memtable::Memtable;
+use crate::options::{Options, WalRecovery};
+use crate::snapshot::SnapshotList;
+use crate::sstable::BlockCache;
+use crate::stats::EngineCounters;
+use crate::version::edit::VersionEdit;
+use crate::version::set::{read_current, ManifestState, Version, VersionSet};
+use crate::version::{parse_file_name, wal_file_name, FileKind, LOCK_FILE_NAME};
+use crate::wal::{LogReader, LogWriter};
+use crate::write_batch::WriteBatch;
+use crate::{Error, Result};
+use arc_swap::ArcSwap;
+use parking_lot::{Condvar, Mutex};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::Arc;
+
+fn validate_options(options: &Options) -> Result<()> {
+    let bad = |m: &str| Err(Error::InvalidArgument(m.to_owned()));
+    if options.levels_max < 2 || options.levels_max > 16 {
+        return bad("levels_max must be between 2 and 16");
+    }
+    if options.memtable_bytes_max < 4096 {
+        return bad("memtable_bytes_max must be at least 4096");
+    }
+    if options.immutable_memtables_max == 0 {
+        return bad("immutable_memtables_max must be at least 1");
+    }
+    if options.block_restart_interval == 0 || options.block_bytes < 64 {
+        return bad("block_restart_interval must be at least 1 and block_bytes at least 64");
+    }
+    if options.l0_compaction_trigger == 0
+        || options.l0_slowdown_trigger < options.l0_compaction_trigger
+        || options.l0_stop_trigger < options.l0_slowdown_trigger
+    {
+        return bad("need 0 < l0_compaction_trigger <= l0_slowdown_trigger <= l0_stop_trigger");
+    }
+    if options.level_size_ratio < 2
+        || options.level1_bytes_max == 0
+        || options.table_file_bytes_target == 0
+    {
+        return bad("level_size_ratio must be at least 2; level1_bytes_max and table_file_bytes_target above 0");
+    }
+    Ok(())
+}
+
+impl Db {
+    pub(crate) fn open_impl(path: &Path, options: Options) -> Result<Db> {
+        validate_options(&options)?;
+        let fs = Arc::clone(&options.file_system);
+        let dir = path.to_path_buf();
+        let has_current = fs.exists(&dir.join(crate::version::CURRENT_FILE_NAME));
+        if !has_current && !options.create_if_missing {
+            return Err(Error::OpenRefused {
+                path: dir,
+                detail: "no database here and create_if_missing is off".into(),
+            });
+        }
+        if has_current && options.error_if_exists {
+            return Err(Error::OpenRefused {
+                path: dir,
+                detail: "a database exists here and error_if_exists is on".into(),
+            });
+        }
+        fs.create_dir_all(&dir)?;
+        let lock = fs.lock(&dir.join(LOCK_FILE_NAME))?;
+
+        let reaper = Arc::new(Reaper {
+            dir: dir.clone(),
+            fs: Arc::clone(&fs),
+            failures: AtomicU64::new(0),
+        });
+        let levels_max = options.levels_max;
+        let mut state = if has_current {
+            replay_manifest(&dir, &options)?
+        } else {
+            let mut s = ManifestState {
+                next_file_number: 1,
+                next_tree_id: 1,
+                ..ManifestState::default()
+            };
+            s.trees.insert(0, DEFAULT_TREE.to_owned());
+            s.files.insert(0, vec![Vec::new(); levels_max]);
+            s
+        };
+
+        // Every file number seen on disk is taken, even if the manifest never recorded it.
+        let names = fs.list(&dir)?;
+        let mut wals = BTreeSet::new();
+        for name in &names {
+            match parse_file_name(name) {
+                Some(FileKind::Table(n) | FileKind::Manifest(n)) => {
+                    state.next_file_number = state.next_file_number.max(n + 1);
+                }
+                Some(FileKind::Wal(n)) => {
+                    state.next_file_number = state.next_file_number.max(n + 1);
+                    if n >= state.log_number {
+                        wals.insert(n);
+                    }
+                }
+                _ => {}
+            }
+        }
+
+        let counters = Arc::new(EngineCounters::default());
+        let block_cache = (options.block_cache_bytes > 0)
+            .then(|| Arc::new(BlockCache::new(options.block_cache_bytes)));
+        let tables = Arc::new(TableOpener {
+            dir: dir.clone(),
+            fs: Arc::clone(&fs),
+            direct_reads: options.use_direct_reads,
+            block_cache: block_cache.clone(),
+            counters: Arc::clone(&counters),
+        });
+        let trees = tree_map(&state, &options);
+
+        // The manifest state is final except for the WAL replay: build a provisional inner to
+        // reuse the table writer, then replay.
+        let provisional_versions =
+            VersionSet::create(&dir, Arc::clone(&fs), state, levels_max, reaper.clone())?;
+        let version = Arc::new(provisional_versions.version());
+        let mem = Arc::new(Memtable::new(0));
+        let inner = Arc::new(DbInner {
+            dir: dir.clone(),
+            fs: Arc::clone(&fs),
+            state: Mutex::new(DbState {
+                versions: provisional_versions,
+                mem: Arc::clone(&mem),
+                imms: Vec::new(),
+                version: Arc::clone(&version),
+                trees: Arc::clone(&trees),
+                bg_error: None,
+                shutting_down: false,
+                compactions_running: 0,
+                flush_running: false,
+                manual_compactions: 0,
+            }),
+            bg_cv: Condvar::new(),
+            super_version: ArcSwap::from_pointee(SuperVersion {
+                mem,
+                imms: Vec::new(),
+                version,
+                trees: Arc::clone(&trees),
+            }),
+            visible_sequence: AtomicU64::new(0),
+            allocated_sequence: AtomicU64::new(0),
+            write_queue: crate::db::write::WriteQueue::default(),
+            wal: Mutex::new(None),
+            snapshots: Arc::new(SnapshotList::default()),
+            block_cache,
+            counters,
+            tables,
+            closed: AtomicBool::new(false),
+            _lock: Mutex::new(Some(lock)),
+            options,
+        });
+
+        // Recovered tables join the manifest in one edit with the new log number, so a crash
+        // during recovery leaves them unreferenced (removed next time) rather than doubled.
+        let mut edit = VersionEdit::default();
+        let last_sequence = inner.replay_wals(&wals, &mut edit)?;
+        {
+            let mut state = inner.state.lock();
+            let wal_number = state.versions.new_file_number();
+            let wal_path = dir.join(wal_file_name(wal_number));
+            let file = fs.create(&wal_path)?;
+            *inner.wal.lock() = Some(LogWriter::new(file, wal_path));
+            state.mem = Arc::new(Memtable::new(wal_number));
+            let newest_in_tables = state
+                .version
+                .trees
+                .values()
+                .flat_map(|tv| tv.all_files().map(|(_, f)| f.seq_max))
+                .chain(edit.new_files.iter().map(|(_, _, f)| f.seq_max))
+                .max()
+                .unwrap_or(0);
+            let last = state
+                .versions
+                .state
+                .last_sequence
+                .max(last_sequence)
+                .max(newest_in_tables);
+            edit.log_number = Some(wal_number);
+            edit.last_sequence = Some(last);
+            state.versions.log_and_apply(&mut edit)?;
+            state.version = Arc::new(state.versions.version());
+            inner.install_super_version(&state);
+            inner
+                .visible_sequence
+                .store(last, std::sync::atomic::Ordering::Release);
+            inner
+                .allocated_sequence
+                .store(last, std::sync::atomic::Ordering::Release);
+            fs.sync_dir(&dir)?;
+            remove_unreferenced_files(&inner, &state, wal_number)?;
+            // Listeners learn the starting files, as if each had just been added.
+            let change = crate::db::flush::diff_versions(
+                &Version::default(),
+                &state.version,
+                ChangeReason::Open,
+            );
+            for listener in &inner.options.version_listeners {
+                listener.on_version_change(&change);
+            }
+        }
+        Db::start(inner)
+    }
+}
+
+fn tree_map(state: &ManifestState, options: &Options) -> Arc<BTreeMap<TreeId, Arc<TreeInfo>>> {
+    Arc::new(
+        state
+            .trees
+            .iter()
+            .map(|(id, name)| {
+                let tree_options = options
+                    .tree_options
+                    .get(name)
+                    .cloned()
+                    .unwrap_or_else(|| options.default_tree_options.clone());
+                (
+                    *id,
+                    Arc::new(TreeInfo {
+                        id: *id,
+                        name: Arc::from(name.as_str()),
+                        options: tree_options,
+                    }),
+                )
+            })
+            .collect(),
+    )
+}
+
+fn replay_manifest(dir: &Path, options: &Options) -> Result<ManifestState> {
+    let fs = &options.file_system;
+    let name = read_current(dir, fs.as_ref())?;
+    let path = dir.join(&name);
+    let bytes = fs.read_all(&path)?;
+    let mut reader = LogReader::new(bytes, path.clone(), WalRecovery::TolerateTornTail);
+    let mut state = ManifestState::default();
+    let mut records = 0;
+    while let Some((offset, record)) = reader.read_record()? {
+        let edit = VersionEdit::decode(&record, &path, offset)?;
+        state.apply(&edit, options.levels_max, &path, offset)?;
+        records += 1;
+    }
+    if records == 0 {
+        return Err(Error::corruption(
+            &path,
+            0,
+            "manifest holds no complete record",
+        ));
+    }
+    Ok(state)
+}
+
+impl DbInner {
+    /// Replays the logs into memtables, writing each to L0 when full and at the end. Returns
+    /// the highest sequence number found.
+    fn replay_wals(self: &Arc<Self>, wals: &BTreeSet<u64>, edit: &mut VersionEdit) -> Result<u64> {
+        let mut last = 0;
+        let count = wals.len();
+        for (i, number) in wals.iter().enumerate() {
+            let path = self.dir.join(wal_file_name(*number));
+            let bytes = self.fs.read_all(&path)?;
+            let is_last = i + 1 == count;
+            let mut reader = LogReader::new(bytes, path.clone(), self.options.wal_recovery);
+            let mut mem = Memtable::new(*number);
+            while let Some((offset, record)) = reader.read_record()? {
+                let batch = WriteBatch::decode(&record, &path, offset)?;
+                insert_into_memtable(&mem, &batch);
+                last = last.max(batch.sequence() + batch.len() as u64 - 1);
+                if mem.approximate_bytes() >= self.options.memtable_bytes_max {
+                    self.flush_recovered(mem, edit)?;
+                    mem = Memtable::new(*number);
+                }
+            }
+            if !is_last
+                && reader.dropped_tail_bytes() > 0
+                && self.options.wal_recovery == WalRecovery::TolerateTornTail
+            {
+                return Err(Error::corruption(
+                    &path,
+                    0,
+                    format!(
+                        "log {number} ends in {} damaged bytes but newer logs follow it",
+                        reader.dropped_tail_bytes()
+                    ),
+                ));
+            }
+            if !mem.is_empty() {
+                self.flush_recovered(mem, edit)?;
+            }
+        }
+        Ok(last)
+    }
+
+    /// Writes a recovered memtable to L0 tables, adding them to `edit`.
+    fn flush_recovered(self: &Arc<Self>, mem: Memtable, edit: &mut VersionEdit) -> Result<()> {
+        let mem = Arc::new(mem);
+        let trees = Arc::clone(&self.state.lock().trees);
+        for tree_id in mem.trees() {
+            let Some(tree) = trees.get(&tree_id) else {
+                continue;
+            };
+            let number = self.state.lock().versions.new_file_number();
+            let mut input = mem.iter(tree_id);
+            input.seek_to_first()?;
+            let always = |_: &[u8]| true;
+            let params = CompactionParams {
+                tree: tree_id,
+                tree_name: Arc::clone(&tree.name),
+                snapshots: Vec::new(),
+                key_may_exist_below: &always,
+                merge_operator: tree.options.merge_operator.clone(),
+                // Recovery replays writes whose drops were reported before the crash or will
+                // be when these tables are compacted; observers are not called here.
+                observers: &[],
+                job: JobKind::Flush,
+            };
+            let mut iter = CompactionIterator::new(Box::new(input), params);
+            if let Some(f) =
+                self.write_table(tree, 0, TableReason::Flush, number, &mut |builder| {
+                    while let Some((key, value)) = iter.next_entry()? {
+                        builder.add(&key, &value)?;
+                    }
+                    Ok(true)
+                })?
+            {
+                edit.new_files.push((tree_id, 0, f));
+            }
+        }
+        self.fs.sync_dir(&self.dir)
+    }
+}
+
+/// Removes tables no tree refers to, logs older than `log_number`, old manifests and temp
+/// files: leftovers of crashed flushes and compactions.
+fn remove_unreferenced_files(inner: &DbInner, state: &DbState, log_number: u64) -> Result<()> {
+    let live: BTreeSet<u64> = state
+        .version
+        .trees
+        .values()
+        .flat_map(|tv| tv.all_files().map(|(_, f)| f.number))
+        .collect();
+    for name in inner.fs.list(&inner.dir)? {
+        let remove = match parse_file_name(&name) {
+            Some(FileKind::Table(n)) => !live.contains(&n),
+            Some(FileKind::Wal(n)) => n < log_number,
+            Some(FileKind::Manifest(n)) => n != state.versions.manifest_number,
+            Some(FileKind::Temp) => true,
+            _ => false,
+        };
+        if remove {
+            let _ = inner.fs.remove(&inner.dir.join(&name));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,171 @@
+//! The shared state behind a `Db` handle: what background threads and callers share.
+
+use crate::db::write::WriteQueue;
+use crate::fs::{FileLock, FileSystem};
+use crate::key::{SeqNo, TreeId};
+use crate::memtable::Memtable;
+use crate::options::{Options, TreeOptions};
+use crate::snapshot::SnapshotList;
+use crate::sstable::{BlockCache, Table};
+use crate::stats::EngineCounters;
+use crate::version::set::{Version, VersionSet};
+use crate::version::{table_file_name, FileMetaData, FileReaper};
+use crate::wal::LogWriter;
+use crate::{Error, Result};
+use arc_swap::ArcSwap;
+use parking_lot::{Condvar, Mutex};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// A tree's identity and code-level options.
+#[derive(Debug)]
+pub(crate) struct TreeInfo {
+    pub id: TreeId,
+    pub name: Arc<str>,
+    pub options: TreeOptions,
+}
+
+pub(crate) type TreeMap = Arc<BTreeMap<TreeId, Arc<TreeInfo>>>;
+
+/// What a reader needs, swapped atomically on every memtable switch, flush and compaction, so
+/// readers never take a lock.
+pub(crate) struct SuperVersion {
+    pub mem: Arc<Memtable>,
+    /// Frozen memtables, newest first.
+    pub imms: Vec<Arc<Memtable>>,
+    pub version: Arc<Version>,
+    pub trees: TreeMap,
+}
+
+/// Mutable engine state, under `DbInner::state`.
+pub(crate) struct DbState {
+    pub versions: VersionSet,
+    pub mem: Arc<Memtable>,
+    /// Frozen memtables, newest first.
+    pub imms: Vec<Arc<Memtable>>,
+    pub version: Arc<Version>,
+    pub trees: TreeMap,
+    pub bg_error: Option<String>,
+    pub shutting_down: bool,
+    pub compactions_running: usize,
+    pub flush_running: bool,
+    pub manual_compactions: usize,
+}
+
+/// Deletes table files once the last version referring to them is gone.
+pub(crate) struct Reaper {
+    pub dir: PathBuf,
+    pub fs: Arc<dyn FileSystem>,
+    pub failures: AtomicU64,
+}
+
+impl FileReaper for Reaper {
+    fn reap(&self, file_number: u64) {
+        if self
+            .fs
+            .remove(&self.dir.join(table_file_name(file_number)))
+            .is_err()
+        {
+            // Left for the next open's sweep of unreferenced files.
+            self.failures.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+pub(crate) struct DbInner {
+    pub dir: PathBuf,
+    pub options: Options,
+    pub fs: Arc<dyn FileSystem>,
+    pub state: Mutex<DbState>,
+    /// Signalled when background work may be needed or has finished.
+    pub bg_cv: Condvar,
+    pub super_version: ArcSwap<SuperVersion>,
+    /// Highest sequence number visible to reads.
+    pub visible_sequence: AtomicU64,
+    /// Highest sequence number handed out (only the write leader changes it).
+    pub allocated_sequence: AtomicU64,
+    pub write_queue: WriteQueue,
+    /// Only the write leader touches it.
+    pub wal: Mutex<Option<LogWriter>>,
+    pub snapshots: Arc<SnapshotList>,
+    pub block_cache: Option<Arc<BlockCache>>,
+    pub counters: Arc<EngineCounters>,
+    pub tables: Arc<TableOpener>,
+    pub closed: AtomicBool,
+    pub _lock: Mutex<Option<Box<dyn FileLock>>>,
+}
+
+impl DbInner {
+    /// Rebuilds and installs the super version from the state. Call with the state locked.
+    pub fn install_super_version(&self, state: &DbState) {
+        self.super_version.store(Arc::new(SuperVersion {
+            mem: Arc::clone(&state.mem),
+            imms: state.imms.clone(),
+            version: Arc::clone(&state.version),
+            trees: Arc::clone(&state.trees),
+        }));
+    }
+
+    pub fn table_path(&self, number: u64) -> PathBuf {
+        self.dir.join(table_file_name(number))
+    }
+
+    /// The opened table of a live file (opened on first use and kept with the file metadata).
+    pub fn table(&self, file: &Arc<FileMetaData>) -> Result<Arc<Table>> {
+        self.tables.table(file)
+    }
+
+    pub fn tree_info(&self, id: TreeId) -> Option<Arc<TreeInfo>> {
+        self.super_version.load().trees.get(&id).cloned()
+    }
+
+    pub fn check_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed("the database was closed".into()));
+        }
+        Ok(())
+    }
+
+    pub fn latest_sequence(&self) -> SeqNo {
+        self.visible_sequence.load(Ordering::Acquire)
+    }
+
+    /// Records a background failure: from now on writes fail, reads go on.
+    pub fn set_bg_error(&self, state: &mut DbState, error: &Error) {
+        if state.bg_error.is_none() {
+            state.bg_error = Some(error.to_string());
+        }
+        self.bg_cv.notify_all();
+    }
+}
+
+/// Opens table files; shared with iterators that open tables lazily.
+pub(crate) struct TableOpener {
+    pub dir: PathBuf,
+    pub fs: Arc<dyn FileSystem>,
+    pub direct_reads: bool,
+    pub block_cache: Option<Arc<BlockCache>>,
+    pub counters: Arc<EngineCounters>,
+}
+
+impl TableOpener {
+    pub fn table(&self, file: &Arc<FileMetaData>) -> Result<Arc<Table>> {
+        if let Some(t) = file.table.get() {
+            return Ok(Arc::clone(t));
+        }
+        let handle = self.fs.open(
+            &self.dir.join(table_file_name(file.number)),
+            self.direct_reads,
+        )?;
+        let table = Table::open(
+            handle,
+            file.number,
+            self.block_cache.clone(),
+            Arc::clone(&self.counters),
+        )?;
+        let _ = file.table.set(Arc::clone(&table));
+        Ok(table)
+    }
+}

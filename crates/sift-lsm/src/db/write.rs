@@ -1,0 +1,378 @@
+//! The write path: group commit.
+//!
+//! Writers queue up; the writer at the front becomes the leader, takes the batches of the
+//! writers behind it (up to a size limit), gives them consecutive sequence numbers, appends
+//! them to the WAL with one flush (and one sync if any of them asked for it), inserts them into
+//! the memtable, publishes the new visible sequence number and wakes the followers. Readers
+//! never wait for any of this.
+
+use crate::db::state::{DbInner, DbState};
+use crate::key::{SeqNo, ValueKind, SEQ_MAX};
+use crate::memtable::Memtable;
+use crate::stats::EngineCounters;
+use crate::version::wal_file_name;
+use crate::wal::LogWriter;
+use crate::write_batch::WriteBatch;
+use crate::{Error, Result};
+use parking_lot::{Condvar, Mutex};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Runs after an internal batch is in the memtable and before its sequence numbers become
+/// visible: installs a flush's or compaction's version edit.
+pub(crate) type CommitHook = Box<dyn FnOnce() -> Result<()> + Send>;
+
+enum WriterKind {
+    User,
+    /// Freeze the active memtable (for `flush`).
+    ForceSwitch,
+    /// Writes emitted by a compaction observer, committed with the job's edit.
+    Internal(Option<CommitHook>),
+}
+
+struct PendingWriter {
+    id: u64,
+    batch: Option<WriteBatch>,
+    sync: bool,
+    kind: WriterKind,
+}
+
+#[derive(Default)]
+struct QueueState {
+    queue: VecDeque<PendingWriter>,
+    next_id: u64,
+    results: HashMap<u64, Result<SeqNo>>,
+}
+
+#[derive(Default)]
+pub(crate) struct WriteQueue {
+    state: Mutex<QueueState>,
+    cv: Condvar,
+}
+
+/// Group size limits, as in LevelDB: a small leader does not make itself wait for a big group.
+const GROUP_BYTES_MAX: usize = 1 << 20;
+const SMALL_BATCH_BYTES: usize = 128 << 10;
+
+impl DbInner {
+    pub(crate) fn write_batch(&self, batch: WriteBatch, sync: bool) -> Result<SeqNo> {
+        self.check_open()?;
+        self.validate_batch(&batch)?;
+        if batch.is_empty() {
+            return Ok(self.latest_sequence());
+        }
+        self.enqueue(Some(batch), sync, WriterKind::User)
+    }
+
+    /// Freezes the active memtable (if it holds anything) so a flush picks it up.
+    pub(crate) fn force_memtable_switch(&self) -> Result<()> {
+        self.enqueue(None, false, WriterKind::ForceSwitch)
+            .map(|_| ())
+    }
+
+    /// Commits writes emitted by a background job; `hook` installs the job's edit before the
+    /// writes become visible.
+    pub(crate) fn write_internal(&self, batch: WriteBatch, hook: CommitHook) -> Result<SeqNo> {
+        self.enqueue(Some(batch), true, WriterKind::Internal(Some(hook)))
+    }
+
+    fn validate_batch(&self, batch: &WriteBatch) -> Result<()> {
+        let trees = Arc::clone(&self.super_version.load().trees);
+        for entry in batch.iter() {
+            let entry = entry.map_err(Error::InvalidArgument)?;
+            if !trees.contains_key(&entry.tree) {
+                return Err(Error::TreeNotFound(format!("tree id {}", entry.tree)));
+            }
+            if entry.key.len() > self.options.key_bytes_max {
+                return Err(Error::InvalidArgument(format!(
+                    "key of {} bytes exceeds key_bytes_max ({})",
+                    entry.key.len(),
+                    self.options.key_bytes_max
+                )));
+            }
+            if entry.value.len() > self.options.value_bytes_max {
+                return Err(Error::InvalidArgument(format!(
+                    "value of {} bytes exceeds value_bytes_max ({})",
+                    entry.value.len(),
+                    self.options.value_bytes_max
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn enqueue(&self, batch: Option<WriteBatch>, sync: bool, kind: WriterKind) -> Result<SeqNo> {
+        let mut queue = self.write_queue.state.lock();
+        let id = queue.next_id;
+        queue.next_id += 1;
+        queue.queue.push_back(PendingWriter {
+            id,
+            batch,
+            sync,
+            kind,
+        });
+        loop {
+            if let Some(result) = queue.results.remove(&id) {
+                return result;
+            }
+            if queue.queue.front().is_some_and(|w| w.id == id) {
+                break;
+            }
+            self.write_queue.cv.wait(&mut queue);
+        }
+        // Leader: take the group's batches out of the queue entries.
+        let mut group_ids = Vec::new();
+        let mut batches = Vec::new();
+        let mut group_sync = false;
+        let mut hook = None;
+        let mut force = false;
+        let mut internal = false;
+        let mut group_bytes = 0usize;
+        for (i, writer) in queue.queue.iter_mut().enumerate() {
+            let leader = i == 0;
+            let joinable = matches!(writer.kind, WriterKind::User);
+            if !leader && (!joinable || internal || force) {
+                break;
+            }
+            let bytes = writer.batch.as_ref().map_or(0, WriteBatch::encoded_bytes);
+            if !leader {
+                let limit = if group_bytes <= SMALL_BATCH_BYTES {
+                    group_bytes + SMALL_BATCH_BYTES
+                } else {
+                    GROUP_BYTES_MAX
+                };
+                if group_bytes + bytes > limit || (writer.sync && !group_sync) {
+                    break;
+                }
+            }
+            group_bytes += bytes;
+            group_sync |= writer.sync;
+            match &mut writer.kind {
+                WriterKind::User => {}
+                WriterKind::ForceSwitch => force = true,
+                WriterKind::Internal(h) => {
+                    internal = true;
+                    hook = h.take();
+                }
+            }
+            if let Some(b) = writer.batch.take() {
+                batches.push(b);
+            }
+            group_ids.push(writer.id);
+        }
+        drop(queue);
+
+        let result = self.commit_group(&mut batches, group_sync, force, internal, hook);
+
+        let mut queue = self.write_queue.state.lock();
+        for gid in &group_ids {
+            if let Some(pos) = queue.queue.iter().position(|w| w.id == *gid) {
+                queue.queue.remove(pos);
+            }
+        }
+        // Each follower learns the first sequence number of its own batch.
+        let mut own = Err(Error::Closed("write not committed".into()));
+        match result {
+            Ok(firsts) => {
+                for (i, gid) in group_ids.iter().enumerate() {
+                    let seq = firsts.get(i).copied().unwrap_or(0);
+                    if *gid == id {
+                        own = Ok(seq);
+                    } else {
+                        queue.results.insert(*gid, Ok(seq));
+                    }
+                }
+            }
+            Err(e) => {
+                for gid in &group_ids {
+                    if *gid == id {
+                        own = Err(e.duplicate());
+                    } else {
+                        queue.results.insert(*gid, Err(e.duplicate()));
+                    }
+                }
+            }
+        }
+        drop(queue);
+        self.write_queue.cv.notify_all();
+        own
+    }
+
+    /// Returns the first sequence number of each writer's batch, in group order (writers
+    /// without a batch get the current sequence).
+    fn commit_group(
+        &self,
+        batches: &mut [WriteBatch],
+        sync: bool,
+        force: bool,
+        internal: bool,
+        hook: Option<CommitHook>,
+    ) -> Result<Vec<SeqNo>> {
+        if !internal {
+            self.make_room_for_write(force)?;
+        }
+        if batches.is_empty() {
+            return Ok(vec![self.latest_sequence()]);
+        }
+        let mut next = self.allocated_sequence.load(Ordering::Acquire) + 1;
+        let mut firsts = Vec::with_capacity(batches.len());
+        for b in batches.iter_mut() {
+            b.set_sequence(next);
+            firsts.push(next);
+            next += b.len() as u64;
+        }
+        let last = next - 1;
+        if last > SEQ_MAX {
+            return Err(Error::InvalidArgument(
+                "sequence numbers exhausted (2^56 writes)".into(),
+            ));
+        }
+        {
+            let mut wal = self.wal.lock();
+            let writer = wal
+                .as_mut()
+                .ok_or_else(|| Error::Closed("no write-ahead log open".into()))?;
+            let before = writer.file_bytes();
+            let logged = (|| {
+                for b in batches.iter() {
+                    writer.add_record(b.encoded())?;
+                }
+                writer.flush()?;
+                if sync {
+                    writer.sync()?;
+                    EngineCounters::add(&self.counters.wal_syncs, 1);
+                }
+                Ok::<(), Error>(())
+            })();
+            if let Err(e) = logged {
+                // The log may now end in a partial record: no further write may follow it.
+                let mut state = self.state.lock();
+                self.set_bg_error(&mut state, &e);
+                return Err(e);
+            }
+            let written = writer.file_bytes() - before;
+            EngineCounters::add(&self.counters.wal_bytes, written);
+            EngineCounters::add(&self.counters.bytes_written, written);
+        }
+        self.allocated_sequence.store(last, Ordering::Release);
+        let mem = Arc::clone(&self.super_version.load().mem);
+        let mut writes = 0u64;
+        for b in batches.iter() {
+            insert_into_memtable(&mem, b);
+            writes += b.len() as u64;
+        }
+        EngineCounters::add(&self.counters.writes, writes);
+        EngineCounters::add(&self.counters.write_groups, 1);
+        if let Some(hook) = hook {
+            // The writes are logged and in the memtable but invisible; if the edit fails the
+            // database stops accepting writes and the next open replays them consistently.
+            if let Err(e) = hook() {
+                let mut state = self.state.lock();
+                self.set_bg_error(&mut state, &e);
+                self.visible_sequence.store(last, Ordering::Release);
+                return Err(e);
+            }
+        }
+        self.visible_sequence.store(last, Ordering::Release);
+        Ok(firsts)
+    }
+
+    /// Makes sure the active memtable has room, freezing it when full (or when `force`), and
+    /// applies back-pressure when flushes or L0 compactions fall behind.
+    fn make_room_for_write(&self, mut force: bool) -> Result<()> {
+        let mut allow_delay = !force;
+        let mut state = self.state.lock();
+        loop {
+            if let Some(e) = &state.bg_error {
+                return Err(Error::Closed(format!(
+                    "writes stopped after a background error: {e}"
+                )));
+            }
+            if state.shutting_down {
+                return Err(Error::Closed("the database is closing".into()));
+            }
+            let l0_files = max_l0_files(&state);
+            if allow_delay && l0_files >= self.options.l0_slowdown_trigger {
+                drop(state);
+                let start = Instant::now();
+                std::thread::sleep(Duration::from_millis(1));
+                EngineCounters::add(&self.counters.write_slowdowns, 1);
+                EngineCounters::add(
+                    &self.counters.write_stall_micros,
+                    start.elapsed().as_micros() as u64,
+                );
+                allow_delay = false;
+                state = self.state.lock();
+                continue;
+            }
+            let mem_bytes = state.mem.approximate_bytes();
+            if !force && mem_bytes < self.options.memtable_bytes_max {
+                return Ok(());
+            }
+            if force && state.mem.is_empty() {
+                return Ok(());
+            }
+            if state.imms.len() >= self.options.immutable_memtables_max
+                || l0_files >= self.options.l0_stop_trigger
+            {
+                let start = Instant::now();
+                EngineCounters::add(&self.counters.write_stalls, 1);
+                self.bg_cv.notify_all();
+                self.bg_cv.wait_for(&mut state, Duration::from_millis(100));
+                EngineCounters::add(
+                    &self.counters.write_stall_micros,
+                    start.elapsed().as_micros() as u64,
+                );
+                continue;
+            }
+            self.switch_memtable(&mut state)?;
+            force = false;
+        }
+    }
+
+    /// Freezes the active memtable and starts a new WAL. Called by the write leader.
+    fn switch_memtable(&self, state: &mut DbState) -> Result<()> {
+        let number = state.versions.new_file_number();
+        let path = self.dir.join(wal_file_name(number));
+        let file = self.fs.create(&path)?;
+        self.fs.sync_dir(&self.dir)?;
+        {
+            let mut wal = self.wal.lock();
+            if let Some(old) = wal.as_mut() {
+                // Older logs are complete on disk before newer ones get writes, so recovery
+                // never sees a gap (see docs/format/wal.md).
+                old.sync()?;
+            }
+            *wal = Some(LogWriter::new(file, path));
+        }
+        let frozen = std::mem::replace(&mut state.mem, Arc::new(Memtable::new(number)));
+        state.imms.insert(0, frozen);
+        self.install_super_version(state);
+        self.bg_cv.notify_all();
+        Ok(())
+    }
+}
+
+fn max_l0_files(state: &DbState) -> usize {
+    state
+        .version
+        .trees
+        .values()
+        .map(|t| t.levels.first().map_or(0, Vec::len))
+        .max()
+        .unwrap_or(0)
+}
+
+/// Applies a batch whose sequence number is set to a memtable.
+pub(crate) fn insert_into_memtable(mem: &Memtable, batch: &WriteBatch) {
+    let mut seq = batch.sequence();
+    for entry in batch.iter().flatten() {
+        match entry.kind {
+            ValueKind::Delete => mem.add(entry.tree, seq, ValueKind::Delete, entry.key, &[]),
+            kind => mem.add(entry.tree, seq, kind, entry.key, entry.value),
+        }
+        seq += 1;
+    }
+}

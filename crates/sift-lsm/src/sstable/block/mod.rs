@@ -1,0 +1,8 @@
+//! Blocks: sorted key/value entries with prefix compression and a restart-point array. Data,
+//! index, properties and metaindex blocks all use this layout.
+
+mod builder;
+mod reader;
+
+pub use builder::BlockBuilder;
+pub use reader::{Block, BlockCorruption, BlockIter};

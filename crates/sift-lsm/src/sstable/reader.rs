@@ -1,0 +1,458 @@
+//! `Table`: an open table file. Opening reads and verifies the footer, metaindex, properties,
+//! bloom filter and index; the index (with every block's collector properties) stays decoded
+//! in memory, so choosing or filtering a block needs no I/O. Data blocks are read through the
+//! shared `BlockCache`.
+
+use super::block::{Block, BlockCorruption, BlockIter};
+use super::bloom::BloomFilter;
+use super::cache::BlockCache;
+use super::format::{read_block, Footer, FOOTER_BYTES};
+use super::iter::TableIterator;
+use super::properties::TableProperties;
+use super::{BlockHandle, META_BLOCK_SEPARATOR, META_FILTER, META_PROPERTIES};
+use crate::coding::Decoder;
+use crate::extension::{BlockFilter, Properties};
+use crate::fs::RandomAccessFile;
+use crate::key::{compare_internal_keys, user_key};
+use crate::stats::{EngineCounters, ReadStats};
+use crate::{Error, Result};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+/// How one read uses the cache, where it counts its I/O and which blocks it may skip.
+#[derive(Clone)]
+pub struct ReadContext {
+    /// Insert blocks read from the file into the cache.
+    pub fill_cache: bool,
+    pub stats: Option<Arc<ReadStats>>,
+    /// Iterators skip blocks whose properties it rejects (`get` ignores it).
+    pub block_filter: Option<Arc<dyn BlockFilter>>,
+}
+
+impl Default for ReadContext {
+    fn default() -> Self {
+        ReadContext {
+            fill_cache: true,
+            stats: None,
+            block_filter: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for ReadContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadContext")
+            .field("fill_cache", &self.fill_cache)
+            .field("stats", &self.stats.is_some())
+            .field("block_filter", &self.block_filter.is_some())
+            .finish()
+    }
+}
+
+impl ReadContext {
+    pub fn from_read_options(options: &crate::ReadOptions) -> Self {
+        ReadContext {
+            fill_cache: !options.skip_cache_fill,
+            stats: options.read_stats.clone(),
+            block_filter: options.block_filter.clone(),
+        }
+    }
+}
+
+/// One data block's index entry; its separator key is `index_keys[key_start..key_end]`.
+struct IndexEntry {
+    key_start: usize,
+    key_end: usize,
+    handle: BlockHandle,
+}
+
+pub struct Table {
+    file: Arc<dyn RandomAccessFile>,
+    file_number: u64,
+    path: PathBuf,
+    cache: Option<Arc<BlockCache>>,
+    counters: Arc<EngineCounters>,
+    /// Offset of the footer: every block ends (with its trailer) at or before it.
+    footer_offset: u64,
+    index_keys: Vec<u8>,
+    index: Vec<IndexEntry>,
+    /// Per data block, each collector's bytes in `properties.collector_names` order.
+    block_properties: Vec<Vec<Vec<u8>>>,
+    filter: Option<BloomFilter>,
+    properties: TableProperties,
+    metaindex: Vec<(String, BlockHandle)>,
+}
+
+/// Decodes a meta block's bytes (block layout) into its entries.
+fn block_entries(
+    data: Vec<u8>,
+    path: &Path,
+    handle: BlockHandle,
+    what: &str,
+) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    let fail = |e: BlockCorruption| {
+        Error::corruption(
+            path,
+            handle.offset,
+            format!("{what}: {} (byte {} of the block)", e.message, e.offset),
+        )
+    };
+    Arc::new(Block::new(data).map_err(fail)?)
+        .entries()
+        .map_err(fail)
+}
+
+impl Table {
+    pub fn open(
+        file: Arc<dyn RandomAccessFile>,
+        file_number: u64,
+        cache: Option<Arc<BlockCache>>,
+        counters: Arc<EngineCounters>,
+    ) -> Result<Arc<Table>> {
+        let path = file.path().to_path_buf();
+        let size = file.size();
+        let Some(footer_offset) = size.checked_sub(FOOTER_BYTES as u64) else {
+            return Err(Error::corruption(
+                &path,
+                0,
+                format!("file of {size} bytes is too short to be a table"),
+            ));
+        };
+        let footer_bytes = file.read_at(footer_offset, FOOTER_BYTES)?;
+        let footer = Footer::decode(&footer_bytes, &path, footer_offset)?;
+
+        // Metaindex: name → handle.
+        let handle = footer.metaindex;
+        let bytes = read_block(&*file, &path, handle, footer_offset, "metaindex block")?;
+        let mut metaindex = Vec::new();
+        for (name, value) in block_entries(bytes, &path, handle, "metaindex block")? {
+            let bad = || Error::corruption(&path, handle.offset, "malformed metaindex entry");
+            let name = String::from_utf8(name).map_err(|_| bad())?;
+            let mut decoder = Decoder::new(&value);
+            let meta_handle = BlockHandle::decode_from(&mut decoder).ok_or_else(bad)?;
+            if !decoder.is_empty() {
+                return Err(bad());
+            }
+            metaindex.push((name, meta_handle));
+        }
+        let find = |name: &str| {
+            metaindex
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|&(_, handle)| handle)
+        };
+
+        let Some(handle) = find(META_PROPERTIES) else {
+            return Err(Error::corruption(
+                &path,
+                footer.metaindex.offset,
+                "metaindex has no properties block",
+            ));
+        };
+        let bytes = read_block(&*file, &path, handle, footer_offset, "properties block")?;
+        let entries = block_entries(bytes, &path, handle, "properties block")?;
+        let properties = TableProperties::decode(&entries).map_err(|m| {
+            Error::corruption(&path, handle.offset, format!("properties block: {m}"))
+        })?;
+        if properties.format_version != footer.format_version {
+            return Err(Error::corruption(
+                &path,
+                handle.offset,
+                format!(
+                    "properties say format version {}, footer says {}",
+                    properties.format_version, footer.format_version
+                ),
+            ));
+        }
+
+        let filter = match find(META_FILTER) {
+            None => None,
+            Some(handle) => {
+                let bytes = read_block(&*file, &path, handle, footer_offset, "filter block")?;
+                Some(BloomFilter::decode(bytes).ok_or_else(|| {
+                    Error::corruption(&path, handle.offset, "malformed bloom filter block")
+                })?)
+            }
+        };
+
+        // Index: separator → handle + per-block collector properties.
+        let handle = footer.index;
+        let bytes = read_block(&*file, &path, handle, footer_offset, "index block")?;
+        let fail = |message: String| Error::corruption(&path, handle.offset, message);
+        let block_fail = |e: BlockCorruption| {
+            fail(format!(
+                "index block: {} (byte {} of the block)",
+                e.message, e.offset
+            ))
+        };
+        let mut iter = BlockIter::new(Arc::new(Block::new(bytes).map_err(block_fail)?));
+        let collectors = properties.collector_names.len();
+        let mut index_keys = Vec::new();
+        let mut index = Vec::new();
+        let mut block_properties = Vec::new();
+        iter.seek_to_first().map_err(block_fail)?;
+        while iter.valid() {
+            let key = iter.key();
+            if let Some(previous) = index
+                .last()
+                .map(|e: &IndexEntry| &index_keys[e.key_start..e.key_end])
+            {
+                if !compare_internal_keys(previous, key).is_lt() {
+                    return Err(fail(format!(
+                        "index keys out of order at block {}",
+                        index.len()
+                    )));
+                }
+            }
+            let mut decoder = Decoder::new(iter.value());
+            let bad = || fail(format!("malformed index entry for block {}", index.len()));
+            let data_handle = BlockHandle::decode_from(&mut decoder).ok_or_else(bad)?;
+            match data_handle.end_with_trailer() {
+                Some(end) if end <= footer_offset => {}
+                _ => {
+                    return Err(fail(format!(
+                        "index entry {} points past the end of the block area (offset {}, size {})",
+                        index.len(),
+                        data_handle.offset,
+                        data_handle.size
+                    )))
+                }
+            }
+            let count = decoder.varint64().ok_or_else(bad)?;
+            if count != collectors as u64 {
+                return Err(fail(format!(
+                    "index entry {} has {count} collector properties, the table has {collectors} collectors",
+                    index.len()
+                )));
+            }
+            let mut values = Vec::with_capacity(collectors);
+            for _ in 0..collectors {
+                values.push(decoder.length_prefixed().ok_or_else(bad)?.to_vec());
+            }
+            if !decoder.is_empty() {
+                return Err(bad());
+            }
+            let key_start = index_keys.len();
+            index_keys.extend_from_slice(key);
+            index.push(IndexEntry {
+                key_start,
+                key_end: index_keys.len(),
+                handle: data_handle,
+            });
+            block_properties.push(values);
+            iter.next().map_err(block_fail)?;
+        }
+        if index.len() as u64 != properties.data_blocks {
+            return Err(fail(format!(
+                "index lists {} data blocks, properties say {}",
+                index.len(),
+                properties.data_blocks
+            )));
+        }
+
+        Ok(Arc::new(Table {
+            file,
+            file_number,
+            path,
+            cache,
+            counters,
+            footer_offset,
+            index_keys,
+            index,
+            block_properties,
+            filter,
+            properties,
+            metaindex,
+        }))
+    }
+
+    pub fn file_number(&self) -> u64 {
+        self.file_number
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn properties(&self) -> &TableProperties {
+        &self.properties
+    }
+
+    /// Bloom filter check on a user key, no I/O. `true` if there is no filter.
+    #[inline]
+    pub fn may_contain_user_key(&self, user_key: &[u8]) -> bool {
+        self.filter.as_ref().is_none_or(|f| f.may_contain(user_key))
+    }
+
+    pub fn block_count(&self) -> usize {
+        self.index.len()
+    }
+
+    pub fn block_handle(&self, ordinal: usize) -> Option<BlockHandle> {
+        self.index.get(ordinal).map(|e| e.handle)
+    }
+
+    /// The collector properties stored with data block `ordinal`.
+    pub fn block_properties(&self, ordinal: usize) -> Option<Properties<'_>> {
+        let values = self.block_properties.get(ordinal)?;
+        Some(Properties::new(&self.properties.collector_names, values))
+    }
+
+    /// Bytes of memory held by the decoded index and filter.
+    pub fn memory_bytes(&self) -> usize {
+        self.index_keys.len()
+            + self.index.len() * std::mem::size_of::<IndexEntry>()
+            + self.filter.as_ref().map_or(0, BloomFilter::size_bytes)
+    }
+
+    /// The meta block `name` written by `collector`, read from the file (not cached).
+    pub fn meta_block(&self, collector: &str, name: &str) -> Result<Option<Vec<u8>>> {
+        let full_name = format!("{collector}{META_BLOCK_SEPARATOR}{name}");
+        let Some(&(_, handle)) = self.metaindex.iter().find(|(n, _)| *n == full_name) else {
+            return Ok(None);
+        };
+        let what = format!("meta block {full_name:?}");
+        read_block(&*self.file, &self.path, handle, self.footer_offset, &what).map(Some)
+    }
+
+    /// The separator key of data block `ordinal`.
+    #[inline]
+    fn index_key(&self, ordinal: usize) -> &[u8] {
+        let entry = &self.index[ordinal];
+        &self.index_keys[entry.key_start..entry.key_end]
+    }
+
+    /// The first data block whose separator is `>= target` (`block_count()` if none): the only
+    /// block that can hold the first entry `>= target`.
+    pub(crate) fn find_block(&self, target: &[u8]) -> usize {
+        let (mut low, mut high) = (0, self.index.len());
+        while low < high {
+            let mid = low + (high - low) / 2;
+            if compare_internal_keys(self.index_key(mid), target).is_lt() {
+                low = mid + 1;
+            } else {
+                high = mid;
+            }
+        }
+        low
+    }
+
+    /// Turns a block decoding failure into a corruption error naming this file.
+    pub(crate) fn block_error(&self, ordinal: usize, e: BlockCorruption) -> Error {
+        let offset = self
+            .index
+            .get(ordinal)
+            .map_or(0, |entry| entry.handle.offset);
+        Error::corruption(
+            &self.path,
+            offset,
+            format!(
+                "data block {ordinal}: {} (byte {} of the decompressed block)",
+                e.message, e.offset
+            ),
+        )
+    }
+
+    /// Whether `ctx`'s block filter lets block `ordinal` be read; counts skips.
+    pub(crate) fn block_passes_filter(&self, ordinal: usize, ctx: &ReadContext) -> bool {
+        let Some(filter) = &ctx.block_filter else {
+            return true;
+        };
+        let Some(values) = self.block_properties.get(ordinal) else {
+            return true;
+        };
+        let pass =
+            filter.block_may_match(&Properties::new(&self.properties.collector_names, values));
+        if !pass {
+            if let Some(stats) = &ctx.stats {
+                stats.blocks_skipped.fetch_add(1, Relaxed);
+            }
+        }
+        pass
+    }
+
+    /// Data block `ordinal`, from the cache or the file (verified and decompressed).
+    pub(crate) fn read_data_block(&self, ordinal: usize, ctx: &ReadContext) -> Result<Arc<Block>> {
+        let Some(entry) = self.index.get(ordinal) else {
+            return Err(Error::InvalidArgument(format!(
+                "table {} has no data block {ordinal}",
+                self.path.display()
+            )));
+        };
+        let handle = entry.handle;
+        if let Some(cache) = &self.cache {
+            if let Some(block) = cache.get(self.file_number, handle.offset) {
+                self.counters.blocks_read_from_cache.fetch_add(1, Relaxed);
+                if let Some(stats) = &ctx.stats {
+                    stats.blocks_read_from_cache.fetch_add(1, Relaxed);
+                }
+                return Ok(block);
+            }
+        }
+        let data = read_block(
+            &*self.file,
+            &self.path,
+            handle,
+            self.footer_offset,
+            "data block",
+        )?;
+        let block = Arc::new(Block::new(data).map_err(|e| self.block_error(ordinal, e))?);
+        let disk_bytes = handle.size + super::BLOCK_TRAILER_BYTES as u64;
+        self.counters.blocks_read_from_disk.fetch_add(1, Relaxed);
+        self.counters
+            .bytes_read_from_disk
+            .fetch_add(disk_bytes, Relaxed);
+        if let Some(stats) = &ctx.stats {
+            stats.blocks_read_from_disk.fetch_add(1, Relaxed);
+            stats.bytes_read_from_disk.fetch_add(disk_bytes, Relaxed);
+        }
+        if ctx.fill_cache {
+            if let Some(cache) = &self.cache {
+                cache.insert(self.file_number, handle.offset, Arc::clone(&block));
+            }
+        }
+        Ok(block)
+    }
+
+    /// The first entry `>= seek_key` if its user key is the seek key's; bloom-checked first,
+    /// reads at most one data block. Ignores `ctx.block_filter` (point reads must be exact).
+    pub fn get(&self, seek_key: &[u8], ctx: &ReadContext) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        let user = user_key(seek_key);
+        if !self.may_contain_user_key(user) {
+            if let Some(stats) = &ctx.stats {
+                stats.blocks_skipped.fetch_add(1, Relaxed);
+            }
+            return Ok(None);
+        }
+        let ordinal = self.find_block(seek_key);
+        if ordinal >= self.index.len() {
+            return Ok(None);
+        }
+        let block = self.read_data_block(ordinal, ctx)?;
+        let mut iter = BlockIter::new(block);
+        iter.reserve_key(seek_key.len() + 16);
+        iter.seek(seek_key)
+            .map_err(|e| self.block_error(ordinal, e))?;
+        if iter.valid() && user_key(iter.key()) == user {
+            Ok(Some((iter.key().to_vec(), iter.value().to_vec())))
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// All entries of data block `ordinal` (for secondary-index readers).
+    pub fn read_block_entries(
+        &self,
+        ordinal: usize,
+        ctx: &ReadContext,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let block = self.read_data_block(ordinal, ctx)?;
+        block.entries().map_err(|e| self.block_error(ordinal, e))
+    }
+
+    /// A bidirectional iterator over the table (unpositioned until a seek).
+    pub fn iter(self: &Arc<Self>, ctx: ReadContext) -> TableIterator {
+        TableIterator::new(Arc::clone(self), ctx)
+    }
+}

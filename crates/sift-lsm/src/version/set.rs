@@ -1,0 +1,326 @@
+//! Versions and the version set.
+//!
+//! A `Version` is an immutable picture of which files make up each level of each tree. Every
+//! flush, compaction and tree creation or drop is a `VersionEdit`, appended to the manifest and
+//! then applied to produce the next `Version`; readers hold an `Arc<Version>` so the files they
+//! read stay alive until they are done.
+
+use crate::edit_apply::apply_edit_to_state;
+use crate::fs::FileSystem;
+use crate::key::{compare_internal_keys, SeqNo, TreeId};
+use crate::version::edit::{NewFile, VersionEdit};
+use crate::version::{manifest_file_name, FileMetaData, FileReaper, CURRENT_FILE_NAME};
+use crate::wal::LogWriter;
+use crate::{Error, Result};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The files of one tree, per level. L0 is ordered newest first (overlapping files); deeper
+/// levels are sorted by smallest key and do not overlap.
+#[derive(Debug, Clone, Default)]
+pub struct TreeVersion {
+    pub levels: Vec<Vec<Arc<FileMetaData>>>,
+}
+
+impl TreeVersion {
+    pub fn new(levels_max: usize) -> Self {
+        TreeVersion {
+            levels: vec![Vec::new(); levels_max],
+        }
+    }
+
+    pub fn level_bytes(&self, level: usize) -> u64 {
+        self.levels
+            .get(level)
+            .map_or(0, |files| files.iter().map(|f| f.file_bytes).sum())
+    }
+
+    /// Files of `level` whose key range intersects `[start, end]`.
+    pub fn overlapping(
+        &self,
+        level: usize,
+        start: Option<&[u8]>,
+        end: Option<&[u8]>,
+    ) -> Vec<Arc<FileMetaData>> {
+        self.levels
+            .get(level)
+            .map(|files| {
+                files
+                    .iter()
+                    .filter(|f| f.overlaps(start, end))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// In a sorted level (1 and deeper), the one file that may hold `user_key`.
+    pub fn file_for_key(&self, level: usize, user_key: &[u8]) -> Option<&Arc<FileMetaData>> {
+        let files = self.levels.get(level)?;
+        let i = files.partition_point(|f| f.largest_user_key() < user_key);
+        files.get(i).filter(|f| f.smallest_user_key() <= user_key)
+    }
+
+    pub fn all_files(&self) -> impl Iterator<Item = (usize, &Arc<FileMetaData>)> {
+        self.levels
+            .iter()
+            .enumerate()
+            .flat_map(|(level, files)| files.iter().map(move |f| (level, f)))
+    }
+
+    /// Checks the level invariants; used by tests and debug builds.
+    pub fn check_invariants(&self) -> std::result::Result<(), String> {
+        for (level, files) in self.levels.iter().enumerate().skip(1) {
+            for pair in files.windows(2) {
+                if pair[0].largest_user_key() >= pair[1].smallest_user_key() {
+                    return Err(format!(
+                        "level {level}: files {} and {} overlap or are out of order",
+                        pair[0].number, pair[1].number
+                    ));
+                }
+            }
+        }
+        for pair in self
+            .levels
+            .first()
+            .map_or(&[][..], Vec::as_slice)
+            .windows(2)
+        {
+            if pair[0].seq_max < pair[1].seq_max {
+                return Err(format!(
+                    "level 0: file {} is listed before the newer file {}",
+                    pair[0].number, pair[1].number
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One tree as the version set knows it.
+#[derive(Debug, Clone)]
+pub struct TreeEntry {
+    pub id: TreeId,
+    pub name: Arc<str>,
+}
+
+/// An immutable picture of the database's files.
+#[derive(Debug, Clone, Default)]
+pub struct Version {
+    pub trees: BTreeMap<TreeId, TreeVersion>,
+}
+
+impl Version {
+    pub fn tree(&self, id: TreeId) -> Option<&TreeVersion> {
+        self.trees.get(&id)
+    }
+}
+
+/// Everything the manifest records, as replayed.
+#[derive(Debug, Clone, Default)]
+pub struct ManifestState {
+    pub log_number: u64,
+    pub next_file_number: u64,
+    pub last_sequence: SeqNo,
+    pub next_tree_id: TreeId,
+    pub trees: BTreeMap<TreeId, String>,
+    pub files: BTreeMap<TreeId, Vec<Vec<Arc<FileMetaData>>>>,
+    pub compaction_pointers: BTreeMap<(TreeId, usize), Vec<u8>>,
+}
+
+impl ManifestState {
+    /// Applies one edit; errors name the manifest and the record offset.
+    pub fn apply(
+        &mut self,
+        edit: &VersionEdit,
+        levels_max: usize,
+        file: &Path,
+        offset: u64,
+    ) -> Result<()> {
+        apply_edit_to_state(self, edit, levels_max, file, offset)
+    }
+
+    /// The edit that recreates this whole state (first record of a new manifest).
+    pub fn snapshot_edit(&self) -> VersionEdit {
+        let mut edit = VersionEdit {
+            log_number: Some(self.log_number),
+            next_file_number: Some(self.next_file_number),
+            last_sequence: Some(self.last_sequence),
+            next_tree_id: Some(self.next_tree_id),
+            ..VersionEdit::default()
+        };
+        for (id, name) in &self.trees {
+            edit.trees_created.push((*id, name.clone()));
+        }
+        for ((tree, level), key) in &self.compaction_pointers {
+            edit.compaction_pointers.push((*tree, *level, key.clone()));
+        }
+        for (tree, levels) in &self.files {
+            for (level, files) in levels.iter().enumerate() {
+                for f in files {
+                    edit.new_files.push((*tree, level, NewFile::from_meta(f)));
+                }
+            }
+        }
+        edit
+    }
+
+    pub fn version(&self, levels_max: usize) -> Version {
+        let mut trees = BTreeMap::new();
+        for id in self.trees.keys() {
+            let levels = self
+                .files
+                .get(id)
+                .cloned()
+                .unwrap_or_else(|| vec![Vec::new(); levels_max]);
+            trees.insert(*id, TreeVersion { levels });
+        }
+        Version { trees }
+    }
+}
+
+/// Sorts a level the way `TreeVersion` requires.
+pub fn sort_level(level: usize, files: &mut [Arc<FileMetaData>]) {
+    if level == 0 {
+        files.sort_by(|a, b| b.seq_max.cmp(&a.seq_max).then(b.number.cmp(&a.number)));
+    } else {
+        files.sort_by(|a, b| compare_internal_keys(&a.smallest, &b.smallest));
+    }
+}
+
+/// The manifest writer plus the state it describes.
+pub struct VersionSet {
+    dir: PathBuf,
+    fs: Arc<dyn FileSystem>,
+    pub state: ManifestState,
+    manifest: LogWriter,
+    pub manifest_number: u64,
+    levels_max: usize,
+    reaper: Arc<dyn FileReaper>,
+}
+
+impl VersionSet {
+    /// Writes a new manifest holding `state` as one snapshot edit, points CURRENT at it and
+    /// syncs everything.
+    pub fn create(
+        dir: &Path,
+        fs: Arc<dyn FileSystem>,
+        mut state: ManifestState,
+        levels_max: usize,
+        reaper: Arc<dyn FileReaper>,
+    ) -> Result<VersionSet> {
+        let manifest_number = state.next_file_number;
+        state.next_file_number += 1;
+        let path = dir.join(manifest_file_name(manifest_number));
+        let file = fs.create(&path)?;
+        let mut manifest = LogWriter::new(file, path);
+        manifest.add_record(&state.snapshot_edit().encode())?;
+        manifest.sync()?;
+        set_current(dir, fs.as_ref(), manifest_number)?;
+        Ok(VersionSet {
+            dir: dir.to_path_buf(),
+            fs,
+            state,
+            manifest,
+            manifest_number,
+            levels_max,
+            reaper,
+        })
+    }
+
+    pub fn new_file_number(&mut self) -> u64 {
+        let n = self.state.next_file_number;
+        self.state.next_file_number += 1;
+        n
+    }
+
+    /// Appends `edit` to the manifest (synced), then applies it to the state. Files the edit
+    /// removes are marked obsolete: they are deleted once no version refers to them.
+    pub fn log_and_apply(&mut self, edit: &mut VersionEdit) -> Result<()> {
+        edit.next_file_number = Some(self.state.next_file_number);
+        if edit.last_sequence.is_none() {
+            edit.last_sequence = Some(self.state.last_sequence);
+        }
+        let encoded = edit.encode();
+        self.manifest.add_record(&encoded)?;
+        self.manifest.sync()?;
+        let removed: Vec<Arc<FileMetaData>> = self.files_removed_by(edit);
+        if let Some(last) = edit.last_sequence {
+            self.state.last_sequence = self.state.last_sequence.max(last);
+        }
+        let path = self.manifest.path().to_path_buf();
+        self.state.apply(edit, self.levels_max, &path, 0)?;
+        for f in removed {
+            f.mark_obsolete(Arc::clone(&self.reaper));
+        }
+        Ok(())
+    }
+
+    fn files_removed_by(&self, edit: &VersionEdit) -> Vec<Arc<FileMetaData>> {
+        let mut out = Vec::new();
+        for (tree, level, number) in &edit.deleted_files {
+            // A file moved to another level (trivial move) stays on disk.
+            if edit.new_files.iter().any(|(_, _, f)| f.number == *number) {
+                continue;
+            }
+            if let Some(f) = self
+                .state
+                .files
+                .get(tree)
+                .and_then(|levels| levels.get(*level))
+                .and_then(|files| files.iter().find(|f| f.number == *number))
+            {
+                out.push(Arc::clone(f));
+            }
+        }
+        for tree in &edit.trees_dropped {
+            if let Some(levels) = self.state.files.get(tree) {
+                out.extend(levels.iter().flatten().cloned());
+            }
+        }
+        out
+    }
+
+    pub fn version(&self) -> Version {
+        self.state.version(self.levels_max)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn file_system(&self) -> &Arc<dyn FileSystem> {
+        &self.fs
+    }
+}
+
+/// Points CURRENT at `MANIFEST-<number>` atomically: temp file, sync, rename, sync directory.
+pub fn set_current(dir: &Path, fs: &dyn FileSystem, manifest_number: u64) -> Result<()> {
+    let tmp = dir.join("CURRENT.tmp");
+    let mut file = fs.create(&tmp)?;
+    file.append(format!("{}\n", manifest_file_name(manifest_number)).as_bytes())?;
+    file.sync()?;
+    drop(file);
+    fs.rename(&tmp, &dir.join(CURRENT_FILE_NAME))?;
+    fs.sync_dir(dir)
+}
+
+/// Reads CURRENT and returns the manifest file name it names.
+pub fn read_current(dir: &Path, fs: &dyn FileSystem) -> Result<String> {
+    let path = dir.join(CURRENT_FILE_NAME);
+    let bytes = fs.read_all(&path)?;
+    let text = std::str::from_utf8(&bytes)
+        .map_err(|_| Error::corruption(&path, 0, "CURRENT is not UTF-8"))?;
+    let name = text
+        .strip_suffix('\n')
+        .ok_or_else(|| Error::corruption(&path, 0, "CURRENT does not end with a newline"))?;
+    if !name.starts_with("MANIFEST-") || name.contains('/') {
+        return Err(Error::corruption(
+            &path,
+            0,
+            format!("CURRENT names {name:?}, not a manifest"),
+        ));
+    }
+    Ok(name.to_owned())
+}
