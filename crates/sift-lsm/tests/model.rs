@@ -71,6 +71,35 @@ fn apply(model: &mut Model, op: &Op) {
     }
 }
 
+/// Compares two key-value listings and reports the first difference readably.
+fn assert_same(got: &[(Vec<u8>, Vec<u8>)], want: &[(Vec<u8>, Vec<u8>)], context: &str) {
+    if got == want {
+        return;
+    }
+    let show = |e: Option<&(Vec<u8>, Vec<u8>)>| {
+        e.map(|(k, v)| {
+            format!(
+                "{:?} => {} bytes {:?}",
+                String::from_utf8_lossy(k),
+                v.len(),
+                String::from_utf8_lossy(&v[..v.len().min(24)])
+            )
+        })
+    };
+    let i = got
+        .iter()
+        .zip(want)
+        .position(|(g, w)| g != w)
+        .unwrap_or(got.len().min(want.len()));
+    panic!(
+        "{context}: {} entries, expected {}; first difference at {i}: got {:?}, expected {:?}",
+        got.len(),
+        want.len(),
+        show(got.get(i)),
+        show(want.get(i))
+    );
+}
+
 fn options(fs: &FaultFileSystem, rng: &mut StdRng) -> Options {
     let mut tree_options = std::collections::HashMap::new();
     tree_options.insert(
@@ -318,10 +347,13 @@ impl Harness {
         };
         let got = Self::scan(self.db(), &self.trees[tree], options, reverse);
         let want = Self::expected(&model, tree, lo.as_deref(), hi.as_deref());
-        assert_eq!(
-            got, want,
-            "scan of {} reverse={reverse} bounds={lo:?}..{hi:?}",
-            TREES[tree]
+        assert_same(
+            &got,
+            &want,
+            &format!(
+                "scan of {} reverse={reverse} bounds={lo:?}..{hi:?}",
+                TREES[tree]
+            ),
         );
     }
 
@@ -352,11 +384,10 @@ impl Harness {
     fn check_all(&self) {
         for (t, tree) in self.trees.iter().enumerate() {
             let got = Self::scan(self.db(), tree, ReadOptions::default(), false);
-            assert_eq!(
-                got,
-                Self::expected(&self.model, t, None, None),
-                "full scan of {}",
-                TREES[t]
+            assert_same(
+                &got,
+                &Self::expected(&self.model, t, None, None),
+                &format!("full scan of {}", TREES[t]),
             );
         }
     }

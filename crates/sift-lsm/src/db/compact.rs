@@ -10,7 +10,7 @@ use crate::key::{compare_internal_keys, user_key, TreeId};
 use crate::sstable::ReadContext;
 use crate::stats::{EngineCounters, LEVELS_TRACKED};
 use crate::version::edit::{NewFile, VersionEdit};
-use crate::version::set::TreeVersion;
+use crate::version::set::{sort_level, TreeVersion};
 use crate::version::FileMetaData;
 use crate::write_batch::WriteBatch;
 use crate::{Error, Result};
@@ -132,8 +132,25 @@ impl DbInner {
         tree: &Arc<TreeInfo>,
         tv: &TreeVersion,
         level: usize,
-        first: Vec<Arc<FileMetaData>>,
+        mut first: Vec<Arc<FileMetaData>>,
     ) -> Option<Compaction> {
+        if level == 0 {
+            // L0 files overlap: every L0 file touching the inputs' key range must come along,
+            // or an older version left behind in L0 would shadow the newer one moved down.
+            loop {
+                let (start, end) = key_range(&first)?;
+                let more: Vec<_> = tv
+                    .overlapping(0, Some(&start), Some(&end))
+                    .into_iter()
+                    .filter(|f| !first.iter().any(|g| g.number == f.number))
+                    .collect();
+                if more.is_empty() {
+                    break;
+                }
+                first.extend(more);
+            }
+            sort_level(0, &mut first);
+        }
         if first.is_empty() || first.iter().any(|f| f.is_being_compacted()) {
             return None;
         }
