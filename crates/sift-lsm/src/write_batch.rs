@@ -122,7 +122,7 @@ impl WriteBatch {
             count,
         };
         let mut seen = 0u32;
-        for entry in batch.iter() {
+        for entry in &batch {
             entry.map_err(|m| corrupt(&m))?;
             seen += 1;
         }
@@ -140,6 +140,14 @@ impl WriteBatch {
             decoder: Decoder::new(&self.rep[BATCH_HEADER_BYTES..]),
             failed: false,
         }
+    }
+}
+
+impl<'a> IntoIterator for &'a WriteBatch {
+    type Item = std::result::Result<BatchEntry<'a>, String>;
+    type IntoIter = BatchIter<'a>;
+    fn into_iter(self) -> BatchIter<'a> {
+        self.iter()
     }
 }
 

@@ -4,6 +4,8 @@
 //! Seeded and reproducible: a failure prints its seed; `SIFT_SEED=<n>` replays it and
 //! `SIFT_MODEL_STEPS=<n>` sets the number of steps per seed (default short).
 
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use sift_lsm::extension::MergeOperator;
@@ -21,7 +23,7 @@ type Model = BTreeMap<(usize, Vec<u8>), Vec<u8>>;
 struct Append;
 
 impl MergeOperator for Append {
-    fn name(&self) -> &str {
+    fn name(&self) -> &'static str {
         "append"
     }
     fn full_merge(

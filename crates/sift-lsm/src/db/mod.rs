@@ -146,7 +146,7 @@ impl Db {
             Some(wal) => wal.sync(),
             None => Ok(()),
         };
-        *self.inner._lock.lock() = None;
+        *self.inner.directory_lock.lock() = None;
         synced
     }
 

@@ -162,7 +162,7 @@ impl Db {
             counters,
             tables,
             closed: AtomicBool::new(false),
-            _lock: Mutex::new(Some(lock)),
+            directory_lock: Mutex::new(Some(lock)),
             options,
         });
 

@@ -440,6 +440,7 @@ impl ComponentIterator {
             .seek(&make_seek_key(user_key, crate::key::SEQ_MAX))?;
         self.skip_invisible()
     }
+    #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<()> {
         if !self.started {
             return self.seek_to_first();

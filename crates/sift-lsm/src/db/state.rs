@@ -94,7 +94,7 @@ pub(crate) struct DbInner {
     pub counters: Arc<EngineCounters>,
     pub tables: Arc<TableOpener>,
     pub closed: AtomicBool,
-    pub _lock: Mutex<Option<Box<dyn FileLock>>>,
+    pub directory_lock: Mutex<Option<Box<dyn FileLock>>>,
 }
 
 impl DbInner {
@@ -115,10 +115,6 @@ impl DbInner {
     /// The opened table of a live file (opened on first use and kept with the file metadata).
     pub fn table(&self, file: &Arc<FileMetaData>) -> Result<Arc<Table>> {
         self.tables.table(file)
-    }
-
-    pub fn tree_info(&self, id: TreeId) -> Option<Arc<TreeInfo>> {
-        self.super_version.load().trees.get(&id).cloned()
     }
 
     pub fn check_open(&self) -> Result<()> {

@@ -80,7 +80,7 @@ impl DbInner {
 
     fn validate_batch(&self, batch: &WriteBatch) -> Result<()> {
         let trees = Arc::clone(&self.super_version.load().trees);
-        for entry in batch.iter() {
+        for entry in batch {
             let entry = entry.map_err(Error::InvalidArgument)?;
             if !trees.contains_key(&entry.tree) {
                 return Err(Error::TreeNotFound(format!("tree id {}", entry.tree)));
@@ -367,12 +367,10 @@ fn max_l0_files(state: &DbState) -> usize {
 
 /// Applies a batch whose sequence number is set to a memtable.
 pub(crate) fn insert_into_memtable(mem: &Memtable, batch: &WriteBatch) {
-    let mut seq = batch.sequence();
-    for entry in batch.iter().flatten() {
+    for (seq, entry) in (batch.sequence()..).zip(batch.iter().flatten()) {
         match entry.kind {
             ValueKind::Delete => mem.add(entry.tree, seq, ValueKind::Delete, entry.key, &[]),
             kind => mem.add(entry.tree, seq, kind, entry.key, entry.value),
         }
-        seq += 1;
     }
 }
