@@ -1,3 +1,75 @@
-fn main() {
-    println!("sift: placeholder");
+//! The `sift` command-line tool. Subcommands are thin: the work lives in library crates
+//! (`sift bench kv` runs `sift_bench::kv` against `sift_lsm::Db`).
+
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
+use clap::{Parser, Subcommand};
+use sift_bench::kv::sift_engine::SiftEngine;
+use sift_bench::kv::KvArgs;
+use std::process::ExitCode;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "sift",
+    version,
+    about = "Sift: an LSM-tree key-value engine with secondary indexes"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Benchmarks.
+    Bench {
+        #[command(subcommand)]
+        benchmark: Benchmark,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum Benchmark {
+    /// db_bench-style key-value benchmark of the engine (fillseq, fillrandom, overwrite,
+    /// readrandom, readseq, seekrandom).
+    Kv(KvArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Bench {
+            benchmark: Benchmark::Kv(args),
+        } => sift_bench::kv::run_from_args(&args, "sift", &mut SiftEngine::open_boxed),
+    };
+    match result {
+        Ok(_rows) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("sift: error: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn parses_bench_kv() {
+        let cli =
+            Cli::try_parse_from(["sift", "bench", "kv", "--ops", "readseq", "--n", "10"]).unwrap();
+        let Command::Bench {
+            benchmark: Benchmark::Kv(args),
+        } = cli.command;
+        assert_eq!(args.n, 10);
+        assert!(Cli::try_parse_from(["sift", "bench"]).is_err());
+        assert!(Cli::try_parse_from(["sift", "bench", "kv", "--bogus"]).is_err());
+    }
 }

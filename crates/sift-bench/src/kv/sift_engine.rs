@@ -1,0 +1,171 @@
+//! The `Engine` implementation for Sift (`sift_lsm::Db`, default tree), opened with the
+//! shared benchmark settings.
+//!
+//! `seek_and_read_one` and `scan` use the user-facing iterator's API (`DbIterator::valid`,
+//! `key`, `value`, `seek`, `seek_to_first`, `next`), written before that module landed.
+
+use super::{settings, BenchError, CompressionKind, Engine, EngineCounters, KvConfig};
+use sift_lsm::iter::DbIterator;
+use sift_lsm::{Compression, Db, Options, ReadOptions, Tree, WriteBatch, WriteOptions};
+use std::path::Path;
+
+/// Sift behind the benchmark's `Engine` trait.
+pub struct SiftEngine {
+    db: Db,
+    tree: Tree,
+    write_options: WriteOptions,
+}
+
+fn sift_error(context: &str, error: sift_lsm::Error) -> BenchError {
+    BenchError::new(format!("sift: {context}: {error}"))
+}
+
+/// The engine options the benchmark uses for a configuration.
+pub fn options(config: &KvConfig) -> Options {
+    Options {
+        compression: match config.compression {
+            CompressionKind::None => Compression::None,
+            CompressionKind::Snappy => Compression::Snappy,
+            CompressionKind::Lz4 => Compression::Lz4,
+        },
+        block_cache_bytes: config.cache_bytes,
+        block_bytes: settings::BLOCK_BYTES,
+        bloom_bits_per_key: settings::BLOOM_BITS_PER_KEY,
+        memtable_bytes_max: settings::WRITE_BUFFER_BYTES,
+        immutable_memtables_max: settings::IMMUTABLE_MEMTABLES_MAX,
+        ..Options::default()
+    }
+}
+
+impl SiftEngine {
+    pub fn open(config: &KvConfig, path: &Path) -> Result<SiftEngine, BenchError> {
+        let db = Db::open(path, options(config))
+            .map_err(|e| sift_error(&format!("cannot open {}", path.display()), e))?;
+        let tree = db.default_tree();
+        Ok(SiftEngine {
+            db,
+            tree,
+            write_options: WriteOptions { sync: config.sync },
+        })
+    }
+
+    /// `open` boxed as the runner wants it.
+    pub fn open_boxed(config: &KvConfig, path: &Path) -> Result<Box<dyn Engine>, BenchError> {
+        Ok(Box::new(SiftEngine::open(config, path)?))
+    }
+
+    fn iterator(&self) -> Result<DbIterator, BenchError> {
+        self.db
+            .iter(&self.tree, ReadOptions::default())
+            .map_err(|e| sift_error("cannot create an iterator", e))
+    }
+}
+
+impl Engine for SiftEngine {
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<(), BenchError> {
+        if self.write_options.sync {
+            let mut batch = WriteBatch::new();
+            batch.put(&self.tree, key, value);
+            self.db.write(batch, &self.write_options)
+        } else {
+            self.db.put(&self.tree, key, value)
+        }
+        .map(|_sequence| ())
+        .map_err(|e| sift_error("put failed", e))
+    }
+
+    fn get(&self, key: &[u8]) -> Result<Option<usize>, BenchError> {
+        self.db
+            .get(&self.tree, key)
+            .map(|entry| entry.map(|entry| entry.value.len()))
+            .map_err(|e| sift_error("get failed", e))
+    }
+
+    fn seek_and_read_one(&self, key: &[u8]) -> Result<Option<usize>, BenchError> {
+        let mut iterator = self.iterator()?;
+        iterator
+            .seek(key)
+            .map_err(|e| sift_error("seek failed", e))?;
+        Ok(iterator
+            .valid()
+            .then(|| iterator.key().len() + iterator.value().len()))
+    }
+
+    fn scan(
+        &self,
+        start: Option<&[u8]>,
+        end: Option<&[u8]>,
+        on_entry: &mut dyn FnMut(usize),
+    ) -> Result<u64, BenchError> {
+        let mut iterator = self.iterator()?;
+        match start {
+            Some(start) => iterator.seek(start),
+            None => iterator.seek_to_first(),
+        }
+        .map_err(|e| sift_error("scan failed", e))?;
+        let mut entries = 0;
+        while iterator.valid() {
+            if end.is_some_and(|end| iterator.key() >= end) {
+                break;
+            }
+            on_entry(iterator.key().len() + iterator.value().len());
+            entries += 1;
+            iterator.next().map_err(|e| sift_error("scan failed", e))?;
+        }
+        Ok(entries)
+    }
+
+    fn flush(&self) -> Result<(), BenchError> {
+        self.db.flush().map_err(|e| sift_error("flush failed", e))
+    }
+
+    fn wait_for_background_work(&self) -> Result<(), BenchError> {
+        self.db
+            .wait_for_background_work()
+            .map_err(|e| sift_error("background work failed", e))
+    }
+
+    fn counters(&self) -> EngineCounters {
+        let stats = self.db.stats();
+        EngineCounters {
+            bytes_written: Some(stats.bytes_written),
+            blocks_read: Some(stats.blocks_read_from_disk + stats.blocks_read_from_cache),
+        }
+    }
+
+    fn close(self: Box<Self>) -> Result<(), BenchError> {
+        self.db.close().map_err(|e| sift_error("close failed", e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn benchmark_defaults_are_sift_defaults() {
+        let defaults = Options::default();
+        assert_eq!(settings::DEFAULT_CACHE_BYTES, defaults.block_cache_bytes);
+        assert_eq!(
+            settings::IMMUTABLE_MEMTABLES_MAX,
+            defaults.immutable_memtables_max
+        );
+        let config = KvConfig {
+            operations: vec![],
+            key_count: 1,
+            key_bytes: 16,
+            value_bytes: 100,
+            threads: 1,
+            cache_bytes: 1234,
+            compression: CompressionKind::Snappy,
+            sync: false,
+            seed: 0,
+        };
+        let options = options(&config);
+        assert_eq!(options.block_cache_bytes, 1234);
+        assert_eq!(options.compression, Compression::Snappy);
+        assert_eq!(options.block_bytes, 4096);
+        assert_eq!(options.bloom_bits_per_key, 10);
+        assert_eq!(options.memtable_bytes_max, 64 << 20);
+    }
+}

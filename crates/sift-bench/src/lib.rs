@@ -1,0 +1,9 @@
+//! `sift-bench`: benchmark runners shared by the `sift` CLI, the peer engines binary
+//! (`crates/sift-peers`) and the study.
+//!
+//! `kv` is a db_bench-style key-value benchmark over an `Engine` trait, so Sift, RocksDB and
+//! LevelDB run the same operations with the same keys and values and report the same rows.
+
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
+pub mod kv;
