@@ -119,6 +119,8 @@ pub struct Options {
     pub use_direct_reads: bool,
 
     pub wal_recovery: WalRecovery,
+    /// The manifest is rewritten from the current state when it grows beyond this.
+    pub manifest_bytes_max: u64,
 
     pub key_bytes_max: usize,
     pub value_bytes_max: usize,
@@ -153,6 +155,7 @@ impl Default for Options {
             block_cache_bytes: 32 << 20,
             use_direct_reads: false,
             wal_recovery: WalRecovery::TolerateTornTail,
+            manifest_bytes_max: crate::version::set::MANIFEST_BYTES_MAX,
             key_bytes_max: 64 << 10,
             value_bytes_max: 64 << 20,
             tree_options: HashMap::new(),

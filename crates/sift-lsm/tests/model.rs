@@ -144,6 +144,9 @@ struct Harness {
     since_durable: Vec<Vec<Op>>,
     snapshots: Vec<(Snapshot, Model)>,
     opts: Options,
+    /// Background work seen over all incarnations, so the test can show it exercised them.
+    flushes: u64,
+    compactions: u64,
 }
 
 impl Harness {
@@ -162,6 +165,8 @@ impl Harness {
             since_durable: Vec::new(),
             snapshots: Vec::new(),
             opts,
+            flushes: 0,
+            compactions: 0,
         };
         h.open();
         h
@@ -394,7 +399,14 @@ impl Harness {
         }
     }
 
+    fn count_background_work(&mut self) {
+        let stats = self.db().stats();
+        self.flushes += stats.flushes;
+        self.compactions += stats.compactions;
+    }
+
     fn reopen(&mut self) {
+        self.count_background_work();
         self.snapshots.clear();
         self.db.take().expect("open").close().expect("close");
         self.durable = self.model.clone();
@@ -406,6 +418,7 @@ impl Harness {
     /// Power loss: unsynced bytes vanish. The recovered state must be the state after some
     /// prefix of the acknowledged writes that includes every synced one.
     fn crash(&mut self) {
+        self.count_background_work();
         self.snapshots.clear();
         self.fs.crash();
         drop(self.db.take());
@@ -509,6 +522,15 @@ fn model_randomized_operations_match_btreemap() {
             }
             h.check_all();
             h.reopen();
+            h.count_background_work();
+            if steps() >= 1000 {
+                assert!(
+                    h.flushes > 0 && h.compactions > 0,
+                    "no background work: {} flushes, {} compactions",
+                    h.flushes,
+                    h.compactions
+                );
+            }
         });
         if let Err(e) = result {
             eprintln!("model test failed with seed {seed}: replay with SIFT_SEED={seed}");

@@ -47,7 +47,11 @@ fn regression_trivial_move_keeps_the_moved_file() {
     db.flush().unwrap();
     db.compact_range(&tree, None, None).unwrap();
     let files = fs.file_names(dir);
-    assert_eq!(files.iter().filter(|n| n.ends_with(".sst")).count(), 1, "{files:?}");
+    assert_eq!(
+        files.iter().filter(|n| n.ends_with(".sst")).count(),
+        1,
+        "{files:?}"
+    );
     assert_eq!(scan(&db, &tree).len(), 100);
     db.close().unwrap();
     let db = Db::open(dir, small_options(&fs)).unwrap();
@@ -105,9 +109,99 @@ fn regression_sequence_numbers_continue_after_a_crash_once_logs_are_gone() {
     fs.crash();
     drop(db);
     let db = Db::open(dir, small_options(&fs)).unwrap();
-    assert!(db.latest_sequence() >= last, "{} < {last}", db.latest_sequence());
+    assert!(
+        db.latest_sequence() >= last,
+        "{} < {last}",
+        db.latest_sequence()
+    );
     assert_eq!(db.get(&tree, b"k49").unwrap().unwrap().seq, last);
     let next = db.put(&tree, b"k0", b"w").unwrap();
     assert!(next > last);
     assert_eq!(db.get(&tree, b"k0").unwrap().unwrap().value, b"w");
+}
+
+/// Not a model failure, but the same style: a long-lived database rewrites its manifest once it
+/// passes `manifest_bytes_max`, and the rewritten manifest reopens to the same state.
+#[test]
+fn manifest_is_rolled_over_and_reopens_to_the_same_state() {
+    let fs = FaultFileSystem::new();
+    let dir = Path::new("/manifest-roll");
+    let options = Options {
+        manifest_bytes_max: 512,
+        ..small_options(&fs)
+    };
+    let db = Db::open(dir, options.clone()).unwrap();
+    let tree = db.default_tree();
+    let mut manifests_seen = std::collections::BTreeSet::new();
+    for round in 0..20u32 {
+        for i in 0..20u32 {
+            db.put(&tree, format!("k{round:02}-{i:02}").as_bytes(), b"v")
+                .unwrap();
+        }
+        db.flush().unwrap();
+        for name in fs.file_names(dir) {
+            if name.starts_with("MANIFEST-") {
+                manifests_seen.insert(name);
+            }
+        }
+    }
+    assert!(
+        manifests_seen.len() > 2,
+        "manifest never rolled: {manifests_seen:?}"
+    );
+    let live = fs
+        .file_names(dir)
+        .into_iter()
+        .filter(|n| n.starts_with("MANIFEST-"))
+        .count();
+    assert_eq!(live, 1, "old manifests are removed");
+    let before = scan(&db, &tree);
+    db.close().unwrap();
+    let db = Db::open(dir, options).unwrap();
+    assert_eq!(scan(&db, &tree), before);
+    assert_eq!(before.len(), 400);
+}
+
+/// The engine reads tables with O_DIRECT when asked, and gets the same answers.
+#[test]
+fn direct_reads_return_the_same_data() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let options = Options {
+        use_direct_reads: true,
+        block_cache_bytes: 0,
+        memtable_bytes_max: 64 << 10,
+        ..Options::default()
+    };
+    let db = Db::open(dir.path(), options).unwrap();
+    let tree = db.default_tree();
+    for i in 0..3000u32 {
+        db.put(
+            &tree,
+            format!("key{i:05}").as_bytes(),
+            format!("value{i}").as_bytes(),
+        )
+        .unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_for_background_work().unwrap();
+    let stats = sift_lsm::stats::ReadStats::default();
+    let stats = Arc::new(stats);
+    let read = ReadOptions {
+        read_stats: Some(Arc::clone(&stats)),
+        ..ReadOptions::default()
+    };
+    for i in (0..3000u32).step_by(7) {
+        let e = db
+            .get_with(&tree, format!("key{i:05}").as_bytes(), &read)
+            .unwrap()
+            .unwrap();
+        assert_eq!(e.value, format!("value{i}").as_bytes());
+    }
+    assert!(
+        stats
+            .blocks_read_from_disk
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > 0
+    );
+    assert_eq!(scan(&db, &tree).len(), 3000);
 }

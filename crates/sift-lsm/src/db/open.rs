@@ -127,8 +127,9 @@ impl Db {
 
         // The manifest state is final except for the WAL replay: build a provisional inner to
         // reuse the table writer, then replay.
-        let provisional_versions =
+        let mut provisional_versions =
             VersionSet::create(&dir, Arc::clone(&fs), state, levels_max, reaper.clone())?;
+        provisional_versions.manifest_bytes_max = options.manifest_bytes_max;
         let version = Arc::new(provisional_versions.version());
         let mem = Arc::new(Memtable::new(0));
         let inner = Arc::new(DbInner {

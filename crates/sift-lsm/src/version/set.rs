@@ -189,6 +189,9 @@ pub fn sort_level(level: usize, files: &mut [Arc<FileMetaData>]) {
     }
 }
 
+/// Default for `Options::manifest_bytes_max`.
+pub const MANIFEST_BYTES_MAX: u64 = 64 << 20;
+
 /// The manifest writer plus the state it describes.
 pub struct VersionSet {
     dir: PathBuf,
@@ -198,6 +201,8 @@ pub struct VersionSet {
     pub manifest_number: u64,
     levels_max: usize,
     reaper: Arc<dyn FileReaper>,
+    /// The manifest is rewritten from the current state when it grows beyond this.
+    pub manifest_bytes_max: u64,
 }
 
 impl VersionSet {
@@ -226,6 +231,7 @@ impl VersionSet {
             manifest_number,
             levels_max,
             reaper,
+            manifest_bytes_max: MANIFEST_BYTES_MAX,
         })
     }
 
@@ -254,6 +260,28 @@ impl VersionSet {
         for f in removed {
             f.mark_obsolete(Arc::clone(&self.reaper));
         }
+        if self.manifest.file_bytes() > self.manifest_bytes_max {
+            self.roll_manifest()?;
+        }
+        Ok(())
+    }
+
+    /// Starts a new manifest holding the current state as one edit, so the manifest does not
+    /// grow without bound over a long-running process.
+    fn roll_manifest(&mut self) -> Result<()> {
+        let number = self.new_file_number();
+        let path = self.dir.join(manifest_file_name(number));
+        let file = self.fs.create(&path)?;
+        let mut manifest = LogWriter::new(file, path);
+        manifest.add_record(&self.state.snapshot_edit().encode())?;
+        manifest.sync()?;
+        set_current(&self.dir, self.fs.as_ref(), number)?;
+        let old = self.dir.join(manifest_file_name(self.manifest_number));
+        self.manifest = manifest;
+        self.manifest_number = number;
+        // The old manifest is no longer named by CURRENT; a failure to remove it is harmless
+        // (the next open removes it).
+        let _ = self.fs.remove(&old);
         Ok(())
     }
 
