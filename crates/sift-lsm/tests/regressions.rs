@@ -205,3 +205,65 @@ fn direct_reads_return_the_same_data() {
     );
     assert_eq!(scan(&db, &tree).len(), 3000);
 }
+
+/// Writes emitted by a compaction observer used to queue behind user writers; a user writer
+/// stalled on full immutable memtables waits for the flush, and the flush waited for its
+/// emitted writes: a deadlock. Emitted writes now take the commit lock directly.
+#[test]
+fn regression_observer_writes_do_not_deadlock_with_stalled_writers() {
+    use sift_lsm::extension::{CompactionObserver, DroppedEntry, JobKind};
+    struct Echo(sift_lsm::TreeId);
+    impl CompactionObserver for Echo {
+        fn on_drop(
+            &self,
+            _job: JobKind,
+            entry: &DroppedEntry<'_>,
+            emit: &mut sift_lsm::WriteBatch,
+        ) {
+            let mut key = entry.user_key.to_vec();
+            key.extend_from_slice(&entry.seq.to_be_bytes());
+            emit.put_in(self.0, &key, b"");
+        }
+    }
+    let fs = FaultFileSystem::new();
+    let dir = Path::new("/observer-stall");
+    // The "log" tree gets id 1: the first tree created after "default".
+    let options = Options {
+        memtable_bytes_max: 8 << 10,
+        immutable_memtables_max: 1,
+        compaction_observers: vec![Arc::new(Echo(1))],
+        ..small_options(&fs)
+    };
+    let db = Arc::new(Db::open(dir, options).unwrap());
+    let log = db
+        .create_tree("log", sift_lsm::TreeOptions::default())
+        .unwrap();
+    assert_eq!(log.id(), 1);
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let mut writers = Vec::new();
+    for t in 0..4u32 {
+        let db = Arc::clone(&db);
+        let done = done_tx.clone();
+        writers.push(std::thread::spawn(move || {
+            let tree = db.default_tree();
+            for i in 0..3000u32 {
+                db.put(&tree, format!("k{}", (i + t) % 16).as_bytes(), &[b'x'; 64])
+                    .unwrap();
+            }
+            done.send(()).unwrap();
+        }));
+    }
+    for _ in 0..4 {
+        done_rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("writers made no progress for 60 s: deadlock between stalled writers and a flush's emitted writes");
+    }
+    for w in writers {
+        w.join().unwrap();
+    }
+    db.flush().unwrap();
+    assert!(
+        !scan(&db, &log).is_empty(),
+        "the observer saw shadowed versions and its writes landed"
+    );
+}

@@ -1,5 +1,8 @@
 //! The write path: group commit.
 //!
+//! Writes emitted by flushes and compactions (observers) bypass the queue and take the commit
+//! lock directly, so they never wait behind a user writer stalled on that very job.
+//!
 //! Writers queue up; the writer at the front becomes the leader, takes the batches of the
 //! writers behind it (up to a size limit), gives them consecutive sequence numbers, appends
 //! them to the WAL with one flush (and one sync if any of them asked for it), inserts them into
@@ -28,8 +31,6 @@ enum WriterKind {
     User,
     /// Freeze the active memtable (for `flush`).
     ForceSwitch,
-    /// Writes emitted by a compaction observer, committed with the job's edit.
-    Internal(Option<CommitHook>),
 }
 
 struct PendingWriter {
@@ -70,12 +71,6 @@ impl DbInner {
     pub(crate) fn force_memtable_switch(&self) -> Result<()> {
         self.enqueue(None, false, WriterKind::ForceSwitch)
             .map(|_| ())
-    }
-
-    /// Commits writes emitted by a background job; `hook` installs the job's edit before the
-    /// writes become visible.
-    pub(crate) fn write_internal(&self, batch: WriteBatch, hook: CommitHook) -> Result<SeqNo> {
-        self.enqueue(Some(batch), true, WriterKind::Internal(Some(hook)))
     }
 
     fn validate_batch(&self, batch: &WriteBatch) -> Result<()> {
@@ -126,14 +121,12 @@ impl DbInner {
         let mut group_ids = Vec::new();
         let mut batches = Vec::new();
         let mut group_sync = false;
-        let mut hook = None;
         let mut force = false;
-        let mut internal = false;
         let mut group_bytes = 0usize;
         for (i, writer) in queue.queue.iter_mut().enumerate() {
             let leader = i == 0;
             let joinable = matches!(writer.kind, WriterKind::User);
-            if !leader && (!joinable || internal || force) {
+            if !leader && (!joinable || force) {
                 break;
             }
             let bytes = writer.batch.as_ref().map_or(0, WriteBatch::encoded_bytes);
@@ -149,13 +142,8 @@ impl DbInner {
             }
             group_bytes += bytes;
             group_sync |= writer.sync;
-            match &mut writer.kind {
-                WriterKind::User => {}
-                WriterKind::ForceSwitch => force = true,
-                WriterKind::Internal(h) => {
-                    internal = true;
-                    hook = h.take();
-                }
+            if matches!(writer.kind, WriterKind::ForceSwitch) {
+                force = true;
             }
             if let Some(b) = writer.batch.take() {
                 batches.push(b);
@@ -164,7 +152,7 @@ impl DbInner {
         }
         drop(queue);
 
-        let result = self.commit_group(&mut batches, group_sync, force, internal, hook);
+        let result = self.commit_group(&mut batches, group_sync, force);
 
         let mut queue = self.write_queue.state.lock();
         for gid in &group_ids {
@@ -207,15 +195,24 @@ impl DbInner {
         batches: &mut [WriteBatch],
         sync: bool,
         force: bool,
-        internal: bool,
-        hook: Option<CommitHook>,
     ) -> Result<Vec<SeqNo>> {
-        if !internal {
-            self.make_room_for_write(force)?;
-        }
+        self.make_room_for_write(force)?;
         if batches.is_empty() {
             return Ok(vec![self.latest_sequence()]);
         }
+        let mut wal = self.wal.lock();
+        self.commit_locked(&mut wal, batches, sync, None)
+    }
+
+    /// Sequence numbers, WAL append, memtable insert, hook, publish — all under the WAL lock,
+    /// which is the commit lock. Lock order everywhere: WAL, then state.
+    fn commit_locked(
+        &self,
+        wal: &mut Option<LogWriter>,
+        batches: &mut [WriteBatch],
+        sync: bool,
+        hook: Option<CommitHook>,
+    ) -> Result<Vec<SeqNo>> {
         let mut next = self.allocated_sequence.load(Ordering::Acquire) + 1;
         let mut firsts = Vec::with_capacity(batches.len());
         for b in batches.iter_mut() {
@@ -229,33 +226,30 @@ impl DbInner {
                 "sequence numbers exhausted (2^56 writes)".into(),
             ));
         }
-        {
-            let mut wal = self.wal.lock();
-            let writer = wal
-                .as_mut()
-                .ok_or_else(|| Error::Closed("no write-ahead log open".into()))?;
-            let before = writer.file_bytes();
-            let logged = (|| {
-                for b in batches.iter() {
-                    writer.add_record(b.encoded())?;
-                }
-                writer.flush()?;
-                if sync {
-                    writer.sync()?;
-                    EngineCounters::add(&self.counters.wal_syncs, 1);
-                }
-                Ok::<(), Error>(())
-            })();
-            if let Err(e) = logged {
-                // The log may now end in a partial record: no further write may follow it.
-                let mut state = self.state.lock();
-                self.set_bg_error(&mut state, &e);
-                return Err(e);
+        let writer = wal
+            .as_mut()
+            .ok_or_else(|| Error::Closed("no write-ahead log open".into()))?;
+        let before = writer.file_bytes();
+        let logged = (|| {
+            for b in batches.iter() {
+                writer.add_record(b.encoded())?;
             }
-            let written = writer.file_bytes() - before;
-            EngineCounters::add(&self.counters.wal_bytes, written);
-            EngineCounters::add(&self.counters.bytes_written, written);
+            writer.flush()?;
+            if sync {
+                writer.sync()?;
+                EngineCounters::add(&self.counters.wal_syncs, 1);
+            }
+            Ok::<(), Error>(())
+        })();
+        if let Err(e) = logged {
+            // The log may now end in a partial record: no further write may follow it.
+            let mut state = self.state.lock();
+            self.set_bg_error(&mut state, &e);
+            return Err(e);
         }
+        let written = writer.file_bytes() - before;
+        EngineCounters::add(&self.counters.wal_bytes, written);
+        EngineCounters::add(&self.counters.bytes_written, written);
         self.allocated_sequence.store(last, Ordering::Release);
         let mem = Arc::clone(&self.super_version.load().mem);
         let mut writes = 0u64;
@@ -279,12 +273,22 @@ impl DbInner {
         Ok(firsts)
     }
 
+    /// Commits writes emitted by a background job without queueing behind user writers (a
+    /// user leader may be stalled waiting for this very job): logged and synced first, then
+    /// `hook` installs the job's edit, then the writes become visible.
+    pub(crate) fn write_internal(&self, batch: WriteBatch, hook: CommitHook) -> Result<SeqNo> {
+        let mut wal = self.wal.lock();
+        let mut batches = [batch];
+        let firsts = self.commit_locked(&mut wal, &mut batches, true, Some(hook))?;
+        Ok(firsts.first().copied().unwrap_or(0))
+    }
+
     /// Makes sure the active memtable has room, freezing it when full (or when `force`), and
     /// applies back-pressure when flushes or L0 compactions fall behind.
     fn make_room_for_write(&self, mut force: bool) -> Result<()> {
         let mut allow_delay = !force;
-        let mut state = self.state.lock();
         loop {
+            let state = self.state.lock();
             if let Some(e) = &state.bg_error {
                 return Err(Error::Closed(format!(
                     "writes stopped after a background error: {e}"
@@ -304,7 +308,6 @@ impl DbInner {
                     start.elapsed().as_micros() as u64,
                 );
                 allow_delay = false;
-                state = self.state.lock();
                 continue;
             }
             let mem_bytes = state.mem.approximate_bytes();
@@ -317,6 +320,7 @@ impl DbInner {
             if state.imms.len() >= self.options.immutable_memtables_max
                 || l0_files >= self.options.l0_stop_trigger
             {
+                let mut state = state;
                 let start = Instant::now();
                 EngineCounters::add(&self.counters.write_stalls, 1);
                 self.bg_cv.notify_all();
@@ -327,26 +331,28 @@ impl DbInner {
                 );
                 continue;
             }
-            self.switch_memtable(&mut state)?;
+            drop(state);
+            // Lock order: WAL, then state.
+            let mut wal = self.wal.lock();
+            let mut state = self.state.lock();
+            self.switch_memtable(&mut state, &mut wal)?;
             force = false;
         }
     }
 
-    /// Freezes the active memtable and starts a new WAL. Called by the write leader.
-    fn switch_memtable(&self, state: &mut DbState) -> Result<()> {
+    /// Freezes the active memtable and starts a new WAL. Called by the write leader with the
+    /// WAL (commit) lock and the state lock held.
+    fn switch_memtable(&self, state: &mut DbState, wal: &mut Option<LogWriter>) -> Result<()> {
         let number = state.versions.new_file_number();
         let path = self.dir.join(wal_file_name(number));
         let file = self.fs.create(&path)?;
         self.fs.sync_dir(&self.dir)?;
-        {
-            let mut wal = self.wal.lock();
-            if let Some(old) = wal.as_mut() {
-                // Older logs are complete on disk before newer ones get writes, so recovery
-                // never sees a gap (see docs/format/wal.md).
-                old.sync()?;
-            }
-            *wal = Some(LogWriter::new(file, path));
+        if let Some(old) = wal.as_mut() {
+            // Older logs are complete on disk before newer ones get writes, so recovery
+            // never sees a gap (see docs/format/wal.md).
+            old.sync()?;
         }
+        *wal = Some(LogWriter::new(file, path));
         let frozen = std::mem::replace(&mut state.mem, Arc::new(Memtable::new(number)));
         state.imms.insert(0, frozen);
         self.install_super_version(state);
