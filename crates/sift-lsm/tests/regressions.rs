@@ -255,7 +255,7 @@ fn regression_observer_writes_do_not_deadlock_with_stalled_writers() {
     }
     for _ in 0..4 {
         done_rx
-            .recv_timeout(std::time::Duration::from_secs(60))
+            .recv_timeout(std::time::Duration::from_mins(1))
             .expect("writers made no progress for 60 s: deadlock between stalled writers and a flush's emitted writes");
     }
     for w in writers {
