@@ -116,7 +116,11 @@ pub struct Options {
     /// Capacity of the shared block cache; 0 disables it (every block read goes to the file).
     pub block_cache_bytes: usize,
     /// Read SSTables with O_DIRECT, bypassing the page cache (for measuring real disk reads).
+    /// Takes precedence over `use_mmap_reads`.
     pub use_direct_reads: bool,
+    /// Read SSTables through memory maps (as LevelDB does on 64-bit systems): a block already
+    /// in the page cache costs a copy, not a system call.
+    pub use_mmap_reads: bool,
 
     pub wal_recovery: WalRecovery,
     /// The manifest is rewritten from the current state when it grows beyond this.
@@ -154,6 +158,7 @@ impl Default for Options {
             compression: Compression::None,
             block_cache_bytes: 32 << 20,
             use_direct_reads: false,
+            use_mmap_reads: true,
             wal_recovery: WalRecovery::TolerateTornTail,
             manifest_bytes_max: crate::version::set::MANIFEST_BYTES_MAX,
             key_bytes_max: 64 << 10,

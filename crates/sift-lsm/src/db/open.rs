@@ -119,6 +119,7 @@ impl Db {
             dir: dir.clone(),
             fs: Arc::clone(&fs),
             direct_reads: options.use_direct_reads,
+            mmap_reads: options.use_mmap_reads,
             block_cache: block_cache.clone(),
             counters: Arc::clone(&counters),
         });

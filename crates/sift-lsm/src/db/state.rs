@@ -142,6 +142,7 @@ pub(crate) struct TableOpener {
     pub dir: PathBuf,
     pub fs: Arc<dyn FileSystem>,
     pub direct_reads: bool,
+    pub mmap_reads: bool,
     pub block_cache: Option<Arc<BlockCache>>,
     pub counters: Arc<EngineCounters>,
 }
@@ -151,10 +152,12 @@ impl TableOpener {
         if let Some(t) = file.table.get() {
             return Ok(Arc::clone(t));
         }
-        let handle = self.fs.open(
-            &self.dir.join(table_file_name(file.number)),
-            self.direct_reads,
-        )?;
+        let path = self.dir.join(table_file_name(file.number));
+        let handle = if self.mmap_reads && !self.direct_reads {
+            self.fs.open_mapped(&path)?
+        } else {
+            self.fs.open(&path, self.direct_reads)?
+        };
         let table = Table::open(
             handle,
             file.number,

@@ -42,6 +42,12 @@ pub trait FileSystem: Send + Sync {
     /// Opens an existing file for random reads. `direct` asks for O_DIRECT reads, bypassing
     /// the operating system's page cache; file systems that cannot do it read normally.
     fn open(&self, path: &Path, direct: bool) -> Result<Arc<dyn RandomAccessFile>>;
+    /// Opens an immutable file (an SSTable) for random reads through a memory map, so reads of
+    /// cached pages cost a copy instead of a system call. File systems without maps open it
+    /// normally. The file must not be truncated while open (SSTables never are).
+    fn open_mapped(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        self.open(path, false)
+    }
     /// Reads a whole file (WAL, manifest, CURRENT).
     fn read_all(&self, path: &Path) -> Result<Vec<u8>>;
     /// Atomically replaces `to` with `from`.

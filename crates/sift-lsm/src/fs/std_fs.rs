@@ -69,6 +69,10 @@ impl FileSystem for StdFileSystem {
         Ok(Arc::new(self.open_random_access(path, direct)?))
     }
 
+    fn open_mapped(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        Ok(Arc::new(MappedFile::open(path)?))
+    }
+
     fn read_all(&self, path: &Path) -> Result<Vec<u8>> {
         std::fs::read(path).map_err(|e| Error::io(path, e))
     }
@@ -426,8 +430,84 @@ struct StdFileLock {
 
 impl FileLock for StdFileLock {}
 
+/// A read-only memory map of an immutable file.
+pub struct MappedFile {
+    path: PathBuf,
+    map: Option<memmap2::Mmap>,
+}
+
+impl MappedFile {
+    pub fn open(path: &Path) -> Result<Self> {
+        let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        // An empty file cannot be mapped; it has nothing to read either.
+        let map = if size == 0 {
+            None
+        } else {
+            // SAFETY: the engine maps only SSTables, which are never modified or truncated
+            // after they are written (they are only deleted, which leaves the mapping valid).
+            Some(unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?)
+        };
+        Ok(MappedFile {
+            path: path.to_path_buf(),
+            map,
+        })
+    }
+}
+
+impl RandomAccessFile for MappedFile {
+    fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let bytes: &[u8] = self.map.as_deref().unwrap_or(&[]);
+        let range = usize::try_from(offset)
+            .ok()
+            .and_then(|start| Some(start..start.checked_add(len)?))
+            .filter(|r| r.end <= bytes.len());
+        match range {
+            Some(r) => Ok(bytes[r].to_vec()),
+            None => Err(Error::io(
+                &self.path,
+                io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!(
+                        "read of {len} bytes at offset {offset} past the end of the file ({} bytes)",
+                        bytes.len()
+                    ),
+                ),
+            )),
+        }
+    }
+    fn size(&self) -> u64 {
+        self.map.as_ref().map_or(0, |m| m.len() as u64)
+    }
+    fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn mapped_reads_match_the_file_and_refuse_reads_past_the_end() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("mapped.sst");
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i * 31 % 251) as u8).collect();
+        std::fs::write(&path, &data).expect("write");
+        let file = StdFileSystem.open_mapped(&path).expect("map");
+        assert_eq!(file.size(), 10_000);
+        for (offset, len) in [(0usize, 1usize), (4095, 2), (9_000, 1_000), (123, 4_567)] {
+            let got = file.read_at(offset as u64, len).expect("read");
+            assert_eq!(got, &data[offset..offset + len]);
+        }
+        let err = file.read_at(9_999, 2).expect_err("past the end");
+        assert!(err.to_string().contains("mapped.sst"), "{err}");
+        std::fs::write(dir.path().join("empty"), b"").expect("write");
+        let empty = StdFileSystem
+            .open_mapped(&dir.path().join("empty"))
+            .expect("map empty");
+        assert_eq!(empty.size(), 0);
+        assert!(empty.read_at(0, 1).is_err());
+    }
+
     use super::*;
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
