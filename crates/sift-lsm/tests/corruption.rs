@@ -106,8 +106,13 @@ fn build(fs: &FaultFileSystem, dir: &Path, rng: &mut StdRng, compression: Compre
             batch.put(&trees[t], &key, &value);
             model.insert((t, key), value);
         }
-        db.write(batch, &WriteOptions { sync: i % 50 == 0 })
-            .expect("write");
+        db.write(
+            batch,
+            &WriteOptions {
+                sync: i.is_multiple_of(50),
+            },
+        )
+        .expect("write");
     };
     for i in 0..600 {
         write(&db, i, rng, &mut model);
@@ -152,7 +157,10 @@ fn check_corruption(error: &Error, damaged: &Path, flipped: u64, file_bytes: u64
                  ({file_bytes}-byte file): {error}"
             );
         }
-        other => panic!("{context}: expected corruption in {damaged:?}, got {other:?}"),
+        other => panic!(
+            "{context}: expected corruption in {}, got {other:?}",
+            damaged.display()
+        ),
     }
 }
 

@@ -27,7 +27,7 @@ const TREE_NAMES: [&str; 2] = ["a", "b"];
 /// The key holding the number of the last batch applied, in both trees.
 const LAST_KEY: &[u8] = b"~last";
 /// A child that is never killed stops by itself after this long.
-const CHILD_LIFETIME_MAX: Duration = Duration::from_secs(120);
+const CHILD_LIFETIME_MAX: Duration = Duration::from_mins(2);
 
 /// Small memtables and tables so that flushes and compactions run during every child's life.
 fn options() -> Options {
@@ -74,10 +74,10 @@ fn batch_ops(i: u64, tree: usize) -> Vec<Op> {
         // A small set of hot keys overwritten again and again.
         Op::Put(format!("hot{:02}", i % 23).into_bytes(), value(1)),
     ];
-    if i % 3 == 0 && i >= 7 {
+    if i.is_multiple_of(3) && i >= 7 {
         ops.push(Op::Delete(format!("b{:08}", i - 7).into_bytes()));
     }
-    if i % 5 == 0 {
+    if i.is_multiple_of(5) {
         ops.push(Op::Delete(format!("hot{:02}", (i / 5) % 23).into_bytes()));
     }
     ops.push(Op::Put(LAST_KEY.to_vec(), i.to_string().into_bytes()));
@@ -184,7 +184,7 @@ fn acknowledged_max(dir: &Path) -> Option<u64> {
 
 /// Checks the reopened database against the model of batches `0..=k`, where `k` is the last
 /// batch it holds; extends `models` (the state after `applied` batches) to match. Returns `k`.
-fn verify(db_dir: &Path, models: &mut Vec<TreeModel>, applied: &mut u64) -> Option<u64> {
+fn verify(db_dir: &Path, models: &mut [TreeModel], applied: &mut u64) -> Option<u64> {
     let db = Db::open(db_dir, options()).expect("parent: reopen after kill");
     let trees = open_trees(&db);
     let states: Vec<TreeModel> = trees.iter().map(|t| scan(&db, t)).collect();

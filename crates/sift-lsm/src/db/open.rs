@@ -356,7 +356,7 @@ impl DbInner {
         for number in wals {
             let path = self.dir.join(wal_file_name(*number));
             let bytes = self.fs.read_all(&path)?;
-            let is_last = newest_with_data.map_or(true, |newest| *number >= newest);
+            let is_last = newest_with_data.is_none_or(|newest| *number >= newest);
             let mut reader = LogReader::new(bytes, path.clone(), self.options.wal_recovery);
             let mut mem = Memtable::new(*number);
             while let Some((offset, record)) = reader.read_record()? {
