@@ -247,8 +247,15 @@ fn replay_manifest(dir: &Path, options: &Options) -> Result<ManifestState> {
     let fs = &options.file_system;
     let name = read_current(dir, fs.as_ref())?;
     let path = dir.join(&name);
+    if !fs.exists(&path) {
+        return Err(Error::corruption(
+            dir.join(crate::version::CURRENT_FILE_NAME),
+            0,
+            format!("CURRENT names {name}, which does not exist"),
+        ));
+    }
     let bytes = fs.read_all(&path)?;
-    let mut reader = LogReader::new(bytes, path.clone(), WalRecovery::TolerateTornTail);
+    let mut reader = LogReader::new(bytes.clone(), path.clone(), WalRecovery::TolerateTornTail);
     let mut state = ManifestState::default();
     let mut records = 0;
     while let Some((offset, record)) = reader.read_record()? {
@@ -263,7 +270,70 @@ fn replay_manifest(dir: &Path, options: &Options) -> Result<ManifestState> {
             "manifest holds no complete record",
         ));
     }
+    if options.wal_recovery == WalRecovery::TolerateTornTail {
+        let damaged_at = bytes.len() as u64 - reader.dropped_tail_bytes();
+        check_manifest_tail(&bytes, damaged_at as usize, &path)?;
+    }
+    // Tables are synced into the directory before an edit names them, so a missing one means
+    // damage: report it now rather than as an I/O error on some later read.
+    let present: BTreeSet<String> = fs.list(dir)?.into_iter().collect();
+    for (tree, levels) in &state.files {
+        for file in levels.iter().flatten() {
+            let table = crate::version::table_file_name(file.number);
+            if !present.contains(&table) {
+                return Err(Error::corruption(
+                    &path,
+                    0,
+                    format!(
+                        "the manifest lists table {table} of tree {tree}, which does not exist"
+                    ),
+                ));
+            }
+        }
+    }
     Ok(state)
+}
+
+/// Every manifest record is synced before anything acts on it, so a crash can only leave an
+/// incomplete last record. A last record whose fragments are all there but one fails its
+/// checksum (or has an impossible length) was damaged after it was written: dropping it as a
+/// torn tail would silently forget an edit whose effects (removed logs and tables) are already
+/// on disk. A length field damaged to point past the end of the file is indistinguishable from
+/// a torn append and is still taken as one.
+fn check_manifest_tail(bytes: &[u8], damaged_at: usize, path: &Path) -> Result<()> {
+    use crate::wal::{fragment_crc, BLOCK_BYTES, HEADER_BYTES};
+    let mut position = damaged_at;
+    loop {
+        let left_in_block = BLOCK_BYTES - position % BLOCK_BYTES;
+        if left_in_block < HEADER_BYTES {
+            position += left_in_block;
+            continue;
+        }
+        let Some(header) = bytes.get(position..position + HEADER_BYTES) else {
+            return Ok(()); // the file ends inside a header: torn
+        };
+        let length = usize::from(u16::from_le_bytes([header[4], header[5]]));
+        if length > left_in_block - HEADER_BYTES {
+            return Err(Error::corruption(
+                path,
+                damaged_at as u64,
+                format!("last manifest record: fragment at {position} claims {length} bytes, more than its block holds"),
+            ));
+        }
+        let start = position + HEADER_BYTES;
+        let Some(payload) = bytes.get(start..start + length) else {
+            return Ok(()); // the file ends inside the payload: torn
+        };
+        let stored = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
+        if stored != fragment_crc(header[6], payload) {
+            return Err(Error::corruption(
+                path,
+                damaged_at as u64,
+                format!("last manifest record is complete but its fragment at {position} fails its checksum"),
+            ));
+        }
+        position = start + length;
+    }
 }
 
 impl DbInner {
@@ -271,11 +341,23 @@ impl DbInner {
     /// the highest sequence number found.
     fn replay_wals(self: &Arc<Self>, wals: &BTreeSet<u64>, edit: &mut VersionEdit) -> Result<u64> {
         let mut last = 0;
-        let count = wals.len();
-        for (i, number) in wals.iter().enumerate() {
+        // Logs created but never written to (by a memtable switch that failed after creating
+        // its log, or an open interrupted before its manifest edit) do not make the log before
+        // them "followed by newer logs": a log only gets records once the one before it is
+        // fully synced, so damage at the end of the newest log with data is a torn tail.
+        let newest_with_data = wals
+            .iter()
+            .rev()
+            .find(|n| {
+                self.fs
+                    .file_size(&self.dir.join(wal_file_name(**n)))
+                    .map_or(true, |bytes| bytes > 0)
+            })
+            .copied();
+        for number in wals {
             let path = self.dir.join(wal_file_name(*number));
             let bytes = self.fs.read_all(&path)?;
-            let is_last = i + 1 == count;
+            let is_last = newest_with_data.is_none_or(|newest| *number >= newest);
             let mut reader = LogReader::new(bytes, path.clone(), self.options.wal_recovery);
             let mut mem = Memtable::new(*number);
             while let Some((offset, record)) = reader.read_record()? {
