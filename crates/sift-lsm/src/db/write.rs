@@ -349,8 +349,12 @@ impl DbInner {
         self.fs.sync_dir(&self.dir)?;
         if let Some(old) = wal.as_mut() {
             // Older logs are complete on disk before newer ones get writes, so recovery
-            // never sees a gap (see docs/format/wal.md).
-            old.sync()?;
+            // never sees a gap (see docs/format/wal.md). If that cannot be ensured, acknowledged
+            // writes may be missing after a power loss: stop taking writes.
+            if let Err(e) = old.sync() {
+                self.set_bg_error(state, &e);
+                return Err(e);
+            }
         }
         *wal = Some(LogWriter::new(file, path));
         let frozen = std::mem::replace(&mut state.mem, Arc::new(Memtable::new(number)));
