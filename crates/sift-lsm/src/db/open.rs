@@ -1,11 +1,10 @@
 //! Opening a database: lock, manifest replay, WAL replay into L0 tables, a fresh manifest and
 //! WAL, removal of files nothing refers to, and the background threads.
 
-use crate::compaction::iter::{CompactionIterator, CompactionParams};
 use crate::db::state::{DbInner, DbState, Reaper, SuperVersion, TableOpener, TreeInfo};
 use crate::db::write::insert_into_memtable;
 use crate::db::{Db, DEFAULT_TREE};
-use crate::extension::{ChangeReason, JobKind, TableReason};
+use crate::extension::{ChangeReason, TableReason};
 use crate::iterator::InternalIterator;
 use crate::key::TreeId;
 use crate::memtable::Memtable;
@@ -317,23 +316,14 @@ impl DbInner {
             let number = self.state.lock().versions.new_file_number();
             let mut input = mem.iter(tree_id);
             input.seek_to_first()?;
-            let always = |_: &[u8]| true;
-            let params = CompactionParams {
-                tree: tree_id,
-                tree_name: Arc::clone(&tree.name),
-                snapshots: Vec::new(),
-                key_may_exist_below: &always,
-                merge_operator: tree.options.merge_operator.clone(),
-                // Recovery replays writes whose drops were reported before the crash or will
-                // be when these tables are compacted; observers are not called here.
-                observers: &[],
-                job: JobKind::Flush,
-            };
-            let mut iter = CompactionIterator::new(Box::new(input), params);
+            // Every version is written as it is: a version dropped here would be reported to
+            // no compaction observer (they see it when these tables are compacted), and its
+            // drop may never have been reported before the restart.
             if let Some(f) =
                 self.write_table(tree, 0, TableReason::Flush, number, &mut |builder| {
-                    while let Some((key, value)) = iter.next_entry()? {
-                        builder.add(&key, &value)?;
+                    while input.valid() {
+                        builder.add(input.key(), input.value())?;
+                        input.next()?;
                     }
                     Ok(true)
                 })?

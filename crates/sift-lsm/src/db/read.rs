@@ -335,11 +335,19 @@ impl ComponentView {
         })
     }
 
+    /// Whether the block filter rules the whole table out; counts the skip, as scans do.
     fn skips_table(&self, file: &FileMetaData) -> bool {
-        self.options
+        let skip = self
+            .options
             .block_filter
             .as_ref()
-            .is_some_and(|f| !f.table_may_match(&file.properties()))
+            .is_some_and(|f| !f.table_may_match(&file.properties()));
+        if let (true, Some(stats)) = (skip, &self.options.read_stats) {
+            stats
+                .tables_skipped
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        skip
     }
 
     /// GetLite: whether a version of `user_key` newer than `seq` (and visible in this view)

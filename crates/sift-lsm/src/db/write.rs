@@ -104,6 +104,7 @@ impl DbInner {
     }
 
     fn enqueue(&self, batch: Option<WriteBatch>, sync: bool, kind: WriterKind) -> Result<SeqNo> {
+        let internal = matches!(kind, WriterKind::Internal(_));
         let mut queue = self.write_queue.state.lock();
         let id = queue.next_id;
         queue.next_id += 1;
@@ -113,6 +114,10 @@ impl DbInner {
             sync,
             kind,
         });
+        if internal {
+            // A leader stalled in `make_room_for_write` commits it (see there).
+            self.bg_cv.notify_all();
+        }
         loop {
             if let Some(result) = queue.results.remove(&id) {
                 return result;
@@ -317,6 +322,11 @@ impl DbInner {
             if state.imms.len() >= self.options.immutable_memtables_max
                 || l0_files >= self.options.l0_stop_trigger
             {
+                // The flush or compaction this waits for may itself wait in the write queue,
+                // behind this leader, to commit its observers' writes.
+                drop(state);
+                self.commit_queued_internal_writes();
+                state = self.state.lock();
                 let start = Instant::now();
                 EngineCounters::add(&self.counters.write_stalls, 1);
                 self.bg_cv.notify_all();
@@ -329,6 +339,41 @@ impl DbInner {
             }
             self.switch_memtable(&mut state)?;
             force = false;
+        }
+    }
+
+    /// Commits the writes that flushes and compactions queued behind the current leader, ahead
+    /// of the leader's own group (whose sequence numbers are not assigned yet). Called by the
+    /// leader, without the state locked, while it stalls.
+    fn commit_queued_internal_writes(&self) {
+        loop {
+            let taken = {
+                let mut queue = self.write_queue.state.lock();
+                queue
+                    .queue
+                    .iter_mut()
+                    .skip(1)
+                    .find_map(|w| match &mut w.kind {
+                        WriterKind::Internal(hook) if w.batch.is_some() => {
+                            Some((w.id, w.batch.take(), hook.take()))
+                        }
+                        _ => None,
+                    })
+            };
+            let Some((id, batch, hook)) = taken else {
+                return;
+            };
+            let mut batches: Vec<WriteBatch> = batch.into_iter().collect();
+            let result = self
+                .commit_group(&mut batches, true, false, true, hook)
+                .map(|firsts| firsts.first().copied().unwrap_or(0));
+            let mut queue = self.write_queue.state.lock();
+            if let Some(pos) = queue.queue.iter().position(|w| w.id == id) {
+                queue.queue.remove(pos);
+            }
+            queue.results.insert(id, result);
+            drop(queue);
+            self.write_queue.cv.notify_all();
         }
     }
 
