@@ -1733,3 +1733,71 @@ fn get_returns_the_sequence_number_of_each_write_and_snapshots_see_their_past() 
         db.close().expect("close");
     });
 }
+
+// ---------------------------------------------------------------------------------------------
+// Engine regressions found while testing the extension points
+// ---------------------------------------------------------------------------------------------
+
+/// Regression: compaction restarted its walk over the grandparent level (level + 2) for every
+/// output file, so once the keys passed more than `10 * table_file_bytes_target` of
+/// grandparent data, every output file was cut after its first user key (thousands of
+/// one-key tables; found through the observer's log tree in `tests/concurrency.rs`).
+#[test]
+fn compaction_output_files_are_not_cut_after_every_key() {
+    let fs = FaultFileSystem::new();
+    let target = 1 << 10;
+    // First a deep L2 (the grandparent level of L0 -> L1 compactions): tiny L1, large ratio.
+    let deep = Options {
+        l0_compaction_trigger: 2,
+        level1_bytes_max: 1 << 10,
+        level_size_ratio: 1000,
+        table_file_bytes_target: target,
+        ..quiet_options(&fs)
+    };
+    let db = Db::open(DIR, deep).expect("open");
+    let tree = db.default_tree();
+    for round in 0..4 {
+        for i in (round..2000).step_by(4) {
+            db.put(&tree, &key(i), &[b'v'; 20]).expect("put");
+        }
+        db.flush().expect("flush");
+    }
+    db.wait_for_background_work().expect("wait");
+    // Then two L0 files spanning every key, compacted into L1 over that L2.
+    let options = Options {
+        l0_compaction_trigger: 2,
+        table_file_bytes_target: target,
+        ..quiet_options(&fs)
+    };
+    let db = reopen(db, &options);
+    let tree = db.default_tree();
+    let grandparent_bytes: u64 = db
+        .components(&tree, &ReadOptions::default())
+        .expect("components")
+        .files(2)
+        .iter()
+        .map(|f| f.file_bytes)
+        .sum();
+    assert!(
+        grandparent_bytes > 20 * target,
+        "L2 holds {grandparent_bytes} bytes"
+    );
+    for round in 0..2 {
+        for i in (round..2000).step_by(2) {
+            db.put(&tree, &key(i), &[b'w'; 20]).expect("put");
+        }
+        db.flush().expect("flush");
+    }
+    db.wait_for_background_work().expect("wait");
+    let view = db
+        .components(&tree, &ReadOptions::default())
+        .expect("components");
+    let level1: Vec<u64> = view.files(1).iter().map(|f| f.entries).collect();
+    assert!(!level1.is_empty(), "the L0 files were compacted into L1");
+    let single_key = level1.iter().filter(|entries| **entries == 1).count();
+    assert!(
+        single_key * 10 < level1.len(),
+        "{single_key} of {} L1 files hold a single entry: {level1:?}",
+        level1.len()
+    );
+}

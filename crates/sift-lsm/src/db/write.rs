@@ -115,8 +115,15 @@ impl DbInner {
             kind,
         });
         if internal {
-            // A leader stalled in `make_room_for_write` commits it (see there).
-            self.bg_cv.notify_all();
+            // A leader stalled in `make_room_for_write` commits it (see there). Notifying
+            // under the state lock, after the push, means a stalled leader either sees this
+            // writer or is already waiting when woken.
+            drop(queue);
+            {
+                let _state = self.state.lock();
+                self.bg_cv.notify_all();
+            }
+            queue = self.write_queue.state.lock();
         }
         loop {
             if let Some(result) = queue.results.remove(&id) {
@@ -324,9 +331,12 @@ impl DbInner {
             {
                 // The flush or compaction this waits for may itself wait in the write queue,
                 // behind this leader, to commit its observers' writes.
-                drop(state);
-                self.commit_queued_internal_writes();
-                state = self.state.lock();
+                if self.internal_writes_queued() {
+                    drop(state);
+                    self.commit_queued_internal_writes();
+                    state = self.state.lock();
+                    continue;
+                }
                 let start = Instant::now();
                 EngineCounters::add(&self.counters.write_stalls, 1);
                 self.bg_cv.notify_all();
@@ -340,6 +350,17 @@ impl DbInner {
             self.switch_memtable(&mut state)?;
             force = false;
         }
+    }
+
+    /// Whether a flush or compaction waits in the write queue to commit its observers' writes.
+    fn internal_writes_queued(&self) -> bool {
+        self.write_queue
+            .state
+            .lock()
+            .queue
+            .iter()
+            .skip(1)
+            .any(|w| matches!(w.kind, WriterKind::Internal(_)) && w.batch.is_some())
     }
 
     /// Commits the writes that flushes and compactions queued behind the current leader, ahead
