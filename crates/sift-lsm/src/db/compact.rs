@@ -277,6 +277,10 @@ impl DbInner {
         let mut outputs: Vec<NewFile> = Vec::new();
         let mut created: Vec<u64> = Vec::new();
         let mut pending: Option<(Vec<u8>, Vec<u8>)> = None;
+        // Where the walk over the grandparents stands; it goes on across output files (only the
+        // overlap is counted per file), or every file after the first would count all the
+        // grandparents before it and be cut after one key.
+        let mut grandparent_index = 0usize;
         let target = self.options.table_file_bytes_target;
         let grandparent_limit = 10 * target;
         let result = (|| {
@@ -289,7 +293,6 @@ impl DbInner {
                 }
                 let number = self.state.lock().versions.new_file_number();
                 created.push(number);
-                let mut grandparent_index = 0usize;
                 let mut overlapped = 0u64;
                 let new_file = self.write_table(
                     &c.tree,

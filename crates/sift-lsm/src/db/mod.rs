@@ -346,6 +346,10 @@ impl Db {
             self.inner.bg_cv.notify_all();
             self.inner.bg_cv.wait(&mut state);
         }
+        drop(state);
+        // A flush whose observers emitted writes removes the memtable while it still holds the
+        // commit lock and publishes the writes just after; taking the lock waits for that.
+        drop(self.inner.wal.lock());
         Ok(())
     }
     /// Compacts every file of `tree` overlapping `[start, end]` down to the deepest level
