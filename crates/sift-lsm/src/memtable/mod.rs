@@ -7,8 +7,7 @@
 
 use crate::iterator::InternalIterator;
 use crate::key::{
-    append_internal_key, compare_internal_keys, make_seek_key, parse_internal_key, SeqNo, TreeId,
-    ValueKind, SEQ_MAX,
+    append_internal_key, make_seek_key, parse_internal_key, SeqNo, TreeId, ValueKind, SEQ_MAX,
 };
 use crate::Result;
 use crossbeam_skiplist::map::Entry;
@@ -37,22 +36,29 @@ impl EncodedKey {
         // the same layout and metadata (length).
         unsafe { &*(std::ptr::from_ref::<[u8]>(bytes) as *const EncodedKey) }
     }
-    fn tree_prefix(&self) -> &[u8] {
-        &self.0[..TREE_PREFIX_BYTES.min(self.0.len())]
-    }
-    fn internal_key(&self) -> &[u8] {
-        &self.0[TREE_PREFIX_BYTES.min(self.0.len())..]
-    }
 }
 
 impl Ord for EncodedKey {
     fn cmp(&self, other: &Self) -> Ordering {
-        // Big-endian tree ids compare bytewise in numeric order.
-        self.tree_prefix()
-            .cmp(other.tree_prefix())
-            .then_with(|| compare_internal_keys(self.internal_key(), other.internal_key()))
+        // `[tree id][user key]` compares as one byte string: the big-endian tree id is fixed
+        // width, so this is tree order, then user-key order, in a single memcmp. Then the
+        // trailer, descending (newest first). Same order as `compare_internal_keys` per tree.
+        let (a_prefix, a_trailer) = split_trailer(&self.0);
+        let (b_prefix, b_trailer) = split_trailer(&other.0);
+        a_prefix
+            .cmp(b_prefix)
+            .then_with(|| b_trailer.cmp(&a_trailer))
     }
 }
+/// Splits `[tree id][user key][trailer]` into the prefix and the trailer value.
+#[inline]
+fn split_trailer(bytes: &[u8]) -> (&[u8], u64) {
+    let split = bytes.len().saturating_sub(crate::key::TRAILER_BYTES);
+    let (prefix, trailer) = bytes.split_at(split);
+    let trailer = trailer.try_into().map_or(0, u64::from_le_bytes);
+    (prefix, trailer)
+}
+
 impl PartialOrd for EncodedKey {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
@@ -627,13 +633,15 @@ mod tests {
                     }
                     2 => {
                         iter.seek(&target).unwrap();
-                        pos = expected
-                            .partition_point(|(k, _)| compare_internal_keys(k, &target).is_lt());
+                        pos = expected.partition_point(|(k, _)| {
+                            crate::key::compare_internal_keys(k, &target).is_lt()
+                        });
                     }
                     3 => {
                         iter.seek_for_prev(&target).unwrap();
-                        let n = expected
-                            .partition_point(|(k, _)| compare_internal_keys(k, &target).is_le());
+                        let n = expected.partition_point(|(k, _)| {
+                            crate::key::compare_internal_keys(k, &target).is_le()
+                        });
                         pos = if n == 0 { expected.len() } else { n - 1 };
                     }
                     4 if pos < expected.len() => {
