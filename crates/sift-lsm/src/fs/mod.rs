@@ -31,6 +31,11 @@ pub trait RandomAccessFile: Send + Sync {
     fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>>;
     fn size(&self) -> u64;
     fn path(&self) -> &Path;
+    /// The whole file as memory, when it is memory-mapped: readers may then use its bytes in
+    /// place instead of copying them. The bytes live as long as the file handle.
+    fn mapped(&self) -> Option<&[u8]> {
+        None
+    }
 }
 
 /// Held while a database directory is open; dropping it releases the lock.

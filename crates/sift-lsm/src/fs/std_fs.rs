@@ -479,6 +479,9 @@ impl RandomAccessFile for MappedFile {
     fn size(&self) -> u64 {
         self.map.as_ref().map_or(0, |m| m.len() as u64)
     }
+    fn mapped(&self) -> Option<&[u8]> {
+        Some(self.map.as_deref().unwrap_or(&[]))
+    }
     fn path(&self) -> &Path {
         &self.path
     }

@@ -3,12 +3,14 @@
 //!
 //! The constants here are the truth; `docs/format/sstable.md` describes them byte by byte.
 
+use super::block::{BlockBytes, MappedRange};
 use super::BlockHandle;
 use crate::coding::{self, put_varint64, Decoder};
 use crate::fs::RandomAccessFile;
 use crate::options::Compression;
 use crate::{Error, Result};
 use std::path::Path;
+use std::sync::Arc;
 
 /// Bytes after every block: compression type (u8) then masked CRC32C (u32 LE) of the block
 /// bytes followed by the type byte.
@@ -104,6 +106,47 @@ impl Compressor {
             }
         }
     }
+}
+
+/// Like `read_block`, but an uncompressed block of a memory-mapped file is checked in place
+/// and returned without copying (LevelDB does the same for mapped tables).
+pub fn read_block_shared(
+    file: &Arc<dyn RandomAccessFile>,
+    path: &Path,
+    handle: BlockHandle,
+    data_end: u64,
+    what: &str,
+) -> Result<BlockBytes> {
+    let start = usize::try_from(handle.offset).ok();
+    let size = usize::try_from(handle.size).ok();
+    if let (Some(mapped), Some(start), Some(size)) = (file.mapped(), start, size) {
+        let within = handle.end_with_trailer().is_some_and(|end| end <= data_end);
+        if let Some(bytes) = within
+            .then(|| mapped.get(start..start + size + BLOCK_TRAILER_BYTES))
+            .flatten()
+        {
+            if Compression::from_u8(bytes[size]) == Some(Compression::None) {
+                let stored = u32::from_le_bytes([
+                    bytes[size + 1],
+                    bytes[size + 2],
+                    bytes[size + 3],
+                    bytes[size + 4],
+                ]);
+                let actual = coding::mask_crc(crc32c::crc32c(&bytes[..=size]));
+                if stored != actual {
+                    return Err(Error::corruption(
+                        path,
+                        handle.offset,
+                        format!("{what} checksum mismatch (stored {stored:#010x}, computed {actual:#010x})"),
+                    ));
+                }
+                if let Some(range) = MappedRange::new(file, start, start + size) {
+                    return Ok(BlockBytes::Mapped(range));
+                }
+            }
+        }
+    }
+    read_block(&**file, path, handle, data_end, what).map(BlockBytes::Owned)
 }
 
 /// Reads the block at `handle`, verifies its trailer and returns the decompressed bytes.

@@ -3,10 +3,11 @@
 //! in memory, so choosing or filtering a block needs no I/O. Data blocks are read through the
 //! shared `BlockCache`.
 
+use super::block::BlockBytes;
 use super::block::{Block, BlockCorruption, BlockIter};
 use super::bloom::BloomFilter;
 use super::cache::BlockCache;
-use super::format::{read_block, Footer, FOOTER_BYTES};
+use super::format::{read_block, read_block_shared, Footer, FOOTER_BYTES};
 use super::iter::TableIterator;
 use super::properties::TableProperties;
 use super::{BlockHandle, META_BLOCK_SEPARATOR, META_FILTER, META_PROPERTIES};
@@ -381,7 +382,9 @@ impl Table {
             )));
         };
         let handle = entry.handle;
-        if let Some(cache) = &self.cache {
+        // Blocks of a memory-mapped file are used in place: caching them would only copy.
+        let mapped = self.file.mapped().is_some();
+        if let (Some(cache), false) = (&self.cache, mapped) {
             if let Some(block) = cache.get(self.file_number, handle.offset) {
                 self.counters.blocks_read_from_cache.fetch_add(1, Relaxed);
                 if let Some(stats) = &ctx.stats {
@@ -390,13 +393,14 @@ impl Table {
                 return Ok(block);
             }
         }
-        let data = read_block(
-            &*self.file,
+        let data = read_block_shared(
+            &self.file,
             &self.path,
             handle,
             self.footer_offset,
             "data block",
         )?;
+        let borrowed = matches!(data, BlockBytes::Mapped(_));
         let block = Arc::new(Block::new(data).map_err(|e| self.block_error(ordinal, e))?);
         let disk_bytes = handle.size + super::BLOCK_TRAILER_BYTES as u64;
         self.counters.blocks_read_from_disk.fetch_add(1, Relaxed);
@@ -407,7 +411,7 @@ impl Table {
             stats.blocks_read_from_disk.fetch_add(1, Relaxed);
             stats.bytes_read_from_disk.fetch_add(disk_bytes, Relaxed);
         }
-        if ctx.fill_cache {
+        if ctx.fill_cache && !borrowed {
             if let Some(cache) = &self.cache {
                 cache.insert(self.file_number, handle.offset, Arc::clone(&block));
             }

@@ -5,4 +5,4 @@ mod builder;
 mod reader;
 
 pub use builder::BlockBuilder;
-pub use reader::{Block, BlockCorruption, BlockIter};
+pub use reader::{Block, BlockBytes, BlockCorruption, BlockIter, MappedRange};

@@ -5,6 +5,7 @@
 //! are reported as `BlockCorruption` (offset inside the block); the table turns that into
 //! `Error::Corruption` with its file and the block's offset.
 
+use crate::fs::RandomAccessFile;
 use crate::key::compare_internal_keys;
 use std::cmp::Ordering;
 use std::sync::Arc;
@@ -25,8 +26,65 @@ fn corruption(offset: usize, message: &'static str) -> BlockCorruption {
 }
 
 /// An immutable block whose restart array has been validated.
+/// The bytes of a block: owned (read and decompressed), or borrowed in place from a
+/// memory-mapped table file that the `Arc` keeps open.
+pub enum BlockBytes {
+    Owned(Vec<u8>),
+    Mapped(MappedRange),
+}
+
+/// A range of a memory-mapped file, kept valid by holding the file.
+pub struct MappedRange {
+    ptr: *const u8,
+    len: usize,
+    _file: Arc<dyn RandomAccessFile>,
+}
+
+// SAFETY: the range is read-only memory of a mapping owned by `_file` (itself Send + Sync),
+// which stays mapped and unmodified for as long as `_file` lives.
+unsafe impl Send for MappedRange {}
+unsafe impl Sync for MappedRange {}
+
+impl MappedRange {
+    /// `None` if the file is not mapped or the range is outside it.
+    pub fn new(file: &Arc<dyn RandomAccessFile>, start: usize, end: usize) -> Option<MappedRange> {
+        let bytes = file.mapped()?.get(start..end)?;
+        Some(MappedRange {
+            ptr: bytes.as_ptr(),
+            len: bytes.len(),
+            _file: Arc::clone(file),
+        })
+    }
+}
+
+impl BlockBytes {
+    #[inline]
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            BlockBytes::Owned(v) => v,
+            // SAFETY: `ptr..ptr+len` was a valid slice of the mapping when the range was made,
+            // and `_file` keeps the mapping alive and unchanged (see `MappedRange`).
+            BlockBytes::Mapped(r) => unsafe { std::slice::from_raw_parts(r.ptr, r.len) },
+        }
+    }
+}
+
+impl std::ops::Deref for BlockBytes {
+    type Target = [u8];
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl From<Vec<u8>> for BlockBytes {
+    fn from(v: Vec<u8>) -> Self {
+        BlockBytes::Owned(v)
+    }
+}
+
 pub struct Block {
-    data: Vec<u8>,
+    data: BlockBytes,
     /// Where the restart array starts: entries occupy `data[..restarts_offset]`.
     restarts_offset: usize,
     restart_count: usize,
@@ -35,7 +93,8 @@ pub struct Block {
 impl Block {
     /// Validates the restart array (it fits, starts at 0, increases, points inside the
     /// entries). Entries themselves are checked as they are decoded.
-    pub fn new(data: Vec<u8>) -> Result<Block, BlockCorruption> {
+    pub fn new(data: impl Into<BlockBytes>) -> Result<Block, BlockCorruption> {
+        let data = data.into();
         let len = data.len();
         if len < 4 {
             return Err(corruption(0, "block shorter than its restart count"));
