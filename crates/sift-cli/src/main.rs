@@ -1,5 +1,6 @@
 //! The `sift` command-line tool. Subcommands are thin: the work lives in library crates
-//! (`sift bench kv` runs `sift_bench::kv` against `sift_lsm::Db`).
+//! (`sift bench kv` runs `sift_bench::kv` against `sift_lsm::Db`; `sift generate tweets` runs
+//! `sift_workload::cli`).
 
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
@@ -26,6 +27,17 @@ enum Command {
         #[command(subcommand)]
         benchmark: Benchmark,
     },
+    /// Synthetic data sets.
+    Generate {
+        #[command(subcommand)]
+        data_set: DataSet,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum DataSet {
+    /// Synthetic tweets (LevelDB++ §5.1) as JSON Lines.
+    Tweets(sift_workload::cli::GenerateTweetsArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -40,10 +52,17 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Bench {
             benchmark: Benchmark::Kv(args),
-        } => sift_bench::kv::run_from_args(&args, "sift", &mut SiftEngine::open_boxed),
+        } => sift_bench::kv::run_from_args(&args, "sift", &mut SiftEngine::open_boxed)
+            .map(|_rows| ())
+            .map_err(|error| error.to_string()),
+        Command::Generate {
+            data_set: DataSet::Tweets(args),
+        } => sift_workload::cli::generate_tweets_command(&args)
+            .map(|_summary| ())
+            .map_err(|error| error.to_string()),
     };
     match result {
-        Ok(_rows) => ExitCode::SUCCESS,
+        Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("sift: error: {error}");
             ExitCode::FAILURE
@@ -67,9 +86,28 @@ mod tests {
             Cli::try_parse_from(["sift", "bench", "kv", "--ops", "readseq", "--n", "10"]).unwrap();
         let Command::Bench {
             benchmark: Benchmark::Kv(args),
-        } = cli.command;
+        } = cli.command
+        else {
+            panic!("not bench kv");
+        };
         assert_eq!(args.n, 10);
         assert!(Cli::try_parse_from(["sift", "bench"]).is_err());
         assert!(Cli::try_parse_from(["sift", "bench", "kv", "--bogus"]).is_err());
+    }
+
+    #[test]
+    fn parses_generate_tweets() {
+        let cli = Cli::try_parse_from([
+            "sift", "generate", "tweets", "--n", "5", "--seed", "7", "--out", "t.jsonl",
+        ])
+        .unwrap();
+        let Command::Generate {
+            data_set: DataSet::Tweets(args),
+        } = cli.command
+        else {
+            panic!("not generate tweets");
+        };
+        assert_eq!((args.n, args.seed), (5, 7));
+        assert!(Cli::try_parse_from(["sift", "generate", "tweets"]).is_err());
     }
 }
