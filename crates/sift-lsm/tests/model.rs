@@ -126,6 +126,7 @@ fn options(fs: &FaultFileSystem, rng: &mut StdRng) -> Options {
         compression: [Compression::None, Compression::Snappy, Compression::Lz4]
             [rng.gen_range(0..3)],
         block_cache_bytes: [0, 1 << 20][rng.gen_range(0..2)],
+        compaction_threads: rng.gen_range(1..4),
         tree_options,
         ..Options::default()
     }
