@@ -1,0 +1,397 @@
+//! The stored form of a document: `header | attribute values | document JSON bytes`.
+//!
+//! A document's JSON is parsed once, at write time; the indexed attribute values are stored
+//! beside it, typed and pre-encoded, so that compaction filters, collectors and query
+//! validation read them without parsing JSON. Decoding validates the header and every value
+//! once; afterwards the accessors of [`EnvelopeRef`] cannot fail. Byte layout:
+//! `docs/format/index-encodings.md`.
+
+use crate::encoding::{decode_value, encode_value};
+use crate::error::{IndexError, Result};
+use crate::value::{AttrType, AttrValue};
+
+/// First byte of every envelope. Not a byte that can start JSON text, so a raw JSON value
+/// stored by mistake is caught at once.
+pub const ENVELOPE_MAGIC: u8 = 0xE5;
+/// Format version written by this code and the only one it reads.
+pub const ENVELOPE_VERSION: u8 = 1;
+/// Magic byte and version byte.
+pub const ENVELOPE_FIXED_HEADER_BYTES: usize = 2;
+
+/// An envelope being built (or fully decoded).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Envelope {
+    /// Attribute id and value. [`Envelope::encode`] writes them in increasing id order; if an id
+    /// occurs twice, the first occurrence (in this vector) is kept.
+    pub attrs: Vec<(u32, AttrValue)>,
+    /// The JSON text as given by the user.
+    pub doc: Vec<u8>,
+}
+
+impl Envelope {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.doc.len() + 16 + self.attrs.len() * 16);
+        self.encode_into(&mut out);
+        out
+    }
+
+    /// Appends the encoded envelope to `out`.
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
+        let mut sorted: Vec<&(u32, AttrValue)> = self.attrs.iter().collect();
+        sorted.sort_by_key(|(id, _)| *id); // stable: the first of equal ids stays first
+        sorted.dedup_by_key(|(id, _)| *id);
+        out.push(ENVELOPE_MAGIC);
+        out.push(ENVELOPE_VERSION);
+        put_varint32(out, sorted.len() as u32);
+        let mut value_bytes = Vec::new();
+        for (id, value) in sorted {
+            value_bytes.clear();
+            encode_value(value, &mut value_bytes);
+            put_varint32(out, *id);
+            out.push(value.attr_type().type_byte());
+            put_varint32(out, value_bytes.len() as u32);
+            out.extend_from_slice(&value_bytes);
+        }
+        out.extend_from_slice(&self.doc);
+    }
+
+    /// Decodes and validates `bytes`; see [`EnvelopeRef`].
+    pub fn decode(bytes: &[u8]) -> Result<EnvelopeRef<'_>> {
+        EnvelopeRef::decode(bytes)
+    }
+}
+
+/// One attribute of a decoded envelope, borrowing its encoded value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawAttr<'a> {
+    pub id: u32,
+    pub attr_type: AttrType,
+    /// The value's memcomparable encoding (see [`crate::encoding::encode_value`]); equal values
+    /// have equal encodings, so collectors can compare these bytes without decoding.
+    pub encoded: &'a [u8],
+}
+
+impl RawAttr<'_> {
+    pub fn value(&self) -> Result<AttrValue> {
+        decode_value(self.encoded, self.attr_type).map(|(value, _)| value)
+    }
+}
+
+/// A validated view of an encoded envelope. The JSON bytes are not parsed.
+#[derive(Debug, Clone, Copy)]
+pub struct EnvelopeRef<'a> {
+    /// The attribute records, from just after the count to the start of the document.
+    attr_bytes: &'a [u8],
+    attr_count: usize,
+    doc: &'a [u8],
+    doc_offset: usize,
+}
+
+impl<'a> EnvelopeRef<'a> {
+    /// Validates the header and every attribute record (ids strictly increasing, known type
+    /// bytes, lengths within the input, canonical value encodings that fill their length
+    /// exactly). Any problem is [`IndexError::Corrupt`] with the offset inside `bytes`.
+    pub fn decode(bytes: &'a [u8]) -> Result<EnvelopeRef<'a>> {
+        match bytes.first() {
+            None => return Err(IndexError::corrupt(0, "empty envelope")),
+            Some(&ENVELOPE_MAGIC) => {}
+            Some(other) => {
+                return Err(IndexError::corrupt(
+                    0,
+                    format!(
+                        "envelope magic byte is 0x{other:02X}, expected 0x{ENVELOPE_MAGIC:02X}"
+                    ),
+                ))
+            }
+        }
+        match bytes.get(1) {
+            None => {
+                return Err(IndexError::corrupt(
+                    1,
+                    "envelope ends before its version byte",
+                ))
+            }
+            Some(&ENVELOPE_VERSION) => {}
+            Some(other) => {
+                return Err(IndexError::corrupt(
+                    1,
+                    format!(
+                    "unsupported envelope version {other} (this build reads {ENVELOPE_VERSION})"
+                ),
+                ))
+            }
+        }
+        let mut pos = ENVELOPE_FIXED_HEADER_BYTES;
+        let (count, count_bytes) = get_varint32(&bytes[pos..])
+            .ok_or_else(|| IndexError::corrupt(pos, "bad attribute count varint"))?;
+        pos += count_bytes;
+        let attrs_start = pos;
+        let mut previous_id: Option<u32> = None;
+        for index in 0..count {
+            let (attr, next) = parse_attr(bytes, pos)?;
+            if previous_id.is_some_and(|previous| attr.id <= previous) {
+                return Err(IndexError::corrupt(
+                    pos,
+                    format!(
+                        "attribute {index} has id {} after id {previous_id:?}; ids must increase",
+                        attr.id
+                    ),
+                ));
+            }
+            let value_offset = next - attr.encoded.len();
+            let (_, consumed) = decode_value(attr.encoded, attr.attr_type)
+                .map_err(|e| e.shift_offset(value_offset))?;
+            if consumed != attr.encoded.len() {
+                return Err(IndexError::corrupt(
+                    value_offset + consumed,
+                    format!(
+                        "attribute {} value is {consumed} bytes but its length says {}",
+                        attr.id,
+                        attr.encoded.len()
+                    ),
+                ));
+            }
+            previous_id = Some(attr.id);
+            pos = next;
+        }
+        Ok(EnvelopeRef {
+            attr_bytes: &bytes[attrs_start..pos],
+            attr_count: count as usize,
+            doc: &bytes[pos..],
+            doc_offset: pos,
+        })
+    }
+
+    pub fn attr_count(&self) -> usize {
+        self.attr_count
+    }
+
+    /// The attributes in increasing id order.
+    pub fn attrs(&self) -> Attrs<'a> {
+        Attrs {
+            bytes: self.attr_bytes,
+            pos: 0,
+        }
+    }
+
+    pub fn raw_attr(&self, id: u32) -> Option<RawAttr<'a>> {
+        self.attrs()
+            .take_while(|attr| attr.id <= id)
+            .find(|attr| attr.id == id)
+    }
+
+    /// The value of attribute `id`, or `None` if the document does not carry it (absent from the
+    /// document, or stored unindexed).
+    pub fn attr(&self, id: u32) -> Option<AttrValue> {
+        self.raw_attr(id).and_then(|attr| attr.value().ok())
+    }
+
+    /// The encoded value of attribute `id`, without decoding it.
+    pub fn attr_encoded(&self, id: u32) -> Option<&'a [u8]> {
+        self.raw_attr(id).map(|attr| attr.encoded)
+    }
+
+    /// The document's JSON text as given at write time (not parsed here).
+    pub fn doc(&self) -> &'a [u8] {
+        self.doc
+    }
+
+    /// Where the JSON text starts inside the envelope bytes.
+    pub fn doc_offset(&self) -> usize {
+        self.doc_offset
+    }
+
+    /// An owned copy with decoded values.
+    pub fn to_envelope(&self) -> Result<Envelope> {
+        let attrs = self
+            .attrs()
+            .map(|attr| attr.value().map(|value| (attr.id, value)))
+            .collect::<Result<_>>()?;
+        Ok(Envelope {
+            attrs,
+            doc: self.doc.to_vec(),
+        })
+    }
+}
+
+/// Iterator over the attributes of an [`EnvelopeRef`]. The records were validated by
+/// [`EnvelopeRef::decode`], so parsing here cannot fail; if it somehow did, iteration stops.
+#[derive(Debug, Clone)]
+pub struct Attrs<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Iterator for Attrs<'a> {
+    type Item = RawAttr<'a>;
+
+    fn next(&mut self) -> Option<RawAttr<'a>> {
+        if self.pos >= self.bytes.len() {
+            return None;
+        }
+        if let Ok((attr, next)) = parse_attr(self.bytes, self.pos) {
+            self.pos = next;
+            Some(attr)
+        } else {
+            self.pos = self.bytes.len();
+            None
+        }
+    }
+}
+
+/// Parses the attribute record at `pos` of `bytes`: id varint, type byte, length varint, value.
+/// Returns it and the position after it. Offsets in errors are positions in `bytes`.
+fn parse_attr(bytes: &[u8], pos: usize) -> Result<(RawAttr<'_>, usize)> {
+    let mut at = pos;
+    let (id, id_bytes) = get_varint32(&bytes[at..])
+        .ok_or_else(|| IndexError::corrupt(at, "bad attribute id varint"))?;
+    at += id_bytes;
+    let type_byte = *bytes.get(at).ok_or_else(|| {
+        IndexError::corrupt(at, format!("attribute {id} ends before its type byte"))
+    })?;
+    let attr_type = AttrType::from_type_byte(type_byte).ok_or_else(|| {
+        IndexError::corrupt(
+            at,
+            format!("attribute {id} has unknown type byte {type_byte}"),
+        )
+    })?;
+    at += 1;
+    let (length, length_bytes) = get_varint32(&bytes[at..]).ok_or_else(|| {
+        IndexError::corrupt(at, format!("attribute {id} has a bad length varint"))
+    })?;
+    at += length_bytes;
+    let end = at
+        .checked_add(length as usize)
+        .filter(|&end| end <= bytes.len())
+        .ok_or_else(|| {
+            IndexError::corrupt(
+                at,
+                format!(
+                    "attribute {id} value of {length} bytes runs past the end ({} bytes left)",
+                    bytes.len() - at
+                ),
+            )
+        })?;
+    Ok((
+        RawAttr {
+            id,
+            attr_type,
+            encoded: &bytes[at..end],
+        },
+        end,
+    ))
+}
+
+/// Unsigned LEB128, as everywhere in Sift: 7 bits per byte, low groups first.
+fn put_varint32(out: &mut Vec<u8>, mut value: u32) {
+    while value >= 0x80 {
+        out.push((value as u8) | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+}
+
+/// Decodes a varint that must fit in u32 (at most 5 bytes); `None` if truncated or too large.
+fn get_varint32(bytes: &[u8]) -> Option<(u32, usize)> {
+    let mut value: u64 = 0;
+    for (index, &byte) in bytes.iter().enumerate().take(5) {
+        value |= u64::from(byte & 0x7F) << (7 * index);
+        if byte & 0x80 == 0 {
+            return Some((u32::try_from(value).ok()?, index + 1));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varints() {
+        for value in [0u32, 1, 127, 128, 300, 16_383, 16_384, u32::MAX] {
+            let mut out = Vec::new();
+            put_varint32(&mut out, value);
+            assert_eq!(get_varint32(&out), Some((value, out.len())));
+            assert_eq!(get_varint32(&out[..out.len() - 1]), None);
+        }
+        assert_eq!(get_varint32(&[0xFF, 0xFF, 0xFF, 0xFF, 0x10]), None); // 2^32 + ...
+        assert_eq!(get_varint32(&[0x80, 0x80, 0x80, 0x80, 0x80, 0x00]), None);
+    }
+
+    #[test]
+    fn layout_of_a_small_envelope() {
+        let envelope = Envelope {
+            attrs: vec![
+                (300, AttrValue::Int(1)),
+                (2, AttrValue::String("a".to_string())),
+            ],
+            doc: b"{}".to_vec(),
+        };
+        let bytes = envelope.encode();
+        let mut expected = vec![ENVELOPE_MAGIC, ENVELOPE_VERSION, 2];
+        expected.extend_from_slice(&[2, AttrType::String.type_byte(), 3, b'a', 0x00, 0x01]);
+        expected.extend_from_slice(&[
+            0xAC,
+            0x02,
+            AttrType::Int.type_byte(),
+            8,
+            0x80,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            1,
+        ]);
+        expected.extend_from_slice(b"{}");
+        assert_eq!(bytes, expected);
+        let decoded = Envelope::decode(&bytes).unwrap();
+        assert_eq!(decoded.attr(300), Some(AttrValue::Int(1)));
+        assert_eq!(decoded.attr(2), Some(AttrValue::String("a".to_string())));
+        assert_eq!(decoded.attr(3), None);
+        assert_eq!(decoded.doc(), b"{}");
+        assert_eq!(decoded.doc_offset(), bytes.len() - 2);
+    }
+
+    #[test]
+    fn duplicate_ids_keep_the_first() {
+        let envelope = Envelope {
+            attrs: vec![(1, AttrValue::Int(1)), (1, AttrValue::Int(2))],
+            doc: Vec::new(),
+        };
+        let bytes = envelope.encode();
+        let decoded = Envelope::decode(&bytes).unwrap();
+        assert_eq!(decoded.attr_count(), 1);
+        assert_eq!(decoded.attr(1), Some(AttrValue::Int(1)));
+    }
+
+    #[test]
+    fn specific_corruptions_report_offsets() {
+        let good = Envelope {
+            attrs: vec![(1, AttrValue::Int(5)), (2, AttrValue::Int(6))],
+            doc: b"{}".to_vec(),
+        }
+        .encode();
+        let corrupt_offset = |bytes: &[u8]| match Envelope::decode(bytes) {
+            Err(IndexError::Corrupt { offset, .. }) => offset,
+            other => panic!("expected Corrupt, got {other:?}"),
+        };
+        let mut bad_magic = good.clone();
+        bad_magic[0] = b'{';
+        assert_eq!(corrupt_offset(&bad_magic), 0);
+        let mut bad_version = good.clone();
+        bad_version[1] = 2;
+        assert_eq!(corrupt_offset(&bad_version), 1);
+        let mut bad_type = good.clone();
+        bad_type[4] = 9;
+        assert_eq!(corrupt_offset(&bad_type), 4);
+        let mut decreasing_ids = good.clone();
+        decreasing_ids[3 + 11] = 1; // second record's id
+        assert_eq!(corrupt_offset(&decreasing_ids), 14);
+        let mut short_length = good.clone();
+        short_length[5] = 7; // int value needs 8 bytes
+        assert_eq!(corrupt_offset(&short_length), 6);
+    }
+}
