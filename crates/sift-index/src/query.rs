@@ -337,10 +337,12 @@ impl Query<'_> {
             }
             adds.sort_by_key(|(_, posting)| Reverse(posting.seq));
             for (value, posting) in adds {
+                // A posting cancelled by a remove fragment is not a candidate.
+                if removed.contains(&(posting.pk.clone(), posting.seq)) {
+                    continue;
+                }
                 self.stats.candidates_examined += 1;
-                if removed.contains(&(posting.pk.clone(), posting.seq))
-                    || !self.top.would_accept(posting.seq)
-                {
+                if !self.top.would_accept(posting.seq) {
                     continue;
                 }
                 self.validate(&posting.pk, &value, Some(posting.seq))?;

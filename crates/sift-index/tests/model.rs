@@ -171,7 +171,7 @@ fn every_kind_matches_the_model() {
     db.create_collection("docs", "id").unwrap();
     create_indexes(&db, "");
     let mut model = Model::new();
-    let total_steps = steps(400);
+    let total_steps = steps(250);
     let mut late_created = false;
     for step in 0..total_steps {
         let roll = rng.gen_range(0..100);
