@@ -114,6 +114,34 @@ pub enum IndexError {
 
     #[error("corrupt encoded bytes at offset {offset}: {message}")]
     Corrupt { offset: usize, message: String },
+
+    #[error("storage engine: {0}")]
+    Engine(#[from] sift_lsm::Error),
+
+    #[error("unknown collection `{name}`")]
+    UnknownCollection { name: String },
+
+    #[error("collection `{collection}` has no index `{name}`")]
+    UnknownIndex { collection: String, name: String },
+
+    #[error("{what} `{name}` already exists")]
+    AlreadyExists { what: &'static str, name: String },
+
+    #[error("bad index definition `{name}`: {reason}")]
+    InvalidIndexSpec { name: String, reason: String },
+
+    #[error("index `{index}` holds {found} values; the query gave a {given} value")]
+    QueryTypeMismatch {
+        index: String,
+        found: AttrType,
+        given: AttrType,
+    },
+
+    #[error("catalog record `{key}` is corrupt: {message}")]
+    CorruptCatalog { key: String, message: String },
+
+    #[error("internal invariant broken: {0}")]
+    Internal(String),
 }
 
 impl IndexError {

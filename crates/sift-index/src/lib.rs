@@ -1,16 +1,71 @@
-//! Sift's secondary-index layer. This part holds the foundations every index kind builds on:
-//! typed attribute values ([`value`]), memcomparable encodings and composite keys
+//! Sift's secondary-index layer: collections of JSON documents with secondary indexes, over
+//! one `sift_lsm::Db`.
+//!
+//! Foundations: typed attribute values ([`value`]), memcomparable encodings and composite keys
 //! ([`encoding`]), attribute paths ([`path`]), the stored document envelope ([`envelope`]) and
-//! the write-time document parser ([`document`]). Byte layouts: `docs/format/index-encodings.md`.
+//! the write-time document parser ([`document`]). On top: the catalog ([`catalog`]), the
+//! [`Database`] with its write path ([`database`]), posting lists and the lazy merge operator
+//! ([`postings`]), the in-memory index ([`memory`]) and the queries ([`query`]). Byte layouts:
+//! `docs/format/index-encodings.md`.
+//!
+//! # Storage
+//! - Catalog tree `sift.catalog`: JSON records of collections and indexes (state
+//!   `building`/`ready`, attribute id, `first_seq`, tree name).
+//! - Primary tree per collection (`sift.c{id}.docs`): key = primary key bytes, value = envelope
+//!   (pre-encoded attribute values + the JSON text; the JSON is parsed once, at write).
+//! - One tree per stand-alone index (`sift.c{id}.i{index id}`): `composite` keys
+//!   `enc(value) ‖ encode_pk(pk)` with empty values; `eager` and `lazy` keys `enc(value)` with
+//!   posting lists / fragments. `memory` indexes have no tree and are rebuilt at open (not
+//!   persisted on close).
+//! - Every write (a put, a delete, or a batch of them) is ONE engine `WriteBatch` over the
+//!   primary tree and every stand-alone index tree. Per document the primary entry comes
+//!   first, so the document's sequence number is the one its entry got.
+//!
+//! # Concurrency and sequence numbers
+//! All writes of this layer are serialised by one database-wide mutex. Under it the batch's
+//! first sequence number is predicted (`latest_sequence() + 1`) so that postings can carry the
+//! sequence number of the version they index, and checked against what the engine returns.
+//! The same mutex makes eager read-modify-write of posting lists lossless, and read repair
+//! re-checks the live state under it. Parsing happens before the mutex is taken (and is
+//! redone if the catalog changed meanwhile). Writing to [`Database::engine`] directly breaks
+//! the prediction and is an error. Queries take no lock: each reads one engine snapshot.
+//!
+//! The lazy merge operator is installed as the engine's *default* tree option at every open
+//! (the catalog that names the lazy trees is itself in the engine, so their names are not
+//! known before opening); only lazy trees ever hold merge operands.
+//!
+//! # Index creation
+//! `create_index` records the index as `building`, back-fills it from a scan of the primary
+//! tree while holding the write mutex (writes to the whole database wait), then records it
+//! `ready`; only ready indexes are used by writes and queries. At open, a `building` index (a
+//! crash interrupted its back-fill) gets a fresh tree and is back-filled again. Documents
+//! written before the index existed lack its attribute in their envelopes; for them (live
+//! sequence `<= first_seq`) the value is taken from the JSON when needed. Eager and lazy
+//! back-fills gather each value's list in memory and write it whole, newest first.
+//!
+//! # Validation
+//! A candidate is a hit only if the pk's live version at the query snapshot carries a value in
+//! the query's range and, for postings (eager, lazy, memory), only if the posting names that
+//! live version's sequence number. Results are newest first by live sequence number; stale
+//! entries never count toward K; no document is returned twice.
 
+pub mod catalog;
+pub mod database;
 pub mod document;
 pub mod encoding;
 pub mod envelope;
 pub mod error;
+pub mod memory;
 pub mod path;
+pub mod postings;
+pub mod query;
 mod time;
 pub mod value;
 
+pub use catalog::{IndexKind, IndexRecord, IndexSpec, IndexState, Maintenance};
+pub use database::{
+    BackfillProgress, CollectionInfo, Database, DatabaseOptions, ProgressCallback, WriteOp,
+};
 pub use document::{DocumentParser, IndexedAttribute, ParsedDocument, TypeMismatchPolicy};
 pub use encoding::{
     checked_range_bounds, composite_key, decode_pk, decode_value, encode_pk, encode_value,
@@ -22,4 +77,6 @@ pub use error::{
     MAX_PRIMARY_KEY_BYTES, MAX_STRING_VALUE_BYTES,
 };
 pub use path::AttrPath;
+pub use query::{Hit, QueryResult, QueryStats};
+pub use sift_lsm::SeqNo;
 pub use value::{AttrType, AttrValue};

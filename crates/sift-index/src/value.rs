@@ -13,7 +13,10 @@ use crate::time::{format_rfc3339_ms, parse_rfc3339_ms};
 
 /// The declared type of an indexed attribute. The discriminant is the type byte stored in
 /// envelopes (see `docs/format/index-encodings.md`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 #[repr(u8)]
 pub enum AttrType {
     Int = 1,

@@ -1,0 +1,232 @@
+//! The persisted catalog: collections and their indexes, stored as JSON records in the engine
+//! tree `sift.catalog` (layout: `docs/format/index-encodings.md`, section "Catalog").
+
+use crate::error::{IndexError, Result};
+use crate::value::AttrType;
+use serde::{Deserialize, Serialize};
+use sift_lsm::SeqNo;
+use std::fmt;
+use std::str::FromStr;
+
+/// Name of the engine tree holding the catalog.
+pub const CATALOG_TREE: &str = "sift.catalog";
+/// Every engine tree the index layer creates starts with this.
+pub const TREE_PREFIX: &str = "sift.";
+/// Catalog key of the id counter (collections and indexes share it).
+pub const NEXT_ID_KEY: &[u8] = b"next_id";
+/// Longest collection or index name, in bytes.
+pub const MAX_NAME_BYTES: usize = 128;
+
+/// How an index stores its entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IndexKind {
+    /// Key `value ‖ pk`, empty value.
+    Composite,
+    /// Key `value`, value = posting list, read-modify-written on every write.
+    Eager,
+    /// Key `value`, value = posting-list fragments combined by a merge operator.
+    Lazy,
+    /// In memory only, rebuilt from the collection at open.
+    Memory,
+}
+
+impl IndexKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            IndexKind::Composite => "composite",
+            IndexKind::Eager => "eager",
+            IndexKind::Lazy => "lazy",
+            IndexKind::Memory => "memory",
+        }
+    }
+
+    /// The maintenance used when the spec does not name one.
+    pub fn default_maintenance(self) -> Maintenance {
+        match self {
+            IndexKind::Eager | IndexKind::Memory => Maintenance::SyncFull,
+            IndexKind::Composite | IndexKind::Lazy => Maintenance::SyncInsert,
+        }
+    }
+}
+
+impl fmt::Display for IndexKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for IndexKind {
+    type Err = String;
+    fn from_str(text: &str) -> std::result::Result<Self, String> {
+        match text {
+            "composite" => Ok(IndexKind::Composite),
+            "eager" => Ok(IndexKind::Eager),
+            "lazy" => Ok(IndexKind::Lazy),
+            "memory" => Ok(IndexKind::Memory),
+            other => Err(format!(
+                "unknown index kind {other:?} (expected composite, eager, lazy or memory)"
+            )),
+        }
+    }
+}
+
+/// When stale index entries are removed (Diff-Index vocabulary).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Maintenance {
+    /// At write, read the previous version and remove its entry in the same batch.
+    SyncFull,
+    /// Never read at write; queries validate every candidate against the primary.
+    SyncInsert,
+}
+
+impl Maintenance {
+    pub fn name(self) -> &'static str {
+        match self {
+            Maintenance::SyncFull => "sync-full",
+            Maintenance::SyncInsert => "sync-insert",
+        }
+    }
+}
+
+impl fmt::Display for Maintenance {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Maintenance {
+    type Err = String;
+    fn from_str(text: &str) -> std::result::Result<Self, String> {
+        match text {
+            "sync-full" => Ok(Maintenance::SyncFull),
+            "sync-insert" => Ok(Maintenance::SyncInsert),
+            other => Err(format!(
+                "unknown maintenance {other:?} (expected sync-full or sync-insert)"
+            )),
+        }
+    }
+}
+
+/// Whether an index may serve queries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IndexState {
+    /// Back-fill not finished; never used by queries. Restarted at open after a crash.
+    Building,
+    Ready,
+}
+
+/// What `create_index` is asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexSpec {
+    pub name: String,
+    /// Attribute path (`user.id` or `/user/id`).
+    pub path: String,
+    pub attr_type: AttrType,
+    pub kind: IndexKind,
+    /// `None`: the kind's default (`IndexKind::default_maintenance`).
+    pub maintenance: Option<Maintenance>,
+    /// sync-insert only: queries delete the stale entries they meet.
+    pub read_repair: bool,
+}
+
+impl IndexSpec {
+    pub fn new(name: &str, path: &str, attr_type: AttrType, kind: IndexKind) -> IndexSpec {
+        IndexSpec {
+            name: name.to_string(),
+            path: path.to_string(),
+            attr_type,
+            kind,
+            maintenance: None,
+            read_repair: false,
+        }
+    }
+    pub fn with_maintenance(mut self, maintenance: Maintenance) -> IndexSpec {
+        self.maintenance = Some(maintenance);
+        self
+    }
+    pub fn with_read_repair(mut self, read_repair: bool) -> IndexSpec {
+        self.read_repair = read_repair;
+        self
+    }
+}
+
+/// A collection as stored in the catalog.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CollectionRecord {
+    pub name: String,
+    pub id: u64,
+    /// Path of the primary-key field.
+    pub pk_path: String,
+}
+
+impl CollectionRecord {
+    pub fn primary_tree_name(&self) -> String {
+        format!("{TREE_PREFIX}c{}.docs", self.id)
+    }
+}
+
+/// An index as stored in the catalog.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexRecord {
+    pub name: String,
+    pub collection: String,
+    pub id: u64,
+    pub path: String,
+    pub attr_type: AttrType,
+    pub kind: IndexKind,
+    pub maintenance: Maintenance,
+    pub read_repair: bool,
+    pub state: IndexState,
+    /// The attribute id this index's values carry in envelopes.
+    pub attr_id: u32,
+    /// Documents whose live version has a sequence number `<=` this were written before the
+    /// index existed: their envelopes lack `attr_id`, so the value is taken from their JSON.
+    pub first_seq: SeqNo,
+    /// Engine tree of a stand-alone index (`None` for `memory`).
+    pub tree: Option<String>,
+}
+
+pub fn collection_key(name: &str) -> Vec<u8> {
+    let mut key = b"collection/".to_vec();
+    key.extend_from_slice(name.as_bytes());
+    key
+}
+
+pub fn index_key(collection: &str, name: &str) -> Vec<u8> {
+    let mut key = b"index/".to_vec();
+    key.extend_from_slice(collection.as_bytes());
+    key.push(0);
+    key.extend_from_slice(name.as_bytes());
+    key
+}
+
+pub fn index_tree_name(collection_id: u64, index_id: u64) -> String {
+    format!("{TREE_PREFIX}c{collection_id}.i{index_id}")
+}
+
+pub fn encode_record<T: Serialize>(record: &T) -> Result<Vec<u8>> {
+    serde_json::to_vec(record).map_err(|e| IndexError::Internal(format!("catalog encode: {e}")))
+}
+
+pub fn decode_record<T: for<'de> Deserialize<'de>>(key: &[u8], bytes: &[u8]) -> Result<T> {
+    serde_json::from_slice(bytes).map_err(|e| IndexError::CorruptCatalog {
+        key: String::from_utf8_lossy(key).into_owned(),
+        message: e.to_string(),
+    })
+}
+
+/// Checks a collection or index name.
+pub fn check_name(what: &str, name: &str) -> Result<()> {
+    if name.is_empty() || name.len() > MAX_NAME_BYTES || name.contains('\0') {
+        return Err(IndexError::InvalidIndexSpec {
+            name: name.to_string(),
+            reason: format!(
+                "{what} names must be 1 to {MAX_NAME_BYTES} bytes without NUL characters"
+            ),
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,1059 @@
+//! `Database`: collections of JSON documents with secondary indexes over one `sift_lsm::Db`.
+//!
+//! Owns opening (catalog load, crash recovery of half-built indexes, memory-index rebuild),
+//! the catalog operations and the write path. Queries are in `query.rs`. The design (trees,
+//! locking, sequence numbers) is described in the crate documentation (`lib.rs`).
+
+use crate::catalog::{
+    check_name, collection_key, decode_record, encode_record, index_key, index_tree_name,
+    CollectionRecord, IndexKind, IndexRecord, IndexSpec, IndexState, Maintenance, CATALOG_TREE,
+    NEXT_ID_KEY, TREE_PREFIX,
+};
+use crate::document::{DocumentParser, IndexedAttribute, TypeMismatchPolicy};
+use crate::encoding::{encode_pk, encode_value_to_vec};
+use crate::envelope::EnvelopeRef;
+use crate::error::{IndexError, Result};
+use crate::memory::MemoryIndex;
+use crate::path::AttrPath;
+use crate::postings::{decode_postings, encode_postings, Posting, PostingMergeOperator};
+use crate::value::AttrValue;
+use parking_lot::{Mutex, MutexGuard, RwLock};
+use sift_lsm::{Db, Options, ReadOptions, SeqNo, Tree, TreeOptions, WriteBatch, WriteOptions};
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Documents between two progress reports of a back-fill or rebuild.
+const PROGRESS_EVERY_DOCUMENTS: u64 = 1000;
+/// Entries per engine batch written by a back-fill.
+const BACKFILL_BATCH_ENTRIES: usize = 1024;
+
+/// Progress of an index back-fill (at `create_index`, or at open for a `building` index) or of
+/// a memory-index rebuild at open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackfillProgress {
+    pub collection: String,
+    pub index: String,
+    pub documents_done: u64,
+    pub finished: bool,
+}
+
+pub type ProgressCallback = Arc<dyn Fn(&BackfillProgress) + Send + Sync>;
+
+#[derive(Clone, Default)]
+pub struct DatabaseOptions {
+    /// Engine options. The index layer sets `default_tree_options.merge_operator` (see
+    /// `lib.rs`).
+    pub engine: Options,
+    /// What a write does with an attribute of the wrong type.
+    pub type_mismatch: TypeMismatchPolicy,
+    /// Told about back-fills and rebuilds done while opening.
+    pub progress: Option<ProgressCallback>,
+    /// fdatasync the WAL before acknowledging each write.
+    pub sync_writes: bool,
+}
+
+impl std::fmt::Debug for DatabaseOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DatabaseOptions")
+            .field("engine", &self.engine)
+            .field("type_mismatch", &self.type_mismatch)
+            .field("sync_writes", &self.sync_writes)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One write of a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteOp<'a> {
+    /// A JSON document; replaces the document with the same primary key.
+    Put(&'a [u8]),
+    /// A primary key (as `DocumentParser` gives it: a string's UTF-8 or an integer's text).
+    Delete(&'a [u8]),
+}
+
+/// A collection and its indexes, as the catalog holds them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CollectionInfo {
+    pub record: CollectionRecord,
+    pub indexes: Vec<IndexRecord>,
+}
+
+/// An index in use.
+#[derive(Debug)]
+pub(crate) struct Index {
+    pub(crate) record: IndexRecord,
+    pub(crate) path: AttrPath,
+    pub(crate) tree: Option<Tree>,
+    pub(crate) memory: Option<MemoryIndex>,
+}
+
+impl Index {
+    /// The encoded value of this index's attribute in a stored document version written at
+    /// `seq`, or `None` if the version does not carry it. Versions written before the index
+    /// existed lack the attribute in their envelope; their JSON is parsed instead (a value
+    /// that does not convert to the index type counts as absent).
+    pub(crate) fn encoded_value<'a>(
+        &self,
+        envelope: &EnvelopeRef<'a>,
+        seq: SeqNo,
+    ) -> Option<Cow<'a, [u8]>> {
+        if let Some(encoded) = envelope.attr_encoded(self.record.attr_id) {
+            return Some(Cow::Borrowed(encoded));
+        }
+        if seq > self.record.first_seq {
+            return None;
+        }
+        let document: serde_json::Value = serde_json::from_slice(envelope.doc()).ok()?;
+        let json = self.path.lookup(&document)?;
+        if json.is_null() {
+            return None;
+        }
+        let value = AttrValue::from_json(json, self.record.attr_type, self.path.as_str()).ok()?;
+        Some(Cow::Owned(encode_value_to_vec(&value)))
+    }
+
+    pub(crate) fn stand_alone_tree(&self) -> Result<&Tree> {
+        self.tree.as_ref().ok_or_else(|| {
+            IndexError::Internal(format!("index `{}` has no tree", self.record.name))
+        })
+    }
+}
+
+/// A collection in use.
+#[derive(Debug)]
+pub(crate) struct Collection {
+    pub(crate) record: CollectionRecord,
+    pub(crate) primary: Tree,
+    pub(crate) parser: DocumentParser,
+    /// Ready indexes only.
+    pub(crate) indexes: Vec<Arc<Index>>,
+}
+
+impl Collection {
+    pub(crate) fn index(&self, name: &str) -> Result<&Arc<Index>> {
+        self.indexes
+            .iter()
+            .find(|index| index.record.name == name)
+            .ok_or_else(|| IndexError::UnknownIndex {
+                collection: self.record.name.clone(),
+                name: name.to_string(),
+            })
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+struct Catalog {
+    collections: BTreeMap<String, Arc<Collection>>,
+    next_id: u64,
+}
+
+/// Documents and their secondary indexes. `Send + Sync`.
+pub struct Database {
+    pub(crate) engine: Db,
+    catalog_tree: Tree,
+    catalog: RwLock<Arc<Catalog>>,
+    /// Serialises every engine write made by this layer (see `lib.rs`: sequence numbers are
+    /// predicted under it, and read-modify-write maintenance relies on it).
+    write_lock: Mutex<()>,
+    type_mismatch: TypeMismatchPolicy,
+    progress: Option<ProgressCallback>,
+    write_options: WriteOptions,
+}
+
+impl std::fmt::Debug for Database {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Database")
+            .field("engine", &self.engine)
+            .finish_non_exhaustive()
+    }
+}
+
+/// (index position, pk, new live value and seq) for a memory index, applied after the write.
+type MemoryUpdate = (usize, Vec<u8>, Option<(Vec<u8>, SeqNo)>);
+
+/// A parsed write, ready to apply.
+enum Prepared {
+    Put { pk: Vec<u8>, envelope: Vec<u8> },
+    Delete { pk: Vec<u8> },
+}
+
+fn corrupt_document(collection: &str, pk: &[u8], error: &IndexError) -> IndexError {
+    IndexError::Internal(format!(
+        "stored document {:?} of collection `{collection}` is corrupt: {error}",
+        String::from_utf8_lossy(pk)
+    ))
+}
+
+impl Database {
+    /// Opens (or creates) a database in `path`. Indexes left `building` by a crash are
+    /// back-filled again and memory indexes are rebuilt before this returns.
+    pub fn open(path: impl AsRef<Path>, options: DatabaseOptions) -> Result<Database> {
+        let mut engine_options = options.engine.clone();
+        engine_options.default_tree_options.merge_operator = Some(Arc::new(PostingMergeOperator));
+        let engine = Db::open(path, engine_options)?;
+        let catalog_tree = match engine.tree(CATALOG_TREE) {
+            Ok(tree) => tree,
+            Err(sift_lsm::Error::TreeNotFound(_)) => {
+                engine.create_tree(CATALOG_TREE, TreeOptions::default())?
+            }
+            Err(error) => return Err(error.into()),
+        };
+        let database = Database {
+            engine,
+            catalog_tree,
+            catalog: RwLock::new(Arc::new(Catalog::default())),
+            write_lock: Mutex::new(()),
+            type_mismatch: options.type_mismatch,
+            progress: options.progress.clone(),
+            write_options: WriteOptions {
+                sync: options.sync_writes,
+            },
+        };
+        database.load_catalog()?;
+        Ok(database)
+    }
+
+    /// Stops background work and syncs the WAL.
+    pub fn close(self) -> Result<()> {
+        Ok(self.engine.close()?)
+    }
+
+    /// The engine underneath, for statistics, flushes and compactions. Writing to it directly
+    /// breaks the index layer's sequence-number bookkeeping: do not.
+    pub fn engine(&self) -> &Db {
+        &self.engine
+    }
+
+    /// Flushes every memtable to tables.
+    pub fn flush(&self) -> Result<()> {
+        Ok(self.engine.flush()?)
+    }
+
+    /// Compacts every tree of the database fully.
+    pub fn compact_all(&self) -> Result<()> {
+        for name in self.engine.tree_names() {
+            let tree = self.engine.tree(&name)?;
+            self.engine.compact_range(&tree, None, None)?;
+        }
+        Ok(())
+    }
+
+    fn lock_writes(&self) -> MutexGuard<'_, ()> {
+        self.write_lock.lock()
+    }
+
+    pub(crate) fn collection_arc(&self, name: &str) -> Result<Arc<Collection>> {
+        self.catalog
+            .read()
+            .collections
+            .get(name)
+            .cloned()
+            .ok_or_else(|| IndexError::UnknownCollection {
+                name: name.to_string(),
+            })
+    }
+
+    fn install(&self, catalog: Catalog) {
+        *self.catalog.write() = Arc::new(catalog);
+    }
+
+    fn parser_for(
+        &self,
+        record: &CollectionRecord,
+        indexes: &[Arc<Index>],
+    ) -> Result<DocumentParser> {
+        let attributes = indexes
+            .iter()
+            .map(|index| IndexedAttribute {
+                id: index.record.attr_id,
+                path: index.path.clone(),
+                attr_type: index.record.attr_type,
+            })
+            .collect();
+        Ok(
+            DocumentParser::new(AttrPath::parse(&record.pk_path)?, attributes)?
+                .with_type_mismatch_policy(self.type_mismatch),
+        )
+    }
+
+    fn build_collection(
+        &self,
+        record: CollectionRecord,
+        primary: Tree,
+        indexes: Vec<Arc<Index>>,
+    ) -> Result<Collection> {
+        let parser = self.parser_for(&record, &indexes)?;
+        Ok(Collection {
+            record,
+            primary,
+            parser,
+            indexes,
+        })
+    }
+
+    /// Drops an engine tree. The memtables are flushed first: the engine's flush does not
+    /// expect entries of a tree that was dropped meanwhile ("file added to unknown tree").
+    fn drop_engine_tree(&self, name: &str) -> Result<()> {
+        self.engine.flush()?;
+        self.engine.drop_tree(name)?;
+        Ok(())
+    }
+
+    fn write_catalog(&self, batch: WriteBatch) -> Result<()> {
+        self.engine.write(
+            batch,
+            &WriteOptions {
+                sync: true, // catalog changes are rare and must survive
+            },
+        )?;
+        Ok(())
+    }
+
+    // ---- catalog ---------------------------------------------------------------------------
+
+    fn load_catalog(&self) -> Result<()> {
+        let _guard = self.lock_writes();
+        let mut collections: Vec<CollectionRecord> = Vec::new();
+        let mut indexes: Vec<IndexRecord> = Vec::new();
+        let mut next_id = 1;
+        for item in self
+            .engine
+            .iter(&self.catalog_tree, ReadOptions::default())?
+        {
+            let (key, value, _) = item?;
+            if key.starts_with(b"collection/") {
+                collections.push(decode_record(&key, &value)?);
+            } else if key.starts_with(b"index/") {
+                indexes.push(decode_record(&key, &value)?);
+            } else if key == NEXT_ID_KEY {
+                next_id = decode_record(&key, &value)?;
+            }
+        }
+        let mut catalog = Catalog {
+            collections: BTreeMap::new(),
+            next_id,
+        };
+        let mut referenced: HashSet<String> = HashSet::new();
+        for record in collections {
+            let primary = self.engine.tree(&record.primary_tree_name()).map_err(|e| {
+                IndexError::CorruptCatalog {
+                    key: String::from_utf8_lossy(&collection_key(&record.name)).into_owned(),
+                    message: format!("primary tree missing: {e}"),
+                }
+            })?;
+            referenced.insert(record.primary_tree_name());
+            let collection = self.build_collection(record, primary, Vec::new())?;
+            catalog
+                .collections
+                .insert(collection.record.name.clone(), Arc::new(collection));
+        }
+        // Indexes are added one at a time: a back-fill scans the collection with the indexes
+        // ready so far.
+        for record in indexes {
+            let Some(collection) = catalog.collections.get(&record.collection).cloned() else {
+                return Err(IndexError::CorruptCatalog {
+                    key: String::from_utf8_lossy(&index_key(&record.collection, &record.name))
+                        .into_owned(),
+                    message: "index of an unknown collection".to_string(),
+                });
+            };
+            let index = if record.state == IndexState::Building {
+                self.rebuild_interrupted(&collection, record)?
+            } else {
+                self.open_ready_index(&collection, record)?
+            };
+            if let Some(tree) = &index.record.tree {
+                referenced.insert(tree.clone());
+            }
+            let mut indexes = collection.indexes.clone();
+            indexes.push(Arc::new(index));
+            let rebuilt = self.build_collection(
+                collection.record.clone(),
+                collection.primary.clone(),
+                indexes,
+            )?;
+            catalog
+                .collections
+                .insert(rebuilt.record.name.clone(), Arc::new(rebuilt));
+        }
+        // Trees created by a create_collection / create_index whose catalog record never made
+        // it (crash), or left by a drop_index interrupted after its record went.
+        for name in self.engine.tree_names() {
+            if name.starts_with(TREE_PREFIX) && name != CATALOG_TREE && !referenced.contains(&name)
+            {
+                self.drop_engine_tree(&name)?;
+            }
+        }
+        self.install(catalog);
+        Ok(())
+    }
+
+    fn open_ready_index(&self, collection: &Collection, record: IndexRecord) -> Result<Index> {
+        let path = AttrPath::parse(&record.path)?;
+        if record.kind == IndexKind::Memory {
+            let index = Index {
+                record,
+                path,
+                tree: None,
+                memory: Some(MemoryIndex::default()),
+            };
+            let progress = self.progress.clone();
+            self.backfill(collection, &index, &mut |p| {
+                if let Some(callback) = &progress {
+                    callback(p);
+                }
+            })?;
+            return Ok(index);
+        }
+        let tree_name = record.tree.clone().unwrap_or_default();
+        let tree = self
+            .engine
+            .tree(&tree_name)
+            .map_err(|e| IndexError::CorruptCatalog {
+                key: String::from_utf8_lossy(&index_key(&record.collection, &record.name))
+                    .into_owned(),
+                message: format!("index tree missing: {e}"),
+            })?;
+        Ok(Index {
+            record,
+            path,
+            tree: Some(tree),
+            memory: None,
+        })
+    }
+
+    /// An index whose back-fill a crash interrupted: its tree is emptied and it is built again.
+    fn rebuild_interrupted(
+        &self,
+        collection: &Collection,
+        mut record: IndexRecord,
+    ) -> Result<Index> {
+        if let Some(name) = &record.tree {
+            if self.engine.tree(name).is_ok() {
+                self.drop_engine_tree(name)?;
+            }
+        }
+        record.first_seq = self.engine.latest_sequence();
+        let index = self.new_index(record)?;
+        let progress = self.progress.clone();
+        self.build_and_mark_ready(collection, index, &mut |p| {
+            if let Some(callback) = &progress {
+                callback(p);
+            }
+        })
+    }
+
+    /// Creates the index's tree (if stand-alone) for a record in state `building`.
+    fn new_index(&self, record: IndexRecord) -> Result<Index> {
+        let path = AttrPath::parse(&record.path)?;
+        let tree = match &record.tree {
+            Some(name) => {
+                let options = TreeOptions {
+                    merge_operator: (record.kind == IndexKind::Lazy)
+                        .then(|| Arc::new(PostingMergeOperator) as _),
+                    ..TreeOptions::default()
+                };
+                Some(self.engine.create_tree(name, options)?)
+            }
+            None => None,
+        };
+        let memory = (record.kind == IndexKind::Memory).then(MemoryIndex::default);
+        Ok(Index {
+            record,
+            path,
+            tree,
+            memory,
+        })
+    }
+
+    /// Back-fills, then records the index as ready.
+    fn build_and_mark_ready(
+        &self,
+        collection: &Collection,
+        mut index: Index,
+        progress: &mut dyn FnMut(&BackfillProgress),
+    ) -> Result<Index> {
+        self.backfill(collection, &index, progress)?;
+        index.record.state = IndexState::Ready;
+        let mut batch = WriteBatch::new();
+        batch.put(
+            &self.catalog_tree,
+            &index_key(&index.record.collection, &index.record.name),
+            &encode_record(&index.record)?,
+        );
+        self.write_catalog(batch)?;
+        Ok(index)
+    }
+
+    /// Fills `index` from every document of `collection`. Runs under the write lock, so the
+    /// collection does not change meanwhile.
+    fn backfill(
+        &self,
+        collection: &Collection,
+        index: &Index,
+        progress: &mut dyn FnMut(&BackfillProgress),
+    ) -> Result<()> {
+        let report = |documents_done: u64, finished: bool| BackfillProgress {
+            collection: collection.record.name.clone(),
+            index: index.record.name.clone(),
+            documents_done,
+            finished,
+        };
+        let mut batch = WriteBatch::new();
+        // Eager and lazy lists are gathered whole, so each value gets one list, newest first
+        // (which keeps lazy LOOKUP's early stop exact; see `query.rs`).
+        let mut lists: BTreeMap<Vec<u8>, Vec<Posting>> = BTreeMap::new();
+        let mut documents_done = 0;
+        let mut iter = self
+            .engine
+            .iter(&collection.primary, ReadOptions::default())?;
+        iter.seek_to_first()?;
+        while iter.valid() {
+            let pk = iter.key();
+            let seq = iter.seq();
+            let envelope = EnvelopeRef::decode(iter.value())
+                .map_err(|e| corrupt_document(&collection.record.name, pk, &e))?;
+            if let Some(value) = index.encoded_value(&envelope, seq) {
+                match index.record.kind {
+                    IndexKind::Composite => {
+                        let mut key = value.to_vec();
+                        encode_pk(pk, &mut key);
+                        batch.put(index.stand_alone_tree()?, &key, b"");
+                        if batch.len() >= BACKFILL_BATCH_ENTRIES {
+                            self.engine
+                                .write(std::mem::take(&mut batch), &self.write_options)?;
+                        }
+                    }
+                    IndexKind::Eager | IndexKind::Lazy => {
+                        lists
+                            .entry(value.into_owned())
+                            .or_default()
+                            .push(Posting::add(pk, seq));
+                    }
+                    IndexKind::Memory => {
+                        if let Some(memory) = &index.memory {
+                            memory.set(pk, Some((&value, seq)));
+                        }
+                    }
+                }
+            }
+            documents_done += 1;
+            if documents_done % PROGRESS_EVERY_DOCUMENTS == 0 {
+                progress(&report(documents_done, false));
+            }
+            iter.next()?;
+        }
+        for (value, mut list) in lists {
+            list.sort_by_key(|posting| std::cmp::Reverse(posting.seq));
+            batch.put(index.stand_alone_tree()?, &value, &encode_postings(&list));
+            if batch.len() >= BACKFILL_BATCH_ENTRIES {
+                self.engine
+                    .write(std::mem::take(&mut batch), &self.write_options)?;
+            }
+        }
+        if !batch.is_empty() {
+            self.engine.write(batch, &self.write_options)?;
+        }
+        progress(&report(documents_done, true));
+        Ok(())
+    }
+
+    /// Creates a collection whose documents are keyed by the field at `pk_path`.
+    pub fn create_collection(&self, name: &str, pk_path: &str) -> Result<CollectionInfo> {
+        check_name("collection", name)?;
+        AttrPath::parse(pk_path)?;
+        let _guard = self.lock_writes();
+        let mut catalog = (**self.catalog.read()).clone();
+        if catalog.collections.contains_key(name) {
+            return Err(IndexError::AlreadyExists {
+                what: "collection",
+                name: name.to_string(),
+            });
+        }
+        let record = CollectionRecord {
+            name: name.to_string(),
+            id: catalog.next_id,
+            pk_path: pk_path.to_string(),
+        };
+        catalog.next_id += 1;
+        let primary = self
+            .engine
+            .create_tree(&record.primary_tree_name(), TreeOptions::default())?;
+        let mut batch = WriteBatch::new();
+        batch.put(
+            &self.catalog_tree,
+            &collection_key(name),
+            &encode_record(&record)?,
+        );
+        batch.put(
+            &self.catalog_tree,
+            NEXT_ID_KEY,
+            &encode_record(&catalog.next_id)?,
+        );
+        self.write_catalog(batch)?;
+        let collection = self.build_collection(record.clone(), primary, Vec::new())?;
+        catalog
+            .collections
+            .insert(name.to_string(), Arc::new(collection));
+        self.install(catalog);
+        Ok(CollectionInfo {
+            record,
+            indexes: Vec::new(),
+        })
+    }
+
+    /// The collection and its ready indexes.
+    pub fn collection(&self, name: &str) -> Result<CollectionInfo> {
+        let collection = self.collection_arc(name)?;
+        Ok(CollectionInfo {
+            record: collection.record.clone(),
+            indexes: collection
+                .indexes
+                .iter()
+                .map(|index| index.record.clone())
+                .collect(),
+        })
+    }
+
+    pub fn collections(&self) -> Vec<CollectionInfo> {
+        let names: Vec<String> = self.catalog.read().collections.keys().cloned().collect();
+        names
+            .iter()
+            .filter_map(|name| self.collection(name).ok())
+            .collect()
+    }
+
+    /// [`Database::create_index_with_progress`] without progress reports.
+    pub fn create_index(&self, collection: &str, spec: IndexSpec) -> Result<IndexRecord> {
+        self.create_index_with_progress(collection, spec, &mut |_| {})
+    }
+
+    /// Creates an index and back-fills it from the documents already in the collection.
+    /// Writes to the whole database wait until the back-fill is done. The index is recorded
+    /// as `building` first and as `ready` at the end; a crash in between makes the next open
+    /// build it again.
+    pub fn create_index_with_progress(
+        &self,
+        collection_name: &str,
+        spec: IndexSpec,
+        progress: &mut dyn FnMut(&BackfillProgress),
+    ) -> Result<IndexRecord> {
+        check_name("index", &spec.name)?;
+        let path = AttrPath::parse(&spec.path)?;
+        let maintenance = spec
+            .maintenance
+            .unwrap_or_else(|| spec.kind.default_maintenance());
+        let invalid = |reason: &str| IndexError::InvalidIndexSpec {
+            name: spec.name.clone(),
+            reason: reason.to_string(),
+        };
+        match (spec.kind, maintenance) {
+            (IndexKind::Eager, Maintenance::SyncInsert) => {
+                return Err(invalid(
+                    "an eager index is maintained sync-full (its posting lists are read-modify-written)",
+                ))
+            }
+            (IndexKind::Memory, Maintenance::SyncInsert) => {
+                return Err(invalid("a memory index is always exact (sync-full)"))
+            }
+            _ => {}
+        }
+        if spec.read_repair && maintenance != Maintenance::SyncInsert {
+            return Err(invalid(
+                "read repair applies to sync-insert maintenance only",
+            ));
+        }
+        let _guard = self.lock_writes();
+        let mut catalog = (**self.catalog.read()).clone();
+        let collection = catalog
+            .collections
+            .get(collection_name)
+            .cloned()
+            .ok_or_else(|| IndexError::UnknownCollection {
+                name: collection_name.to_string(),
+            })?;
+        if collection
+            .indexes
+            .iter()
+            .any(|index| index.record.name == spec.name)
+        {
+            return Err(IndexError::AlreadyExists {
+                what: "index",
+                name: spec.name.clone(),
+            });
+        }
+        let id = catalog.next_id;
+        catalog.next_id += 1;
+        let attr_id = u32::try_from(id).map_err(|_| invalid("attribute ids exhausted"))?;
+        let record = IndexRecord {
+            name: spec.name.clone(),
+            collection: collection_name.to_string(),
+            id,
+            path: path.as_str().to_string(),
+            attr_type: spec.attr_type,
+            kind: spec.kind,
+            maintenance,
+            read_repair: spec.read_repair,
+            state: IndexState::Building,
+            attr_id,
+            first_seq: self.engine.latest_sequence(),
+            tree: (spec.kind != IndexKind::Memory)
+                .then(|| index_tree_name(collection.record.id, id)),
+        };
+        let index = self.new_index(record.clone())?;
+        let mut batch = WriteBatch::new();
+        batch.put(
+            &self.catalog_tree,
+            &index_key(collection_name, &spec.name),
+            &encode_record(&record)?,
+        );
+        batch.put(
+            &self.catalog_tree,
+            NEXT_ID_KEY,
+            &encode_record(&catalog.next_id)?,
+        );
+        self.write_catalog(batch)?;
+        let index = self.build_and_mark_ready(&collection, index, progress)?;
+        let record = index.record.clone();
+        let mut indexes = collection.indexes.clone();
+        indexes.push(Arc::new(index));
+        let rebuilt = self.build_collection(
+            collection.record.clone(),
+            collection.primary.clone(),
+            indexes,
+        )?;
+        catalog
+            .collections
+            .insert(collection_name.to_string(), Arc::new(rebuilt));
+        self.install(catalog);
+        Ok(record)
+    }
+
+    /// Removes an index and its data.
+    pub fn drop_index(&self, collection_name: &str, index_name: &str) -> Result<()> {
+        let _guard = self.lock_writes();
+        let mut catalog = (**self.catalog.read()).clone();
+        let collection = catalog
+            .collections
+            .get(collection_name)
+            .cloned()
+            .ok_or_else(|| IndexError::UnknownCollection {
+                name: collection_name.to_string(),
+            })?;
+        let index = Arc::clone(collection.index(index_name)?);
+        let mut batch = WriteBatch::new();
+        batch.delete(&self.catalog_tree, &index_key(collection_name, index_name));
+        self.write_catalog(batch)?;
+        let indexes = collection
+            .indexes
+            .iter()
+            .filter(|other| !Arc::ptr_eq(other, &index))
+            .cloned()
+            .collect();
+        let rebuilt = self.build_collection(
+            collection.record.clone(),
+            collection.primary.clone(),
+            indexes,
+        )?;
+        catalog
+            .collections
+            .insert(collection_name.to_string(), Arc::new(rebuilt));
+        self.install(catalog);
+        if let Some(tree) = &index.tree {
+            self.drop_engine_tree(tree.name())?;
+        }
+        Ok(())
+    }
+
+    /// Memory held by a `memory` index (0 for other kinds).
+    pub fn memory_bytes(&self, collection: &str, index: &str) -> Result<u64> {
+        let collection = self.collection_arc(collection)?;
+        let index = collection.index(index)?;
+        Ok(index.memory.as_ref().map_or(0, MemoryIndex::memory_bytes))
+    }
+
+    // ---- writes ----------------------------------------------------------------------------
+
+    /// Stores a JSON document (replacing the one with the same primary key); returns the
+    /// sequence number of the stored version.
+    pub fn put(&self, collection: &str, json: &[u8]) -> Result<SeqNo> {
+        self.write(collection, &[WriteOp::Put(json)])?
+            .first()
+            .copied()
+            .flatten()
+            .ok_or_else(|| IndexError::Internal("a put returned no sequence number".into()))
+    }
+
+    /// Deletes a document; `None` if there was none.
+    pub fn delete(&self, collection: &str, pk: &[u8]) -> Result<Option<SeqNo>> {
+        Ok(self
+            .write(collection, &[WriteOp::Delete(pk)])?
+            .first()
+            .copied()
+            .flatten())
+    }
+
+    /// Applies the writes atomically, in order (one engine batch). Returns each write's
+    /// sequence number (`None` for a delete of a missing document). If any document is bad,
+    /// nothing is written.
+    pub fn write(&self, collection_name: &str, ops: &[WriteOp<'_>]) -> Result<Vec<Option<SeqNo>>> {
+        let mut collection = self.collection_arc(collection_name)?;
+        let mut prepared = Self::prepare(&collection, ops)?;
+        let _guard = self.lock_writes();
+        let current = self.collection_arc(collection_name)?;
+        if !Arc::ptr_eq(&current, &collection) {
+            // The indexes changed while we parsed: parse again with the current attributes.
+            collection = current;
+            prepared = Self::prepare(&collection, ops)?;
+        }
+        self.apply_locked(&collection, prepared)
+    }
+
+    fn prepare(collection: &Collection, ops: &[WriteOp<'_>]) -> Result<Vec<Prepared>> {
+        ops.iter()
+            .map(|op| match op {
+                WriteOp::Put(json) => {
+                    let parsed = collection.parser.parse(json)?;
+                    Ok(Prepared::Put {
+                        pk: parsed.pk,
+                        envelope: parsed.envelope.encode(),
+                    })
+                }
+                WriteOp::Delete(pk) => {
+                    if pk.is_empty() || pk.len() > crate::error::MAX_PRIMARY_KEY_BYTES {
+                        return Err(IndexError::InvalidPrimaryKey {
+                            field: collection.record.pk_path.clone(),
+                            found: format!("a key of {} bytes", pk.len()),
+                        });
+                    }
+                    Ok(Prepared::Delete { pk: pk.to_vec() })
+                }
+            })
+            .collect()
+    }
+
+    fn apply_locked(
+        &self,
+        collection: &Collection,
+        prepared: Vec<Prepared>,
+    ) -> Result<Vec<Option<SeqNo>>> {
+        let name = &collection.record.name;
+        let base = self.engine.latest_sequence() + 1;
+        let needs_old = collection.indexes.iter().any(|index| {
+            index.record.maintenance == Maintenance::SyncFull
+                && index.record.kind != IndexKind::Memory
+        });
+        let mut batch = WriteBatch::new();
+        // Versions written earlier in this batch, so a second write of a pk sees the first.
+        let mut pending: HashMap<Vec<u8>, Option<(Vec<u8>, SeqNo)>> = HashMap::new();
+        // Eager posting lists touched by this batch: (index position, encoded value) -> list.
+        let mut lists: BTreeMap<(usize, Vec<u8>), Vec<Posting>> = BTreeMap::new();
+        let mut memory_updates: Vec<MemoryUpdate> = Vec::new();
+        let mut results = Vec::with_capacity(prepared.len());
+        for op in prepared {
+            let (pk, new_envelope) = match op {
+                Prepared::Put { pk, envelope } => (pk, Some(envelope)),
+                Prepared::Delete { pk } => (pk, None),
+            };
+            let old = if needs_old || new_envelope.is_none() {
+                match pending.get(&pk) {
+                    Some(version) => version.clone(),
+                    None => self
+                        .engine
+                        .get(&collection.primary, &pk)?
+                        .map(|entry| (entry.value, entry.seq)),
+                }
+            } else {
+                None
+            };
+            if new_envelope.is_none() && old.is_none() {
+                results.push(None);
+                continue;
+            }
+            let old_envelope = match &old {
+                Some((bytes, seq)) => Some((
+                    EnvelopeRef::decode(bytes).map_err(|e| corrupt_document(name, &pk, &e))?,
+                    *seq,
+                )),
+                None => None,
+            };
+            let seq = base + batch.len() as u64;
+            match &new_envelope {
+                Some(bytes) => batch.put(&collection.primary, &pk, bytes),
+                None => batch.delete(&collection.primary, &pk),
+            }
+            let new_ref = match &new_envelope {
+                Some(bytes) => {
+                    Some(EnvelopeRef::decode(bytes).map_err(|e| corrupt_document(name, &pk, &e))?)
+                }
+                None => None,
+            };
+            for (position, index) in collection.indexes.iter().enumerate() {
+                let old_value = old_envelope.as_ref().and_then(|(envelope, old_seq)| {
+                    index
+                        .encoded_value(envelope, *old_seq)
+                        .map(|v| (v, *old_seq))
+                });
+                let new_value = new_ref
+                    .as_ref()
+                    .and_then(|envelope| index.encoded_value(envelope, seq));
+                let sync_full = index.record.maintenance == Maintenance::SyncFull;
+                match index.record.kind {
+                    IndexKind::Composite => {
+                        let tree = index.stand_alone_tree()?;
+                        if let (true, Some((old_value, _))) = (sync_full, &old_value) {
+                            if new_value.as_deref() != Some(old_value.as_ref()) {
+                                let mut key = old_value.to_vec();
+                                encode_pk(&pk, &mut key);
+                                batch.delete(tree, &key);
+                            }
+                        }
+                        if let Some(new_value) = &new_value {
+                            let mut key = new_value.to_vec();
+                            encode_pk(&pk, &mut key);
+                            batch.put(tree, &key, b"");
+                        }
+                    }
+                    IndexKind::Eager => {
+                        let tree = index.stand_alone_tree()?;
+                        let mut load = |value: &[u8]| -> Result<()> {
+                            if let std::collections::btree_map::Entry::Vacant(slot) =
+                                lists.entry((position, value.to_vec()))
+                            {
+                                let list = match self.engine.get(tree, value)? {
+                                    Some(entry) => decode_postings(&entry.value)?,
+                                    None => Vec::new(),
+                                };
+                                slot.insert(list);
+                            }
+                            Ok(())
+                        };
+                        if let Some((old_value, _)) = &old_value {
+                            load(old_value)?;
+                        }
+                        if let Some(new_value) = &new_value {
+                            load(new_value)?;
+                        }
+                        if let Some((old_value, _)) = &old_value {
+                            if let Some(list) = lists.get_mut(&(position, old_value.to_vec())) {
+                                list.retain(|posting| posting.pk != pk);
+                            }
+                        }
+                        if let Some(new_value) = &new_value {
+                            if let Some(list) = lists.get_mut(&(position, new_value.to_vec())) {
+                                list.retain(|posting| posting.pk != pk);
+                                list.insert(0, Posting::add(&pk, seq));
+                            }
+                        }
+                    }
+                    IndexKind::Lazy => {
+                        let tree = index.stand_alone_tree()?;
+                        if let (true, Some((old_value, old_seq))) = (sync_full, &old_value) {
+                            batch.merge(
+                                tree,
+                                old_value,
+                                &encode_postings(&[Posting::remove(&pk, *old_seq)]),
+                            );
+                        }
+                        if let Some(new_value) = &new_value {
+                            batch.merge(
+                                tree,
+                                new_value,
+                                &encode_postings(&[Posting::add(&pk, seq)]),
+                            );
+                        }
+                    }
+                    IndexKind::Memory => {
+                        memory_updates.push((
+                            position,
+                            pk.clone(),
+                            new_value.map(|value| (value.into_owned(), seq)),
+                        ));
+                    }
+                }
+            }
+            results.push(Some(seq));
+            pending.insert(pk, new_envelope.map(|bytes| (bytes, seq)));
+        }
+        for ((position, value), list) in &lists {
+            let tree = collection.indexes[*position].stand_alone_tree()?;
+            if list.is_empty() {
+                batch.delete(tree, value);
+            } else {
+                batch.put(tree, value, &encode_postings(list));
+            }
+        }
+        if batch.is_empty() {
+            return Ok(results);
+        }
+        let first = self.engine.write(batch, &self.write_options)?;
+        if first != base {
+            return Err(IndexError::Internal(format!(
+                "the engine gave sequence number {first} to a batch expected at {base}: \
+                 something wrote to the engine outside the index layer"
+            )));
+        }
+        for (position, pk, value) in memory_updates {
+            if let Some(memory) = &collection.indexes[position].memory {
+                memory.set(&pk, value.as_ref().map(|(v, seq)| (v.as_slice(), *seq)));
+            }
+        }
+        Ok(results)
+    }
+
+    /// Writes read-repair deletions. `check` is re-run under the write lock against the
+    /// latest state, so a repair never removes an entry a concurrent write made valid again.
+    pub(crate) fn repair(
+        &self,
+        collection: &Collection,
+        index: &Index,
+        stale: Vec<crate::query::StaleEntry>,
+    ) -> Result<u64> {
+        let _guard = self.lock_writes();
+        let tree = index.stand_alone_tree()?;
+        let mut batch = WriteBatch::new();
+        for entry in stale {
+            match index.record.kind {
+                IndexKind::Composite => {
+                    let still_valid = match self.engine.get(&collection.primary, &entry.pk)? {
+                        Some(live) => {
+                            let envelope = EnvelopeRef::decode(&live.value).map_err(|e| {
+                                corrupt_document(&collection.record.name, &entry.pk, &e)
+                            })?;
+                            index.encoded_value(&envelope, live.seq).as_deref()
+                                == Some(entry.value.as_slice())
+                        }
+                        None => false,
+                    };
+                    if !still_valid {
+                        let mut key = entry.value.clone();
+                        encode_pk(&entry.pk, &mut key);
+                        batch.delete(tree, &key);
+                    }
+                }
+                IndexKind::Lazy => {
+                    // A posting whose version is not live is stale for good.
+                    batch.merge(
+                        tree,
+                        &entry.value,
+                        &encode_postings(&[Posting::remove(&entry.pk, entry.seq)]),
+                    );
+                }
+                IndexKind::Eager | IndexKind::Memory => {}
+            }
+        }
+        let repaired = batch.len() as u64;
+        if repaired > 0 {
+            self.engine.write(batch, &self.write_options)?;
+        }
+        Ok(repaired)
+    }
+}
+
+#[allow(dead_code)]
+fn assert_send_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<Database>();
+}

@@ -1,0 +1,70 @@
+//! The `memory` index kind: an ordered map `(encoded value, pk) -> seq` plus a hash map
+//! `pk -> (encoded value, seq)`, maintained under the write path and rebuilt at open by
+//! scanning the collection (it is not persisted).
+
+use parking_lot::RwLock;
+use sift_lsm::SeqNo;
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound;
+
+/// Bookkeeping bytes charged per entry on top of keys (tree node and hash slot overhead,
+/// roughly).
+const ENTRY_OVERHEAD_BYTES: usize = 96;
+
+#[derive(Debug, Default)]
+struct Maps {
+    by_value: BTreeMap<(Vec<u8>, Vec<u8>), SeqNo>,
+    by_pk: HashMap<Vec<u8>, (Vec<u8>, SeqNo)>,
+    key_bytes: usize,
+}
+
+#[derive(Debug, Default)]
+pub struct MemoryIndex {
+    maps: RwLock<Maps>,
+}
+
+impl MemoryIndex {
+    /// Records that `pk`'s live version is `seq` carrying `value` (`None`: deleted or not
+    /// carrying the attribute).
+    pub fn set(&self, pk: &[u8], value: Option<(&[u8], SeqNo)>) {
+        let mut maps = self.maps.write();
+        let maps = &mut *maps;
+        if let Some((old_value, _)) = maps.by_pk.remove(pk) {
+            maps.key_bytes -= 2 * pk.len() + 2 * old_value.len();
+            maps.by_value.remove(&(old_value, pk.to_vec()));
+        }
+        if let Some((value, seq)) = value {
+            maps.key_bytes += 2 * pk.len() + 2 * value.len();
+            maps.by_value.insert((value.to_vec(), pk.to_vec()), seq);
+            maps.by_pk.insert(pk.to_vec(), (value.to_vec(), seq));
+        }
+    }
+
+    /// Entries with encoded value in `[start, end)` (`end == None`: unbounded), as
+    /// `(seq, pk)`.
+    pub fn candidates(&self, start: &[u8], end: Option<&[u8]>) -> Vec<(SeqNo, Vec<u8>)> {
+        let maps = self.maps.read();
+        maps.by_value
+            .range((
+                Bound::Included((start.to_vec(), Vec::new())),
+                Bound::Unbounded,
+            ))
+            .take_while(|((value, _), _)| end.is_none_or(|end| value.as_slice() < end))
+            .map(|((_, pk), seq)| (*seq, pk.clone()))
+            .collect()
+    }
+
+    /// Approximate heap bytes held.
+    pub fn memory_bytes(&self) -> u64 {
+        let maps = self.maps.read();
+        (maps.key_bytes + maps.by_pk.len() * ENTRY_OVERHEAD_BYTES) as u64
+    }
+
+    pub fn len(&self) -> usize {
+        self.maps.read().by_pk.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}

@@ -1,0 +1,222 @@
+//! Posting lists of the `eager` and `lazy` index kinds, and the merge operator that combines
+//! `lazy` fragments.
+//!
+//! A list (or fragment) is `count: varint64 | posting*`, each posting
+//! `kind: u8 | pk_len: varint64 | pk | seq: varint64`, kind 0 = add, 1 = remove. An add says
+//! "the document version `seq` of `pk` carried this value"; a remove cancels exactly the add with
+//! the same `(pk, seq)` (it is written by sync-full maintenance and by read repair). Lists are
+//! kept newest first (by `seq`). Layout: `docs/format/index-encodings.md`.
+
+use crate::error::{IndexError, Result};
+use sift_lsm::coding::{put_varint64, Decoder};
+use sift_lsm::extension::MergeOperator;
+use sift_lsm::SeqNo;
+use std::collections::{HashMap, HashSet};
+
+pub const POSTING_ADD: u8 = 0;
+pub const POSTING_REMOVE: u8 = 1;
+
+/// The name the merge operator is registered under (stable across restarts).
+pub const POSTING_MERGE_OPERATOR_NAME: &str = "sift.postings.v1";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Posting {
+    pub pk: Vec<u8>,
+    pub seq: SeqNo,
+    pub remove: bool,
+}
+
+impl Posting {
+    pub fn add(pk: &[u8], seq: SeqNo) -> Posting {
+        Posting {
+            pk: pk.to_vec(),
+            seq,
+            remove: false,
+        }
+    }
+    pub fn remove(pk: &[u8], seq: SeqNo) -> Posting {
+        Posting {
+            pk: pk.to_vec(),
+            seq,
+            remove: true,
+        }
+    }
+}
+
+pub fn encode_postings(postings: &[Posting]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(1 + postings.len() * 16);
+    put_varint64(&mut out, postings.len() as u64);
+    for posting in postings {
+        out.push(if posting.remove {
+            POSTING_REMOVE
+        } else {
+            POSTING_ADD
+        });
+        put_varint64(&mut out, posting.pk.len() as u64);
+        out.extend_from_slice(&posting.pk);
+        put_varint64(&mut out, posting.seq);
+    }
+    out
+}
+
+pub fn decode_postings(bytes: &[u8]) -> Result<Vec<Posting>> {
+    let mut decoder = Decoder::new(bytes);
+    let count = decoder
+        .varint64()
+        .ok_or_else(|| IndexError::corrupt(0, "posting list: bad count varint"))?;
+    // Each posting takes at least 3 bytes, so a larger count is corrupt (and not allocated).
+    if count > bytes.len() as u64 {
+        return Err(IndexError::corrupt(
+            0,
+            format!(
+                "posting list claims {count} postings in {} bytes",
+                bytes.len()
+            ),
+        ));
+    }
+    let mut postings = Vec::with_capacity(count as usize);
+    for index in 0..count {
+        let at = decoder.position();
+        let bad = |what: &str| IndexError::corrupt(at, format!("posting {index}: {what}"));
+        let kind = decoder.u8().ok_or_else(|| bad("missing kind byte"))?;
+        let remove = match kind {
+            POSTING_ADD => false,
+            POSTING_REMOVE => true,
+            other => return Err(bad(&format!("unknown kind byte {other}"))),
+        };
+        let pk_len = decoder.varint64().ok_or_else(|| bad("bad pk length"))?;
+        let pk = usize::try_from(pk_len)
+            .ok()
+            .and_then(|n| decoder.bytes(n))
+            .ok_or_else(|| bad("pk runs past the end"))?;
+        let seq = decoder
+            .varint64()
+            .ok_or_else(|| bad("bad sequence number"))?;
+        postings.push(Posting {
+            pk: pk.to_vec(),
+            seq,
+            remove,
+        });
+    }
+    if !decoder.is_empty() {
+        return Err(IndexError::corrupt(
+            decoder.position(),
+            "bytes after the last posting",
+        ));
+    }
+    Ok(postings)
+}
+
+/// Combines fragments (oldest first) into one list, newest first: a remove cancels the add with
+/// the same `(pk, seq)`; of several adds of one pk only the newest stays (an older version of a
+/// document is stale whatever lies below). `keep_removes`: removes that cancelled nothing are
+/// kept, because the add they target may sit in an older component not part of this merge.
+pub fn combine(fragments: &[Vec<Posting>], keep_removes: bool) -> Vec<Posting> {
+    let removes: HashSet<(&[u8], SeqNo)> = fragments
+        .iter()
+        .flatten()
+        .filter(|p| p.remove)
+        .map(|p| (p.pk.as_slice(), p.seq))
+        .collect();
+    let mut newest_add: HashMap<&[u8], SeqNo> = HashMap::new();
+    let mut cancelled: HashSet<(&[u8], SeqNo)> = HashSet::new();
+    for posting in fragments.iter().flatten().filter(|p| !p.remove) {
+        let key = (posting.pk.as_slice(), posting.seq);
+        if removes.contains(&key) {
+            cancelled.insert(key);
+            continue;
+        }
+        let entry = newest_add.entry(posting.pk.as_slice()).or_insert(0);
+        *entry = (*entry).max(posting.seq);
+    }
+    let mut out: Vec<Posting> = newest_add
+        .into_iter()
+        .map(|(pk, seq)| Posting::add(pk, seq))
+        .collect();
+    if keep_removes {
+        out.extend(
+            removes
+                .into_iter()
+                .filter(|key| !cancelled.contains(key))
+                .map(|(pk, seq)| Posting::remove(pk, seq)),
+        );
+    }
+    // Newest first; removes after adds of the same seq; pk breaks ties (deterministic bytes).
+    out.sort_by(|a, b| {
+        b.seq
+            .cmp(&a.seq)
+            .then(a.remove.cmp(&b.remove))
+            .then_with(|| a.pk.cmp(&b.pk))
+    });
+    out
+}
+
+/// The merge operator of `lazy` index trees.
+#[derive(Debug, Default)]
+pub struct PostingMergeOperator;
+
+impl MergeOperator for PostingMergeOperator {
+    fn name(&self) -> &str {
+        POSTING_MERGE_OPERATOR_NAME
+    }
+
+    fn full_merge(
+        &self,
+        _key: &[u8],
+        existing: Option<&[u8]>,
+        operands: &[&[u8]],
+    ) -> std::result::Result<Vec<u8>, String> {
+        let mut fragments = Vec::with_capacity(operands.len() + 1);
+        if let Some(existing) = existing {
+            fragments.push(decode_postings(existing).map_err(|e| e.to_string())?);
+        }
+        for operand in operands {
+            fragments.push(decode_postings(operand).map_err(|e| e.to_string())?);
+        }
+        // Nothing lies below a full merge, so unmatched removes can go.
+        Ok(encode_postings(&combine(&fragments, false)))
+    }
+
+    fn partial_merge(&self, _key: &[u8], operands: &[&[u8]]) -> Option<Vec<u8>> {
+        let fragments: Vec<Vec<Posting>> = operands
+            .iter()
+            .map(|operand| decode_postings(operand))
+            .collect::<Result<_>>()
+            .ok()?;
+        Some(encode_postings(&combine(&fragments, true)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_corruption() {
+        let list = vec![Posting::add(b"a", 7), Posting::remove(b"\0b", 3)];
+        let bytes = encode_postings(&list);
+        assert_eq!(decode_postings(&bytes).unwrap(), list);
+        assert!(decode_postings(&bytes[..bytes.len() - 1]).is_err());
+        let mut trailing = bytes.clone();
+        trailing.push(0);
+        assert!(decode_postings(&trailing).is_err());
+        assert!(decode_postings(&[0xFF, 0xFF, 0xFF, 0xFF, 0x0F]).is_err());
+    }
+
+    #[test]
+    fn combine_cancels_dedupes_and_orders() {
+        let older = vec![Posting::add(b"a", 1), Posting::add(b"b", 2)];
+        let newer = vec![
+            Posting::remove(b"b", 2),
+            Posting::add(b"a", 5),
+            Posting::remove(b"z", 9),
+        ];
+        let merged = combine(&[older.clone(), newer.clone()], true);
+        assert_eq!(
+            merged,
+            vec![Posting::remove(b"z", 9), Posting::add(b"a", 5)]
+        );
+        let merged = combine(&[older, newer], false);
+        assert_eq!(merged, vec![Posting::add(b"a", 5)]);
+    }
+}

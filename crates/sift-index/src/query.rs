@@ -1,0 +1,511 @@
+//! LOOKUP and RANGE queries for every index kind, with top-K by recency and validation of
+//! every candidate against the primary tree (LevelDB++ Appendix B, Algorithms 1-4, 6, 7).
+//!
+//! A query reads one engine snapshot. A candidate `pk` is a hit only if the pk's live version
+//! at that snapshot carries a value in the queried range and, for kinds whose entries carry
+//! the version's sequence number (eager, lazy, memory), only if that number is the live
+//! version's: so a document is returned at most once, never in a stale or deleted version,
+//! and stale entries never count toward K. Hits come newest first by live sequence number.
+
+use crate::catalog::IndexKind;
+use crate::database::{Collection, Database, Index};
+use crate::encoding::{checked_range_bounds, decode_pk, decode_value, value_bounds};
+use crate::envelope::EnvelopeRef;
+use crate::error::{IndexError, Result};
+use crate::postings::{decode_postings, Posting};
+use crate::value::AttrValue;
+use sift_lsm::{ComponentId, ReadOptions, ReadStats, SeqNo, ValueKind};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::sync::Arc;
+
+/// One result: the document's live version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hit {
+    pub pk: Vec<u8>,
+    /// Sequence number of the live version.
+    pub seq: SeqNo,
+    /// The JSON text as written.
+    pub doc: Vec<u8>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueryStats {
+    /// Index entries (composite keys, postings, map entries) looked at.
+    pub candidates_examined: u64,
+    /// Primary-tree reads made to validate candidates.
+    pub validations: u64,
+    /// Blocks read (from cache or disk) by the whole query.
+    pub blocks_read: u64,
+    /// Candidates found stale (not the live version, or not carrying the value).
+    pub stale_entries: u64,
+    /// Stale entries deleted by read repair.
+    pub entries_repaired: u64,
+    /// Components visited by a lazy-index query.
+    pub components_read: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueryResult {
+    /// Newest first.
+    pub hits: Vec<Hit>,
+    pub stats: QueryStats,
+}
+
+/// A stale index entry met by a query, for read repair.
+#[derive(Debug, Clone)]
+pub(crate) struct StaleEntry {
+    /// The encoded value the entry is filed under.
+    pub value: Vec<u8>,
+    pub pk: Vec<u8>,
+    /// The version the entry names (postings); 0 for composite entries.
+    pub seq: SeqNo,
+}
+
+/// Hits ordered by sequence number, for the heap.
+struct BySeq(Hit);
+
+impl PartialEq for BySeq {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.seq == other.0.seq
+    }
+}
+impl Eq for BySeq {}
+impl PartialOrd for BySeq {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for BySeq {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.seq.cmp(&other.0.seq)
+    }
+}
+
+/// The K newest hits so far (Algorithm 1): a min-heap on sequence number.
+struct TopK {
+    limit: Option<usize>,
+    heap: BinaryHeap<Reverse<BySeq>>,
+}
+
+impl TopK {
+    fn new(limit: Option<usize>) -> TopK {
+        TopK {
+            limit,
+            heap: BinaryHeap::new(),
+        }
+    }
+    fn is_full(&self) -> bool {
+        self.limit.is_some_and(|k| self.heap.len() >= k)
+    }
+    fn min_seq(&self) -> Option<SeqNo> {
+        self.heap.peek().map(|Reverse(BySeq(hit))| hit.seq)
+    }
+    /// Whether a hit with this sequence number would enter the heap.
+    fn would_accept(&self, seq: SeqNo) -> bool {
+        !self.is_full() || self.min_seq().is_some_and(|min| seq > min)
+    }
+    fn push(&mut self, hit: Hit) {
+        if self.limit == Some(0) || !self.would_accept(hit.seq) {
+            return;
+        }
+        if self.is_full() {
+            self.heap.pop();
+        }
+        self.heap.push(Reverse(BySeq(hit)));
+    }
+    /// Newest first (not heap order).
+    fn into_sorted(self) -> Vec<Hit> {
+        let mut hits: Vec<Hit> = self
+            .heap
+            .into_iter()
+            .map(|Reverse(BySeq(hit))| hit)
+            .collect();
+        hits.sort_by_key(|hit| Reverse(hit.seq));
+        hits
+    }
+}
+
+/// What the snapshot says about a pk's live version.
+struct Live {
+    seq: SeqNo,
+    value: Option<Vec<u8>>,
+    envelope: Vec<u8>,
+}
+
+struct Query<'a> {
+    engine: &'a sift_lsm::Db,
+    collection: &'a Collection,
+    index: &'a Index,
+    /// `[start, end)` over encoded values.
+    start: Vec<u8>,
+    end: Option<Vec<u8>>,
+    /// A point lookup (one value) rather than a range.
+    point: bool,
+    read: ReadOptions,
+    read_stats: Arc<ReadStats>,
+    stats: QueryStats,
+    top: TopK,
+    checked: HashMap<Vec<u8>, Option<Live>>,
+    emitted: HashSet<Vec<u8>>,
+    stale: Vec<StaleEntry>,
+}
+
+impl Query<'_> {
+    fn in_range(&self, encoded: &[u8]) -> bool {
+        encoded >= self.start.as_slice() && self.end.as_deref().is_none_or(|end| encoded < end)
+    }
+
+    fn corrupt(&self, what: &str, error: &IndexError) -> IndexError {
+        IndexError::Internal(format!(
+            "index `{}` of collection `{}`: corrupt {what}: {error}",
+            self.index.record.name, self.collection.record.name
+        ))
+    }
+
+    fn read_primary(&self, pk: &[u8]) -> Result<Option<Live>> {
+        let Some(entry) = self
+            .engine
+            .get_with(&self.collection.primary, pk, &self.read)?
+        else {
+            return Ok(None);
+        };
+        let envelope =
+            EnvelopeRef::decode(&entry.value).map_err(|e| self.corrupt("document", &e))?;
+        let value = self
+            .index
+            .encoded_value(&envelope, entry.seq)
+            .map(std::borrow::Cow::into_owned);
+        Ok(Some(Live {
+            seq: entry.seq,
+            value,
+            envelope: entry.value,
+        }))
+    }
+
+    /// Checks one candidate: `pk` filed under `value`, naming version `posting_seq` (if the
+    /// kind records it).
+    fn validate(&mut self, pk: &[u8], value: &[u8], posting_seq: Option<SeqNo>) -> Result<()> {
+        if self.emitted.contains(pk) {
+            return Ok(());
+        }
+        if !self.checked.contains_key(pk) {
+            self.stats.validations += 1;
+            let live = self.read_primary(pk)?;
+            self.checked.insert(pk.to_vec(), live);
+        }
+        let live = self.checked.get(pk).and_then(Option::as_ref);
+        let valid = live.is_some_and(|live| {
+            live.value.as_deref().is_some_and(|v| self.in_range(v))
+                && posting_seq.is_none_or(|seq| seq == live.seq)
+        });
+        match live {
+            Some(live) if valid => {
+                let envelope = EnvelopeRef::decode(&live.envelope)
+                    .map_err(|e| self.corrupt("document", &e))?;
+                let hit = Hit {
+                    pk: pk.to_vec(),
+                    seq: live.seq,
+                    doc: envelope.doc().to_vec(),
+                };
+                self.emitted.insert(pk.to_vec());
+                self.top.push(hit);
+            }
+            _ => {
+                self.stats.stale_entries += 1;
+                if self.index.record.read_repair {
+                    self.stale.push(StaleEntry {
+                        value: value.to_vec(),
+                        pk: pk.to_vec(),
+                        seq: posting_seq.unwrap_or(0),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Composite (Algorithms 4 and 7): one scan of the key range over all components (the
+    /// merged iterator gives each `value ‖ pk` key once, newest version); keys come in pk
+    /// order, so every candidate is looked at, but one whose entry is not newer than the
+    /// K-th hit is not validated (the entry was written after the version it names).
+    fn run_composite(&mut self) -> Result<()> {
+        let tree = self.index.stand_alone_tree()?;
+        let options = ReadOptions {
+            lower_bound: Some(self.start.clone()),
+            upper_bound: self.end.clone(),
+            ..self.read.clone()
+        };
+        let attr_type = self.index.record.attr_type;
+        let mut iter = self.engine.iter(tree, options)?;
+        iter.seek(&self.start.clone())?;
+        while iter.valid() {
+            self.stats.candidates_examined += 1;
+            let key = iter.key();
+            let (_, value_bytes) =
+                decode_value(key, attr_type).map_err(|e| self.corrupt("composite key", &e))?;
+            let (pk, _) =
+                decode_pk(&key[value_bytes..]).map_err(|e| self.corrupt("composite key", &e))?;
+            let value = key[..value_bytes].to_vec();
+            if self.top.would_accept(iter.seq().saturating_sub(1)) {
+                self.validate(&pk, &value, None)?;
+            }
+            iter.next()?;
+        }
+        Ok(())
+    }
+
+    /// Postings of one list, newest first: validated until one cannot enter the top K.
+    fn take_list(&mut self, value: &[u8], list: &[Posting]) -> Result<()> {
+        for posting in list.iter().filter(|p| !p.remove) {
+            self.stats.candidates_examined += 1;
+            if !self.top.would_accept(posting.seq) {
+                break;
+            }
+            self.validate(&posting.pk, value, Some(posting.seq))?;
+        }
+        Ok(())
+    }
+
+    /// Eager (Algorithm 2): LOOKUP reads one list; RANGE scans the lists of the range and
+    /// merges them through the top-K heap.
+    fn run_eager(&mut self) -> Result<()> {
+        let tree = self.index.stand_alone_tree()?;
+        if self.point {
+            if let Some(entry) = self.engine.get_with(tree, &self.start, &self.read)? {
+                let list =
+                    decode_postings(&entry.value).map_err(|e| self.corrupt("posting list", &e))?;
+                let value = self.start.clone();
+                self.take_list(&value, &list)?;
+            }
+            return Ok(());
+        }
+        let options = ReadOptions {
+            lower_bound: Some(self.start.clone()),
+            upper_bound: self.end.clone(),
+            ..self.read.clone()
+        };
+        let mut iter = self.engine.iter(tree, options)?;
+        iter.seek(&self.start.clone())?;
+        while iter.valid() {
+            let value = iter.key().to_vec();
+            let list =
+                decode_postings(iter.value()).map_err(|e| self.corrupt("posting list", &e))?;
+            self.take_list(&value, &list)?;
+            iter.next()?;
+        }
+        Ok(())
+    }
+
+    /// Lazy (Algorithms 3 and 6): component by component, newest first. A fragment's postings
+    /// are older than the fragment's own sequence number, and for one key every fragment of a
+    /// component is newer than every fragment below it. So a LOOKUP stops after the first
+    /// component at which K valid hits are known; a RANGE (several keys) stops once the K-th
+    /// hit is newer than every table left to read.
+    fn run_lazy(&mut self) -> Result<()> {
+        let tree = self.index.stand_alone_tree()?;
+        let view = self.engine.components(tree, &self.read)?;
+        let ids = view.ids();
+        let mut removed: HashSet<(Vec<u8>, SeqNo)> = HashSet::new();
+        // Keys whose base (a full list or a delete) was met: nothing below them counts.
+        let mut based: HashSet<Vec<u8>> = HashSet::new();
+        for (position, id) in ids.iter().enumerate() {
+            self.stats.components_read += 1;
+            let mut adds: Vec<(Vec<u8>, Posting)> = Vec::new();
+            let mut iter = view.iter(*id)?;
+            iter.seek(&self.start)?;
+            while iter.valid() && self.in_range(iter.user_key()) {
+                let key = iter.user_key();
+                if !based.contains(key) {
+                    let kind = iter.kind();
+                    if kind != ValueKind::Delete {
+                        let list = decode_postings(iter.value())
+                            .map_err(|e| self.corrupt("posting fragment", &e))?;
+                        for posting in list {
+                            if posting.remove {
+                                removed.insert((posting.pk, posting.seq));
+                            } else {
+                                adds.push((key.to_vec(), posting));
+                            }
+                        }
+                    }
+                    if kind != ValueKind::Merge {
+                        based.insert(key.to_vec());
+                    }
+                }
+                iter.next()?;
+            }
+            adds.sort_by_key(|(_, posting)| Reverse(posting.seq));
+            for (value, posting) in adds {
+                // A posting cancelled by a remove fragment is not a candidate.
+                if removed.contains(&(posting.pk.clone(), posting.seq)) {
+                    continue;
+                }
+                self.stats.candidates_examined += 1;
+                if !self.top.would_accept(posting.seq) {
+                    continue;
+                }
+                self.validate(&posting.pk, &value, Some(posting.seq))?;
+            }
+            if !self.top.is_full() {
+                continue;
+            }
+            if self.point {
+                break;
+            }
+            let newest_left = ids[position + 1..]
+                .iter()
+                .map(|id| match id {
+                    ComponentId::Memtable | ComponentId::ImmutableMemtable(_) => SeqNo::MAX,
+                    ComponentId::Level0File(number) => view
+                        .files(0)
+                        .iter()
+                        .find(|f| f.number == *number)
+                        .map_or(SeqNo::MAX, |f| f.seq_max),
+                    ComponentId::Level(level) => view
+                        .files(*level)
+                        .iter()
+                        .filter(|f| f.overlaps(Some(&self.start), self.end.as_deref()))
+                        .map(|f| f.seq_max)
+                        .max()
+                        .unwrap_or(0),
+                })
+                .max()
+                .unwrap_or(0);
+            if self.top.min_seq().is_some_and(|min| newest_left <= min) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Memory: the candidates come from the maps (read before the snapshot was taken, so the
+    /// snapshot holds every version they name), newest first.
+    fn run_memory(&mut self, mut candidates: Vec<(SeqNo, Vec<u8>)>) -> Result<()> {
+        candidates.sort_by_key(|(seq, _)| Reverse(*seq));
+        for (seq, pk) in candidates {
+            self.stats.candidates_examined += 1;
+            if !self.top.would_accept(seq) {
+                break;
+            }
+            self.validate(&pk, &[], Some(seq))?;
+        }
+        Ok(())
+    }
+}
+
+impl Database {
+    /// The live version of one document.
+    pub fn get(&self, collection: &str, pk: &[u8]) -> Result<Option<Hit>> {
+        let collection = self.collection_arc(collection)?;
+        let Some(entry) = self.engine.get(&collection.primary, pk)? else {
+            return Ok(None);
+        };
+        let envelope = EnvelopeRef::decode(&entry.value).map_err(|e| {
+            IndexError::Internal(format!(
+                "stored document {:?} is corrupt: {e}",
+                String::from_utf8_lossy(pk)
+            ))
+        })?;
+        Ok(Some(Hit {
+            pk: pk.to_vec(),
+            seq: entry.seq,
+            doc: envelope.doc().to_vec(),
+        }))
+    }
+
+    /// LOOKUP(index, value, K): the documents whose attribute equals `value`, newest first,
+    /// at most `limit` of them (`None`: all).
+    pub fn lookup(
+        &self,
+        collection: &str,
+        index: &str,
+        value: &AttrValue,
+        limit: Option<usize>,
+    ) -> Result<QueryResult> {
+        let collection = self.collection_arc(collection)?;
+        let index = collection.index(index)?;
+        check_type(index, value)?;
+        self.run_query(&collection, index, value_bounds(value), true, limit)
+    }
+
+    /// RANGELOOKUP(index, lo, hi, K): documents with `lo <= attribute <= hi`, newest first.
+    pub fn range(
+        &self,
+        collection: &str,
+        index: &str,
+        lo: &AttrValue,
+        hi: &AttrValue,
+        limit: Option<usize>,
+    ) -> Result<QueryResult> {
+        let collection = self.collection_arc(collection)?;
+        let index = collection.index(index)?;
+        check_type(index, lo)?;
+        check_type(index, hi)?;
+        let bounds = checked_range_bounds(lo, hi)?;
+        self.run_query(&collection, index, bounds, false, limit)
+    }
+
+    fn run_query(
+        &self,
+        collection: &Collection,
+        index: &Index,
+        (start, end): (Vec<u8>, Option<Vec<u8>>),
+        point: bool,
+        limit: Option<usize>,
+    ) -> Result<QueryResult> {
+        let memory_candidates = index
+            .memory
+            .as_ref()
+            .map(|memory| memory.candidates(&start, end.as_deref()));
+        let read_stats = Arc::new(ReadStats::default());
+        let read = ReadOptions {
+            snapshot: Some(self.engine.snapshot()),
+            read_stats: Some(Arc::clone(&read_stats)),
+            ..ReadOptions::default()
+        };
+        let mut query = Query {
+            engine: &self.engine,
+            collection,
+            index,
+            start,
+            end,
+            point,
+            read,
+            read_stats,
+            stats: QueryStats::default(),
+            top: TopK::new(limit),
+            checked: HashMap::new(),
+            emitted: HashSet::new(),
+            stale: Vec::new(),
+        };
+        if limit != Some(0) {
+            match index.record.kind {
+                IndexKind::Composite => query.run_composite()?,
+                IndexKind::Eager => query.run_eager()?,
+                IndexKind::Lazy => query.run_lazy()?,
+                IndexKind::Memory => query.run_memory(memory_candidates.unwrap_or_default())?,
+            }
+        }
+        let mut stats = query.stats;
+        stats.blocks_read = query.read_stats.blocks_read();
+        let stale = std::mem::take(&mut query.stale);
+        let hits = query.top.into_sorted();
+        if !stale.is_empty() {
+            stats.entries_repaired = self.repair(collection, index, stale)?;
+        }
+        Ok(QueryResult { hits, stats })
+    }
+}
+
+fn check_type(index: &Index, value: &AttrValue) -> Result<()> {
+    if value.attr_type() == index.record.attr_type {
+        Ok(())
+    } else {
+        Err(IndexError::QueryTypeMismatch {
+            index: index.record.name.clone(),
+            found: index.record.attr_type,
+            given: value.attr_type(),
+        })
+    }
+}

@@ -1,0 +1,80 @@
+//! Shared helpers for the index-layer integration tests.
+#![allow(dead_code, clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+use rand::Rng;
+use sift_index::{Database, DatabaseOptions, IndexKind, Maintenance};
+use std::path::Path;
+
+/// Small engine settings so that flushes and compactions happen after a few hundred writes.
+pub fn small_options() -> DatabaseOptions {
+    let mut options = DatabaseOptions::default();
+    options.engine.memtable_bytes_max = 16 << 10;
+    options.engine.table_file_bytes_target = 16 << 10;
+    options.engine.level1_bytes_max = 64 << 10;
+    options.engine.level_size_ratio = 4;
+    options.engine.l0_compaction_trigger = 3;
+    options.engine.block_bytes = 512;
+    options.engine.block_cache_bytes = 64 << 10;
+    options
+}
+
+pub fn open(path: &Path) -> Database {
+    Database::open(path, small_options()).unwrap()
+}
+
+/// Every kind × maintenance combination under test, with a short name.
+pub const CONFIGS: [(&str, IndexKind, Maintenance, bool); 6] = [
+    (
+        "composite_insert",
+        IndexKind::Composite,
+        Maintenance::SyncInsert,
+        false,
+    ),
+    (
+        "composite_repair",
+        IndexKind::Composite,
+        Maintenance::SyncInsert,
+        true,
+    ),
+    (
+        "composite_full",
+        IndexKind::Composite,
+        Maintenance::SyncFull,
+        false,
+    ),
+    ("eager_full", IndexKind::Eager, Maintenance::SyncFull, false),
+    (
+        "lazy_insert",
+        IndexKind::Lazy,
+        Maintenance::SyncInsert,
+        false,
+    ),
+    ("memory", IndexKind::Memory, Maintenance::SyncFull, false),
+];
+
+pub const STRINGS: [&str; 6] = ["a", "ab", "b", "b\u{0}", "", "zz"];
+
+/// Prints the seed if the test panics.
+pub struct SeedGuard(pub u64);
+
+impl Drop for SeedGuard {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("test failed with SIFT_SEED={}", self.0);
+        }
+    }
+}
+
+pub fn seed() -> u64 {
+    std::env::var("SIFT_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| rand::thread_rng().gen())
+}
+
+pub fn steps(default: usize) -> usize {
+    std::env::var("SIFT_MODEL_STEPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
