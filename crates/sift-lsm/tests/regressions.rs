@@ -267,3 +267,31 @@ fn regression_observer_writes_do_not_deadlock_with_stalled_writers() {
         "the observer saw shadowed versions and its writes landed"
     );
 }
+
+/// Dropping a tree whose writes are still in a memtable used to make the next flush add a
+/// file to a tree the manifest no longer had: the edit failed and every later write was
+/// refused. Found by the index layer (its `drop_index` had to flush first as a workaround).
+#[test]
+fn regression_dropping_a_tree_with_unflushed_writes_keeps_the_database_writable() {
+    let fs = FaultFileSystem::new();
+    let dir = Path::new("/drop-unflushed");
+    let db = Db::open(dir, small_options(&fs)).unwrap();
+    let doomed = db
+        .create_tree("doomed", sift_lsm::TreeOptions::default())
+        .unwrap();
+    let kept = db.default_tree();
+    for i in 0..50u32 {
+        db.put(&doomed, format!("d{i}").as_bytes(), b"x").unwrap();
+        db.put(&kept, format!("k{i}").as_bytes(), b"y").unwrap();
+    }
+    db.drop_tree("doomed").unwrap();
+    db.flush().unwrap();
+    db.put(&kept, b"after", b"z").unwrap();
+    db.flush().unwrap();
+    assert_eq!(scan(&db, &kept).len(), 51);
+    assert!(db.tree("doomed").is_err());
+    db.close().unwrap();
+    let db = Db::open(dir, small_options(&fs)).unwrap();
+    assert_eq!(scan(&db, &db.default_tree()).len(), 51);
+    assert!(db.tree("doomed").is_err());
+}

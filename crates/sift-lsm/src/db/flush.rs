@@ -158,6 +158,15 @@ impl DbInner {
             let imm = Arc::clone(&imm);
             move |inner: &DbInner| -> Result<()> {
                 let mut state = inner.state.lock();
+                // A tree dropped while this flush ran gets no files: they would name a tree
+                // the manifest no longer has.
+                let (live, dropped): (Vec<_>, Vec<_>) = std::mem::take(&mut edit.new_files)
+                    .into_iter()
+                    .partition(|(tree, _, _)| state.trees.contains_key(tree));
+                edit.new_files = live;
+                for (_, _, file) in dropped {
+                    let _ = inner.fs.remove(&inner.table_path(file.number));
+                }
                 inner.apply_edit(&mut state, &mut edit, ChangeReason::Flush)?;
                 if let Some(pos) = state.imms.iter().position(|m| Arc::ptr_eq(m, &imm)) {
                     state.imms.remove(pos);
