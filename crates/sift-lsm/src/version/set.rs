@@ -248,15 +248,21 @@ impl VersionSet {
         if edit.last_sequence.is_none() {
             edit.last_sequence = Some(self.state.last_sequence);
         }
+        // Apply to a copy first: an edit that does not fit the state is refused before it
+        // reaches the manifest, where it would make every later open fail.
+        let path = self.manifest.path().to_path_buf();
+        let mut next = self.state.clone();
+        next.apply(edit, self.levels_max, &path, 0).map_err(|e| {
+            Error::InvalidArgument(format!("version edit refused, manifest unchanged: {e}"))
+        })?;
         let encoded = edit.encode();
         self.manifest.add_record(&encoded)?;
         self.manifest.sync()?;
         let removed: Vec<Arc<FileMetaData>> = self.files_removed_by(edit);
+        self.state = next;
         if let Some(last) = edit.last_sequence {
             self.state.last_sequence = self.state.last_sequence.max(last);
         }
-        let path = self.manifest.path().to_path_buf();
-        self.state.apply(edit, self.levels_max, &path, 0)?;
         for f in removed {
             f.mark_obsolete(Arc::clone(&self.reaper));
         }
