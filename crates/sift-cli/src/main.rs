@@ -1,8 +1,10 @@
 //! The `sift` command-line tool. Subcommands are thin: the work lives in library crates
 //! (`sift bench kv` runs `sift_bench::kv` against `sift_lsm::Db`; `sift generate tweets` runs
-//! `sift_workload::cli`).
+//! `sift_workload::cli`; the document and index commands in `docs.rs` run `sift_index`).
 
 #![deny(clippy::unwrap_used, clippy::expect_used)]
+
+mod docs;
 
 use clap::{Parser, Subcommand};
 use sift_bench::kv::sift_engine::SiftEngine;
@@ -32,6 +34,27 @@ enum Command {
         #[command(subcommand)]
         data_set: DataSet,
     },
+    /// Imports a JSON Lines file into a collection (a document whose primary key exists
+    /// replaces it; bad lines are reported with their number and skipped, or abort with
+    /// --strict).
+    Import(docs::ImportArgs),
+    /// Secondary indexes: create, list, drop.
+    Index {
+        #[command(subcommand)]
+        command: docs::IndexCommand,
+    },
+    /// Prints the live version of a document.
+    Get(docs::PkArgs),
+    /// Stores a document (replacing the one with the same primary key).
+    Put(docs::PutArgs),
+    /// Deletes a document.
+    Delete(docs::PkArgs),
+    /// LOOKUP: documents whose indexed attribute equals a value, newest first.
+    Lookup(docs::LookupArgs),
+    /// RANGELOOKUP: documents whose indexed attribute is within [--from, --to], newest first.
+    Range(docs::RangeArgs),
+    /// Documents, bytes on disk and files per level, per collection and index.
+    Stats(docs::StatsArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -60,6 +83,14 @@ fn main() -> ExitCode {
         } => sift_workload::cli::generate_tweets_command(&args)
             .map(|_summary| ())
             .map_err(|error| error.to_string()),
+        Command::Import(args) => docs::import(&args),
+        Command::Index { command } => docs::index(&command),
+        Command::Get(args) => docs::get(&args),
+        Command::Put(args) => docs::put(&args),
+        Command::Delete(args) => docs::delete(&args),
+        Command::Lookup(args) => docs::lookup(&args),
+        Command::Range(args) => docs::range(&args),
+        Command::Stats(args) => docs::stats(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

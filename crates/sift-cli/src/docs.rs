@@ -1,0 +1,557 @@
+//! Document and index commands: `import`, `index create|list|drop`, `get`, `put`, `delete`,
+//! `lookup`, `range`, `stats`. Each opens the database, does one thing, and closes it.
+//! Tables for people on stdout; `--json` for scripts; errors are returned to `main`, which
+//! prints them to stderr and exits non-zero.
+
+use clap::{Args, Subcommand};
+use sift_index::{
+    AttrType, AttrValue, Database, DatabaseOptions, Hit, IndexKind, IndexSpec, Maintenance,
+    QueryResult, WriteOp,
+};
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// Documents per engine batch during `import`.
+const IMPORT_BATCH_DOCUMENTS: usize = 512;
+
+#[derive(Debug, Args)]
+pub struct DbArgs {
+    /// Database directory.
+    #[arg(long)]
+    pub db: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Collection to import into (created if missing).
+    #[arg(long)]
+    pub collection: String,
+    /// Primary-key field (`tweet_id`, `user.id` or `/user/id`); must match an existing
+    /// collection's.
+    #[arg(long)]
+    pub pk: String,
+    /// Abort at the first bad line instead of skipping it.
+    #[arg(long)]
+    pub strict: bool,
+    /// JSON Lines file, one document per line.
+    pub file: PathBuf,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum IndexCommand {
+    /// Creates an index (back-filling existing documents).
+    Create(IndexCreateArgs),
+    /// Lists collections and their indexes.
+    List(IndexListArgs),
+    /// Drops an index and its data.
+    Drop(IndexDropArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct IndexCreateArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    #[arg(long)]
+    pub collection: String,
+    #[arg(long)]
+    pub name: String,
+    /// Attribute path (`user.id` or `/user/id`).
+    #[arg(long)]
+    pub path: String,
+    /// int, float, string, time or geo.
+    #[arg(long = "type")]
+    pub attr_type: AttrType,
+    /// composite, eager, lazy or memory.
+    #[arg(long)]
+    pub kind: IndexKind,
+    /// sync-full or sync-insert [default: the kind's default].
+    #[arg(long)]
+    pub maintenance: Option<Maintenance>,
+    /// Delete stale entries that queries meet (sync-insert only).
+    #[arg(long)]
+    pub read_repair: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct IndexListArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    #[arg(long)]
+    pub collection: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct IndexDropArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    #[arg(long)]
+    pub collection: String,
+    #[arg(long)]
+    pub name: String,
+}
+
+#[derive(Debug, Args)]
+pub struct PkArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    #[arg(long)]
+    pub collection: String,
+    /// Primary key (a string key as is; an integer key as its decimal text).
+    #[arg(long)]
+    pub pk: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PutArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    #[arg(long)]
+    pub collection: String,
+    /// The document, a JSON object.
+    #[arg(long)]
+    pub doc: String,
+}
+
+#[derive(Debug, Args)]
+pub struct LookupArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    #[arg(long)]
+    pub collection: String,
+    #[arg(long)]
+    pub index: String,
+    /// The value, written as for the index type (`42`, `2020-01-01T00:00:00Z`, `abc`).
+    #[arg(long)]
+    pub value: String,
+    /// At most this many hits, newest first [default: all].
+    #[arg(long)]
+    pub limit: Option<usize>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RangeArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    #[arg(long)]
+    pub collection: String,
+    #[arg(long)]
+    pub index: String,
+    /// Lower bound, inclusive.
+    #[arg(long)]
+    pub from: String,
+    /// Upper bound, inclusive.
+    #[arg(long)]
+    pub to: String,
+    #[arg(long)]
+    pub limit: Option<usize>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn open(db: &DbArgs) -> Result<Database, String> {
+    Database::open(&db.db, DatabaseOptions::default())
+        .map_err(|e| format!("cannot open {}: {e}", db.db.display()))
+}
+
+fn close(database: Database) -> Result<(), String> {
+    database
+        .close()
+        .map_err(|e| format!("closing the database: {e}"))
+}
+
+pub fn import(args: &ImportArgs) -> Result<(), String> {
+    let file = std::fs::File::open(&args.file)
+        .map_err(|e| format!("cannot read {}: {e}", args.file.display()))?;
+    let file_bytes = file.metadata().map_or(0, |m| m.len());
+    let database = open(&args.db)?;
+    match database.collection(&args.collection) {
+        Ok(info) if info.record.pk_path != args.pk => {
+            return Err(format!(
+                "collection {:?} has primary key {:?}, not {:?}",
+                args.collection, info.record.pk_path, args.pk
+            ));
+        }
+        Ok(_) => {}
+        Err(_) => {
+            database
+                .create_collection(&args.collection, &args.pk)
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    let progress = indicatif::ProgressBar::new(file_bytes);
+    progress.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{bar:40} {bytes}/{total_bytes} {msg} ({bytes_per_sec}, ETA {eta})",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let start = Instant::now();
+    let mut counts = ImportCounts::default();
+    let mut pending: Vec<(usize, String)> = Vec::with_capacity(IMPORT_BATCH_DOCUMENTS);
+    let reader = BufReader::new(file);
+    for (index, line) in reader.lines().enumerate() {
+        let line_number = index + 1;
+        let line = line.map_err(|e| format!("{}: line {line_number}: {e}", args.file.display()))?;
+        progress.inc(line.len() as u64 + 1);
+        if line.trim().is_empty() {
+            continue;
+        }
+        pending.push((line_number, line));
+        if pending.len() == IMPORT_BATCH_DOCUMENTS {
+            import_batch(&database, args, &mut pending, &mut counts, &progress)?;
+            progress.set_message(format!("{} documents", counts.imported));
+        }
+    }
+    import_batch(&database, args, &mut pending, &mut counts, &progress)?;
+    progress.finish_and_clear();
+    close(database)?;
+    let seconds = start.elapsed().as_secs_f64();
+    println!(
+        "imported {} documents into {:?} in {seconds:.1} s ({:.0} documents/s); {} bad lines skipped",
+        counts.imported,
+        args.collection,
+        counts.imported as f64 / seconds.max(1e-9),
+        counts.skipped
+    );
+    Ok(())
+}
+
+#[derive(Debug, Default)]
+struct ImportCounts {
+    imported: u64,
+    skipped: u64,
+}
+
+/// Writes the pending documents as one atomic batch; if the batch is refused (a bad document
+/// in it), writes them one by one so only the bad lines are left out — never half a document.
+fn import_batch(
+    database: &Database,
+    args: &ImportArgs,
+    pending: &mut Vec<(usize, String)>,
+    counts: &mut ImportCounts,
+    progress: &indicatif::ProgressBar,
+) -> Result<(), String> {
+    if pending.is_empty() {
+        return Ok(());
+    }
+    let ops: Vec<WriteOp<'_>> = pending
+        .iter()
+        .map(|(_, line)| WriteOp::Put(line.as_bytes()))
+        .collect();
+    if database.write(&args.collection, &ops).is_ok() {
+        counts.imported += pending.len() as u64;
+        pending.clear();
+        return Ok(());
+    }
+    for (line_number, line) in pending.drain(..) {
+        match database.put(&args.collection, line.as_bytes()) {
+            Ok(_) => counts.imported += 1,
+            Err(e) if args.strict => {
+                return Err(format!(
+                    "{}: line {line_number}: {e} (nothing from this line was written; stopping because of --strict)",
+                    args.file.display()
+                ));
+            }
+            Err(e) => {
+                counts.skipped += 1;
+                progress.suspend(|| {
+                    eprintln!(
+                        "sift: {}: line {line_number} skipped: {e}",
+                        args.file.display()
+                    );
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+pub fn index(command: &IndexCommand) -> Result<(), String> {
+    match command {
+        IndexCommand::Create(args) => {
+            let database = open(&args.db)?;
+            let mut spec = IndexSpec::new(&args.name, &args.path, args.attr_type, args.kind)
+                .with_read_repair(args.read_repair);
+            if let Some(m) = args.maintenance {
+                spec = spec.with_maintenance(m);
+            }
+            let start = Instant::now();
+            let bar = indicatif::ProgressBar::new_spinner();
+            let record = database
+                .create_index_with_progress(&args.collection, spec, &mut |p| {
+                    bar.set_message(format!("back-filled {} documents", p.documents_done));
+                    bar.tick();
+                })
+                .map_err(|e| e.to_string())?;
+            bar.finish_and_clear();
+            close(database)?;
+            println!(
+                "created index {:?} on {:?} ({} {}, {}) in {:.1} s",
+                record.name,
+                record.path,
+                record.kind,
+                record.attr_type,
+                record.maintenance,
+                start.elapsed().as_secs_f64()
+            );
+            Ok(())
+        }
+        IndexCommand::List(args) => {
+            let database = open(&args.db)?;
+            let collections = database.collections();
+            let mut out = std::io::stdout().lock();
+            for info in &collections {
+                if args
+                    .collection
+                    .as_ref()
+                    .is_some_and(|c| *c != info.record.name)
+                {
+                    continue;
+                }
+                if args.json {
+                    for index in &info.indexes {
+                        let row = serde_json::json!({
+                            "collection": info.record.name,
+                            "pk": info.record.pk_path,
+                            "index": index.name,
+                            "path": index.path,
+                            "type": index.attr_type.to_string(),
+                            "kind": index.kind.name(),
+                            "maintenance": index.maintenance.name(),
+                            "read_repair": index.read_repair,
+                            "state": format!("{:?}", index.state).to_lowercase(),
+                        });
+                        writeln!(out, "{row}").map_err(|e| e.to_string())?;
+                    }
+                } else {
+                    writeln!(
+                        out,
+                        "collection {} (primary key {})",
+                        info.record.name, info.record.pk_path
+                    )
+                    .map_err(|e| e.to_string())?;
+                    for index in &info.indexes {
+                        writeln!(
+                            out,
+                            "  {:<20} {:<20} {:<7} {:<10} {:<12} {:?}",
+                            index.name,
+                            index.path,
+                            index.attr_type.to_string(),
+                            index.kind.name(),
+                            index.maintenance.name(),
+                            index.state
+                        )
+                        .map_err(|e| e.to_string())?;
+                    }
+                }
+            }
+            close(database)
+        }
+        IndexCommand::Drop(args) => {
+            let database = open(&args.db)?;
+            database
+                .drop_index(&args.collection, &args.name)
+                .map_err(|e| e.to_string())?;
+            close(database)?;
+            println!("dropped index {:?} of {:?}", args.name, args.collection);
+            Ok(())
+        }
+    }
+}
+
+fn print_hits(hits: &[Hit], json: bool) -> Result<(), String> {
+    let mut out = std::io::stdout().lock();
+    for hit in hits {
+        let pk = String::from_utf8_lossy(&hit.pk);
+        let doc = String::from_utf8_lossy(&hit.doc);
+        if json {
+            let doc: serde_json::Value = serde_json::from_slice(&hit.doc)
+                .map_err(|e| format!("stored document {pk:?} is not JSON: {e}"))?;
+            let row = serde_json::json!({"pk": pk, "seq": hit.seq, "doc": doc});
+            writeln!(out, "{row}").map_err(|e| e.to_string())?;
+        } else {
+            writeln!(out, "{pk}\tseq {}\t{doc}", hit.seq).map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(())
+}
+
+fn print_result(result: &QueryResult, json: bool) -> Result<(), String> {
+    print_hits(&result.hits, json)?;
+    let s = result.stats;
+    eprintln!(
+        "{} hits; {} candidates examined, {} validations, {} stale, {} blocks read",
+        result.hits.len(),
+        s.candidates_examined,
+        s.validations,
+        s.stale_entries,
+        s.blocks_read
+    );
+    Ok(())
+}
+
+pub fn get(args: &PkArgs) -> Result<(), String> {
+    let database = open(&args.db)?;
+    let hit = database
+        .get(&args.collection, args.pk.as_bytes())
+        .map_err(|e| e.to_string())?;
+    close(database)?;
+    match hit {
+        Some(hit) => print_hits(&[hit], args.json),
+        None => Err(format!(
+            "no document with primary key {:?} in {:?}",
+            args.pk, args.collection
+        )),
+    }
+}
+
+pub fn put(args: &PutArgs) -> Result<(), String> {
+    let database = open(&args.db)?;
+    let seq = database
+        .put(&args.collection, args.doc.as_bytes())
+        .map_err(|e| e.to_string())?;
+    close(database)?;
+    println!("stored at sequence number {seq}");
+    Ok(())
+}
+
+pub fn delete(args: &PkArgs) -> Result<(), String> {
+    let database = open(&args.db)?;
+    let deleted = database
+        .delete(&args.collection, args.pk.as_bytes())
+        .map_err(|e| e.to_string())?;
+    close(database)?;
+    match deleted {
+        Some(seq) => println!("deleted at sequence number {seq}"),
+        None => println!(
+            "no document with primary key {:?}; nothing deleted",
+            args.pk
+        ),
+    }
+    Ok(())
+}
+
+fn index_type(database: &Database, collection: &str, index: &str) -> Result<AttrType, String> {
+    let info = database.collection(collection).map_err(|e| e.to_string())?;
+    info.indexes
+        .iter()
+        .find(|i| i.name == index)
+        .map(|i| i.attr_type)
+        .ok_or_else(|| format!("collection {collection:?} has no index {index:?}"))
+}
+
+pub fn lookup(args: &LookupArgs) -> Result<(), String> {
+    let database = open(&args.db)?;
+    let attr_type = index_type(&database, &args.collection, &args.index)?;
+    let value = AttrValue::parse_cli(&args.value, attr_type).map_err(|e| e.to_string())?;
+    let result = database
+        .lookup(&args.collection, &args.index, &value, args.limit)
+        .map_err(|e| e.to_string())?;
+    close(database)?;
+    print_result(&result, args.json)
+}
+
+pub fn range(args: &RangeArgs) -> Result<(), String> {
+    let database = open(&args.db)?;
+    let attr_type = index_type(&database, &args.collection, &args.index)?;
+    let lo = AttrValue::parse_cli(&args.from, attr_type).map_err(|e| format!("--from: {e}"))?;
+    let hi = AttrValue::parse_cli(&args.to, attr_type).map_err(|e| format!("--to: {e}"))?;
+    let result = database
+        .range(&args.collection, &args.index, &lo, &hi, args.limit)
+        .map_err(|e| e.to_string())?;
+    close(database)?;
+    print_result(&result, args.json)
+}
+
+pub fn stats(args: &StatsArgs) -> Result<(), String> {
+    let database = open(&args.db)?;
+    let engine_stats = database.engine().stats();
+    let bytes_of = |tree: &str| -> (u64, Vec<usize>) {
+        engine_stats
+            .trees
+            .iter()
+            .find(|t| t.name == tree)
+            .map_or((0, Vec::new()), |t| {
+                (
+                    t.levels.iter().map(|l| l.bytes).sum(),
+                    t.levels.iter().map(|l| l.files).collect(),
+                )
+            })
+    };
+    let mut out = std::io::stdout().lock();
+    for info in database.collections() {
+        let primary = info.record.primary_tree_name();
+        let documents = count_keys(&database, &primary)?;
+        let (bytes, files) = bytes_of(&primary);
+        if args.json {
+            let row = serde_json::json!({"collection": info.record.name, "documents": documents,
+                "tree": primary, "bytes_on_disk": bytes, "files_per_level": files});
+            writeln!(out, "{row}").map_err(|e| e.to_string())?;
+        } else {
+            writeln!(
+                out,
+                "collection {}: {documents} documents, {bytes} bytes on disk, files per level {files:?}",
+                info.record.name
+            )
+            .map_err(|e| e.to_string())?;
+        }
+        for index in &info.indexes {
+            let (bytes, files) = index.tree.as_deref().map_or((0, Vec::new()), bytes_of);
+            let entries = match index.tree.as_deref() {
+                Some(tree) => count_keys(&database, tree)?,
+                None => 0,
+            };
+            let memory = database
+                .memory_bytes(&info.record.name, &index.name)
+                .unwrap_or(0);
+            if args.json {
+                let row = serde_json::json!({"collection": info.record.name, "index": index.name,
+                    "kind": index.kind.name(), "entries": entries, "bytes_on_disk": bytes,
+                    "files_per_level": files, "memory_bytes": memory});
+                writeln!(out, "{row}").map_err(|e| e.to_string())?;
+            } else {
+                writeln!(
+                    out,
+                    "  index {} ({}): {entries} keys, {bytes} bytes on disk, files per level {files:?}, {memory} bytes in memory",
+                    index.name,
+                    index.kind.name()
+                )
+                .map_err(|e| e.to_string())?;
+            }
+        }
+    }
+    close(database)
+}
+
+/// Keys in an engine tree (live, at the latest state).
+fn count_keys(database: &Database, tree: &str) -> Result<u64, String> {
+    let engine = database.engine();
+    let tree = engine.tree(tree).map_err(|e| e.to_string())?;
+    let mut iter = engine
+        .iter(&tree, sift_lsm::ReadOptions::default())
+        .map_err(|e| e.to_string())?;
+    iter.seek_to_first().map_err(|e| e.to_string())?;
+    let mut n = 0;
+    while iter.valid() {
+        n += 1;
+        iter.next().map_err(|e| e.to_string())?;
+    }
+    Ok(n)
+}
