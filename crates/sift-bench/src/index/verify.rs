@@ -44,11 +44,22 @@ pub fn verify_indexes(kind: &str) -> Vec<IndexSpec> {
         .collect()
 }
 
-/// Runs the check; returns the number of answers compared, or the first difference.
+/// What a successful check compared.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct VerifySummary {
+    /// GET, LOOKUP and RANGELOOKUP answers compared.
+    pub answers: u64,
+    /// Of those, the queries with at least one hit.
+    pub non_empty_queries: u64,
+    /// PUTs of an id that already existed.
+    pub overwrites: u64,
+}
+
+/// Runs the check; returns what it compared, or the first difference.
 pub fn verify_against_reference(
     candidate: &dyn IndexEngine,
     config: VerifyConfig,
-) -> Result<u64, BenchError> {
+) -> Result<VerifySummary, BenchError> {
     let reference = ReferenceEngine::new(&verify_indexes("reference"));
     let mut tweet_config = TweetConfig::for_tweets(config.tweets, config.seed);
     // Few users, so posting lists are long and updates move documents between them.
@@ -63,7 +74,7 @@ pub fn verify_against_reference(
     };
     let mut generator = WorkloadGenerator::new(tweet_config, Workload::Mixed(mix))
         .map_err(|e| BenchError::new(format!("verify: {e}")))?;
-    let mut compared = 0;
+    let mut compared = VerifySummary::default();
     for _ in 0..config.tweets {
         apply(candidate, &reference, &generator.put(), &mut compared)?;
     }
@@ -109,7 +120,7 @@ fn apply(
     candidate: &dyn IndexEngine,
     reference: &ReferenceEngine,
     operation: &Operation,
-    compared: &mut u64,
+    compared: &mut VerifySummary,
 ) -> Result<(), BenchError> {
     let mismatch = |what: String| {
         Err(BenchError::new(format!(
@@ -120,6 +131,9 @@ fn apply(
     };
     match operation {
         Operation::Put(tweet) | Operation::Update(tweet) => {
+            if reference.get(tweet.fields.tweet_id)?.is_some() {
+                compared.overwrites += 1;
+            }
             candidate.put(tweet.fields.tweet_id, &tweet.json)?;
             reference.put(tweet.fields.tweet_id, &tweet.json)?;
             return Ok(());
@@ -147,6 +161,7 @@ fn apply(
                      {expected_count})"
                 ));
             }
+            compared.non_empty_queries += u64::from(expected_count > 0);
         }
         Operation::RangeLookup {
             attribute,
@@ -166,9 +181,10 @@ fn apply(
                      {expected_count})"
                 ));
             }
+            compared.non_empty_queries += u64::from(expected_count > 0);
         }
     }
-    *compared += 1;
+    compared.answers += 1;
     Ok(())
 }
 
@@ -201,8 +217,11 @@ mod tests {
     #[test]
     fn the_reference_agrees_with_itself() {
         let candidate = ReferenceEngine::new(&verify_indexes("x"));
-        let compared = verify_against_reference(&candidate, VerifyConfig::default()).unwrap();
-        assert!(compared > 300, "{compared}");
+        let summary = verify_against_reference(&candidate, VerifyConfig::default()).unwrap();
+        // The check is only as good as what it exercised.
+        assert!(summary.answers > 300, "{summary:?}");
+        assert!(summary.non_empty_queries > 150, "{summary:?}");
+        assert!(summary.overwrites > 300, "{summary:?}");
     }
 
     /// Returns the oldest hits first: must be caught.
