@@ -119,10 +119,11 @@ pub fn top_k_value(top_k: Option<usize>) -> serde_json::Value {
     top_k.map_or_else(|| serde_json::Value::from("all"), serde_json::Value::from)
 }
 
-/// Header of the human-readable table.
+/// Header of the human-readable table. "bytes written" is the engine's count, or with a `w`
+/// suffix the bytes the process passed to write(2) when the engine keeps no count.
 pub fn table_header() -> String {
     format!(
-        "{:<6} {:<12} {:<11} {:>5} {:>5} {:>5} {:>9} {:>12} {:>10} {:>10} {:>10} {:>9} {:>10} {:>13}",
+        "{:<6} {:<12} {:<18} {:>5} {:>5} {:>5} {:>9} {:>12} {:>10} {:>10} {:>10} {:>9} {:>10} {:>14}",
         "phase",
         "op",
         "attribute",
@@ -148,7 +149,7 @@ pub fn table_row(row: &IndexRow) -> String {
         other => other.to_string(),
     });
     let mut line = format!(
-        "{:<6} {:<12} {:<11} {:>5} {:>5} {:>5} {:>9} {:>12.0} {:>10.2} {:>10.2} {:>10.2} {:>9} {:>10} {:>13}",
+        "{:<6} {:<12} {:<18} {:>5} {:>5} {:>5} {:>9} {:>12.0} {:>10.2} {:>10.2} {:>10.2} {:>9} {:>10} {:>14}",
         row.phase,
         row.op,
         text(row.attribute.clone()),
@@ -162,7 +163,12 @@ pub fn table_row(row: &IndexRow) -> String {
         row.p99_us,
         text(row.hits_per_op.map(|h| format!("{h:.2}"))),
         text(row.blocks_per_op.map(|b| format!("{b:.2}"))),
-        text(row.bytes_written.map(|b| b.to_string())),
+        // Engines without a counter: what the process passed to write(2), marked `w`.
+        text(
+            row.bytes_written
+                .map(|b| b.to_string())
+                .or_else(|| row.process_write_bytes.map(|b| format!("{b}w")))
+        ),
     );
     if let Some(trees) = &row.bytes_on_disk_per_tree {
         let trees: Vec<String> = trees
@@ -207,6 +213,46 @@ mod tests {
             Latencies::new().unwrap().percentiles(),
             Percentiles::default()
         );
+    }
+
+    #[test]
+    fn table_rows_line_up_with_the_header() {
+        let row = IndexRow {
+            engine: "sqlite".into(),
+            workload: "static".into(),
+            phase: "query".into(),
+            op: "LOOKUP".into(),
+            attribute: Some("user.id".into()),
+            index_kind: Some("composite".into()),
+            maintenance: Some("sync-full".into()),
+            top_k: Some(top_k_value(None)),
+            selectivity: None,
+            slice: None,
+            n: 20,
+            elapsed_s: 0.1,
+            ops_per_sec: 200.0,
+            mean_us: 1.0,
+            p50_us: 1.5,
+            p90_us: 2.0,
+            p99_us: 3.0,
+            max_us: 4.0,
+            hits_per_op: Some(3.5),
+            blocks_per_op: None,
+            bytes_written: None,
+            process_write_bytes: Some(77),
+            bytes_on_disk: None,
+            bytes_on_disk_per_tree: None,
+            background_wait_s: None,
+            tweets: 100,
+            seed: 1,
+            cache_bytes: 1,
+            settings: String::new(),
+        };
+        let line = table_row(&row);
+        assert_eq!(line.len(), table_header().len(), "{line}");
+        assert!(line.contains(" all "), "{line}");
+        assert!(line.ends_with(" 77w"), "{line}");
+        assert!(line.contains(" 3.50 "), "{line}");
     }
 
     #[test]
