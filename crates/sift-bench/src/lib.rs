@@ -3,7 +3,10 @@
 //!
 //! `kv` is a db_bench-style key-value benchmark over an `Engine` trait, so Sift, RocksDB and
 //! LevelDB run the same operations with the same keys and values and report the same rows.
+//! `index` is the secondary-index benchmark over an `IndexEngine` trait (Sift's collections,
+//! SQLite and RocksDB-with-a-composite-index), on the synthetic tweets of `sift-workload`.
 
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod index;
 pub mod kv;

@@ -1,0 +1,309 @@
+//! Command-line options of the index benchmark (shared by `sift bench index` and `sift-peer
+//! index`, so every engine takes the same flags), and running it from them: the database
+//! directory, the engine, and printing rows as a table or as JSON lines.
+
+use super::report::{table_header, table_row};
+use super::runner::{default_top_ks, run_index_benchmark, IndexBenchConfig, TopK};
+use super::{BenchError, IndexEngineOpener, IndexRow, IndexSpec};
+use crate::kv::{settings, BenchDir};
+use sift_workload::Workload;
+use std::io::Write;
+use std::path::PathBuf;
+
+/// Options of the index benchmark.
+#[derive(Debug, Clone, PartialEq, clap::Args)]
+pub struct IndexBenchArgs {
+    /// Tweets to load before the queries (or the mixed operations).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub n: u64,
+    /// A secondary index, `path:kind[:maintenance]` (paths: user.id, created_at); repeat for
+    /// several. Peers index the attribute their one way and report it.
+    #[arg(long = "index", default_values_t = ["user.id:composite".to_owned(), "created_at:composite".to_owned()])]
+    pub indexes: Vec<String>,
+    /// static (load, then GETs, LOOKUPs and RANGELOOKUPs), or a mixed workload of Table 7b:
+    /// write-heavy, read-heavy, update-heavy (after the load).
+    #[arg(long, default_value = "static")]
+    pub workload: Workload,
+    /// Top-K of the queries, comma-separated, `all` for no limit [default: static 10,100,all;
+    /// mixed 10 (only the first is used)].
+    #[arg(long, value_delimiter = ',')]
+    pub top_k: Vec<TopK>,
+    /// Operations of a mixed workload after the load [default: n].
+    #[arg(long)]
+    pub operations: Option<u64>,
+    /// Static: GETs measured.
+    #[arg(long, default_value_t = 10_000)]
+    pub gets: u64,
+    /// Static: LOOKUPs per attribute and top-K.
+    #[arg(long, default_value_t = 2_000)]
+    pub lookups: u64,
+    /// Static: RANGELOOKUPs per attribute, selectivity and top-K.
+    #[arg(long, default_value_t = 200)]
+    pub range_lookups: u64,
+    /// Static: a query measurement stops after this many seconds (it reports how many
+    /// operations it did).
+    #[arg(long, default_value_t = 5.0)]
+    pub max_seconds: f64,
+    /// Cache capacity in bytes (block cache, page cache) [default: Sift's default, 32 MiB].
+    #[arg(long)]
+    pub cache_bytes: Option<usize>,
+    /// Database directory, empty or absent [default: a fresh temporary directory under the
+    /// current one, removed at the end unless --keep]. A given directory is never removed.
+    #[arg(long)]
+    pub db: Option<PathBuf>,
+    #[arg(long)]
+    pub keep: bool,
+    /// Seed of the tweets and the queries.
+    #[arg(long, default_value_t = 301)]
+    pub seed: u64,
+    /// Print one JSON object per measurement instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl IndexBenchArgs {
+    /// Checks the options and resolves defaults.
+    pub fn config(&self) -> Result<IndexBenchConfig, BenchError> {
+        let indexes = self
+            .indexes
+            .iter()
+            .map(|text| IndexSpec::parse(text))
+            .collect::<Result<Vec<_>, _>>()?;
+        for (position, spec) in indexes.iter().enumerate() {
+            if indexes[..position]
+                .iter()
+                .any(|other| other.attribute == spec.attribute)
+            {
+                return Err(BenchError::new(format!(
+                    "two indexes on {}: give one --index per attribute",
+                    spec.path()
+                )));
+            }
+        }
+        if self.n == 0 && self.workload == Workload::Static {
+            return Err(BenchError::new("--n must be at least 1"));
+        }
+        if !(self.max_seconds.is_finite() && self.max_seconds > 0.0) {
+            return Err(BenchError::new("--max-seconds must be a positive number"));
+        }
+        let top_ks = if self.top_k.is_empty() {
+            default_top_ks(self.workload)
+        } else {
+            self.top_k.iter().map(|top_k| top_k.0).collect()
+        };
+        Ok(IndexBenchConfig {
+            tweets: self.n,
+            indexes,
+            workload: self.workload,
+            top_ks,
+            mixed_operations: self.operations.unwrap_or(self.n),
+            gets: self.gets,
+            lookups: self.lookups,
+            range_lookups: self.range_lookups,
+            measurement_seconds_max: self.max_seconds,
+            cache_bytes: self.cache_bytes.unwrap_or(settings::DEFAULT_CACHE_BYTES),
+            seed: self.seed,
+        })
+    }
+}
+
+fn write_line(line: &str) -> Result<(), BenchError> {
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{line}")
+        .and_then(|()| stdout.flush())
+        .map_err(|e| BenchError::new(format!("cannot write to standard output: {e}")))
+}
+
+/// Runs the benchmark on the engine `open` creates, printing a table (or JSON lines with
+/// `--json`) to standard output as measurements finish.
+pub fn run_from_args(
+    args: &IndexBenchArgs,
+    open: &mut IndexEngineOpener<'_>,
+) -> Result<Vec<IndexRow>, BenchError> {
+    let config = args.config()?;
+    if let Some(path) = &args.db {
+        let has_files = std::fs::read_dir(path).is_ok_and(|mut entries| entries.next().is_some());
+        if has_files {
+            return Err(BenchError::new(format!(
+                "--db {} is not empty; the index benchmark loads a fresh database: remove the \
+                 directory or choose another",
+                path.display()
+            )));
+        }
+    }
+    let dir = BenchDir::prepare(args.db.as_deref(), &[])?;
+    let engine = open(&config, dir.path())?;
+    if !args.json {
+        let indexes: Vec<String> = config.indexes.iter().map(ToString::to_string).collect();
+        write_line(&format!(
+            "engine {}: n {} workload {} indexes [{}] cache_bytes {} seed {}\n{}db {}\n\
+             latency: time inside the engine's calls, per operation",
+            engine.name(),
+            config.tweets,
+            config.workload,
+            indexes.join(", "),
+            config.cache_bytes,
+            config.seed,
+            match engine.settings_note() {
+                note if note.is_empty() => String::new(),
+                note => format!("settings: {note}\n"),
+            },
+            dir.path().display()
+        ))?;
+        write_line(&table_header())?;
+    }
+    let json = args.json;
+    let result = run_index_benchmark(&config, engine.as_ref(), &mut |row| {
+        if json {
+            let line = serde_json::to_string(row)
+                .map_err(|e| BenchError::new(format!("cannot encode a result row: {e}")))?;
+            write_line(&line)
+        } else {
+            write_line(&table_row(row))
+        }
+    });
+    let closed = engine.close();
+    let rows = result?;
+    closed?;
+    let kept = dir.finish(args.keep)?;
+    if let (Some(path), false, true) = (kept, json, args.keep || args.db.is_some()) {
+        write_line(&format!("database kept in {}", path.display()))?;
+    }
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::reference::ReferenceEngine;
+    use crate::index::IndexEngine;
+    use clap::Parser;
+    use sift_workload::Attribute;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: IndexBenchArgs,
+    }
+
+    fn parse(arguments: &[&str]) -> Result<IndexBenchArgs, clap::Error> {
+        Cli::try_parse_from(std::iter::once("bench").chain(arguments.iter().copied()))
+            .map(|cli| cli.args)
+    }
+
+    #[test]
+    fn defaults() {
+        let config = parse(&[]).unwrap().config().unwrap();
+        assert_eq!(config.tweets, 1_000_000);
+        assert_eq!(config.workload, Workload::Static);
+        assert_eq!(config.top_ks, vec![Some(10), Some(100), None]);
+        assert_eq!(config.indexes.len(), 2);
+        assert_eq!(config.mixed_operations, 1_000_000);
+        assert_eq!(config.cache_bytes, settings::DEFAULT_CACHE_BYTES);
+    }
+
+    #[test]
+    fn parses_every_option() {
+        let args = parse(&[
+            "--n",
+            "500",
+            "--index",
+            "user.id:lazy:sync-insert",
+            "--workload",
+            "update-heavy",
+            "--top-k",
+            "5,all",
+            "--operations",
+            "70",
+            "--gets",
+            "1",
+            "--lookups",
+            "2",
+            "--range-lookups",
+            "3",
+            "--max-seconds",
+            "0.5",
+            "--cache-bytes",
+            "1024",
+            "--seed",
+            "9",
+            "--json",
+        ])
+        .unwrap();
+        let config = args.config().unwrap();
+        assert_eq!(config.indexes.len(), 1);
+        assert_eq!(config.indexes[0].attribute, Attribute::UserId);
+        assert_eq!(
+            config.indexes[0].maintenance.as_deref(),
+            Some("sync-insert")
+        );
+        assert_eq!(config.workload, Workload::UpdateHeavy);
+        assert_eq!(config.top_ks, vec![Some(5), None]);
+        assert_eq!(
+            (
+                config.mixed_operations,
+                config.gets,
+                config.lookups,
+                config.range_lookups
+            ),
+            (70, 1, 2, 3)
+        );
+        assert!((config.measurement_seconds_max - 0.5).abs() < 1e-12);
+        assert_eq!((config.cache_bytes, config.seed), (1024, 9));
+        assert!(args.json);
+    }
+
+    #[test]
+    fn rejects_bad_options() {
+        assert!(parse(&["--workload", "heavy"]).is_err());
+        assert!(parse(&["--top-k", "0"]).is_err());
+        for bad in [
+            vec!["--index", "text:lazy"],
+            vec!["--index", "user.id:lazy", "--index", "user.id:eager"],
+            vec!["--n", "0"],
+            vec!["--max-seconds", "0"],
+        ] {
+            let args = parse(&bad).unwrap();
+            assert!(args.config().is_err(), "{bad:?}");
+        }
+        // A mixed workload may start from an empty store.
+        let args = parse(&["--n", "0", "--workload", "write-heavy"]).unwrap();
+        assert_eq!(args.config().unwrap().tweets, 0);
+    }
+
+    #[test]
+    fn runs_and_refuses_a_non_empty_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("db");
+        let db_text = db.to_str().unwrap();
+        let args = parse(&[
+            "--n",
+            "200",
+            "--gets",
+            "5",
+            "--lookups",
+            "5",
+            "--range-lookups",
+            "2",
+            "--db",
+            db_text,
+            "--json",
+        ])
+        .unwrap();
+        let mut opens = 0;
+        let rows = run_from_args(&args, &mut |config, path| {
+            opens += 1;
+            std::fs::write(path.join("marker"), b"x").unwrap();
+            Ok(Box::new(ReferenceEngine::new(&config.indexes)) as Box<dyn IndexEngine>)
+        })
+        .unwrap();
+        assert_eq!(opens, 1);
+        assert!(rows.len() > 11);
+        assert!(db.join("marker").exists(), "a given directory is kept");
+        let error = run_from_args(&args, &mut |_, _| {
+            Err(BenchError::new("must not be opened"))
+        })
+        .unwrap_err();
+        assert!(error.message().contains("not empty"), "{error}");
+    }
+}
