@@ -68,6 +68,9 @@ enum Benchmark {
     /// db_bench-style key-value benchmark of the engine (fillseq, fillrandom, overwrite,
     /// readrandom, readseq, seekrandom).
     Kv(KvArgs),
+    /// Secondary-index benchmark on the LevelDB++ tweet workload: load (PUT throughput per
+    /// slice), then GET / LOOKUP / RANGELOOKUP (static) or a Table 7 mixed workload.
+    Index(sift_bench::index::IndexBenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -78,6 +81,14 @@ fn main() -> ExitCode {
         } => sift_bench::kv::run_from_args(&args, "sift", &mut SiftEngine::open_boxed)
             .map(|_rows| ())
             .map_err(|error| error.to_string()),
+        Command::Bench {
+            benchmark: Benchmark::Index(args),
+        } => sift_bench::index::run_from_args(
+            &args,
+            &mut sift_bench::index::sift_engine::SiftIndexEngine::open_boxed,
+        )
+        .map(|_rows| ())
+        .map_err(|error| error.to_string()),
         Command::Generate {
             data_set: DataSet::Tweets(args),
         } => sift_workload::cli::generate_tweets_command(&args)

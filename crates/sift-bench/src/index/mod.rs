@@ -21,6 +21,9 @@ pub mod time;
 pub mod verify;
 
 pub use crate::kv::{BenchError, EngineCounters};
+#[cfg(feature = "sift")]
+pub mod sift_engine;
+
 pub use args::{run_from_args, IndexBenchArgs};
 pub use report::IndexRow;
 pub use runner::{run_index_benchmark, IndexBenchConfig, TopK};

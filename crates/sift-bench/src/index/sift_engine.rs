@@ -1,0 +1,238 @@
+//! Sift behind the index benchmark: one `sift_index::Database` with a `tweets` collection and
+//! one index per benchmarked attribute, of the kind and maintenance asked for.
+
+use super::{EngineCounters, IndexBenchConfig, IndexEngine, TreeBytes};
+use crate::kv::BenchError;
+use sift_index::{
+    AttrType, AttrValue, Database, DatabaseOptions, IndexKind, IndexSpec, Maintenance, QueryResult,
+};
+use sift_workload::Attribute;
+use std::path::Path;
+
+const COLLECTION: &str = "tweets";
+
+pub struct SiftIndexEngine {
+    database: Database,
+    /// (attribute, index name, kind, maintenance) of each index.
+    indexes: Vec<(Attribute, String, IndexKind, Maintenance)>,
+}
+
+fn error(e: impl std::fmt::Display) -> BenchError {
+    BenchError::new(format!("sift: {e}"))
+}
+
+fn index_name(attribute: Attribute) -> &'static str {
+    match attribute {
+        Attribute::UserId => "by_user",
+        Attribute::CreationTime => "by_time",
+    }
+}
+
+fn query_value(attribute: Attribute, value: i64) -> AttrValue {
+    match attribute {
+        Attribute::UserId => AttrValue::Int(value),
+        Attribute::CreationTime => AttrValue::Time(value),
+    }
+}
+
+impl SiftIndexEngine {
+    /// Opens a database in `dir` with the benchmark's indexes (the `IndexEngineOpener` shape).
+    pub fn open_boxed(
+        config: &IndexBenchConfig,
+        dir: &Path,
+    ) -> Result<Box<dyn IndexEngine>, BenchError> {
+        let mut options = DatabaseOptions::default();
+        options.engine.block_cache_bytes = config.cache_bytes;
+        let database = Database::open(dir, options).map_err(error)?;
+        database
+            .create_collection(COLLECTION, "tweet_id")
+            .map_err(error)?;
+        let mut indexes = Vec::new();
+        for spec in &config.indexes {
+            let kind: IndexKind = spec.kind.parse().map_err(error)?;
+            let attr_type = match spec.attribute {
+                Attribute::UserId => AttrType::Int,
+                Attribute::CreationTime => AttrType::Time,
+            };
+            let name = index_name(spec.attribute);
+            let mut index_spec = IndexSpec::new(name, spec.attribute.path(), attr_type, kind);
+            if let Some(m) = &spec.maintenance {
+                index_spec = index_spec.with_maintenance(m.parse().map_err(error)?);
+            }
+            let record = database
+                .create_index(COLLECTION, index_spec)
+                .map_err(error)?;
+            indexes.push((
+                spec.attribute,
+                name.to_owned(),
+                record.kind,
+                record.maintenance,
+            ));
+        }
+        Ok(Box::new(SiftIndexEngine { database, indexes }))
+    }
+
+    fn index(&self, attribute: Attribute) -> Result<&str, BenchError> {
+        self.indexes
+            .iter()
+            .find(|(a, ..)| *a == attribute)
+            .map(|(_, name, ..)| name.as_str())
+            .ok_or_else(|| BenchError::new(format!("no index on {}", attribute.path())))
+    }
+
+    fn report(result: &QueryResult, hit_ids: Option<&mut Vec<u64>>) -> Result<u64, BenchError> {
+        if let Some(ids) = hit_ids {
+            for hit in &result.hits {
+                let id = std::str::from_utf8(&hit.pk)
+                    .ok()
+                    .and_then(|s| s.parse().ok())
+                    .ok_or_else(|| {
+                        BenchError::new("sift: a hit's primary key is not a tweet id")
+                    })?;
+                ids.push(id);
+            }
+        }
+        Ok(result.hits.len() as u64)
+    }
+}
+
+impl IndexEngine for SiftIndexEngine {
+    fn name(&self) -> &str {
+        "sift"
+    }
+
+    fn index_labels(&self, attribute: Attribute) -> Option<(String, String)> {
+        self.indexes
+            .iter()
+            .find(|(a, ..)| *a == attribute)
+            .map(|(_, _, kind, maintenance)| {
+                (kind.name().to_owned(), maintenance.name().to_owned())
+            })
+    }
+
+    fn settings_note(&self) -> String {
+        "WAL on without sync; one database-wide write lock in the index layer".to_owned()
+    }
+
+    fn put(&self, _tweet_id: u64, json: &str) -> Result<(), BenchError> {
+        self.database
+            .put(COLLECTION, json.as_bytes())
+            .map(|_| ())
+            .map_err(error)
+    }
+
+    fn get(&self, tweet_id: u64) -> Result<Option<usize>, BenchError> {
+        Ok(self
+            .database
+            .get(COLLECTION, tweet_id.to_string().as_bytes())
+            .map_err(error)?
+            .map(|hit| hit.doc.len()))
+    }
+
+    fn lookup(
+        &self,
+        attribute: Attribute,
+        value: i64,
+        top_k: Option<usize>,
+        hit_ids: Option<&mut Vec<u64>>,
+    ) -> Result<u64, BenchError> {
+        let index = self.index(attribute)?;
+        let result = self
+            .database
+            .lookup(COLLECTION, index, &query_value(attribute, value), top_k)
+            .map_err(error)?;
+        Self::report(&result, hit_ids)
+    }
+
+    fn range_lookup(
+        &self,
+        attribute: Attribute,
+        lo: i64,
+        hi: i64,
+        top_k: Option<usize>,
+        hit_ids: Option<&mut Vec<u64>>,
+    ) -> Result<u64, BenchError> {
+        let index = self.index(attribute)?;
+        let result = self
+            .database
+            .range(
+                COLLECTION,
+                index,
+                &query_value(attribute, lo),
+                &query_value(attribute, hi),
+                top_k,
+            )
+            .map_err(error)?;
+        Self::report(&result, hit_ids)
+    }
+
+    fn flush(&self) -> Result<(), BenchError> {
+        self.database.flush().map_err(error)
+    }
+
+    fn wait_for_background_work(&self) -> Result<(), BenchError> {
+        self.database
+            .engine()
+            .wait_for_background_work()
+            .map_err(error)
+    }
+
+    fn counters(&self) -> EngineCounters {
+        let stats = self.database.engine().stats();
+        EngineCounters {
+            bytes_written: Some(stats.bytes_written),
+            blocks_read: Some(stats.blocks_read_from_disk + stats.blocks_read_from_cache),
+        }
+    }
+
+    fn disk_bytes_per_tree(&self) -> Result<TreeBytes, BenchError> {
+        let stats = self.database.engine().stats();
+        let mut names = std::collections::BTreeMap::new();
+        if let Ok(info) = self.database.collection(COLLECTION) {
+            names.insert(info.record.primary_tree_name(), "data".to_owned());
+            for index in &info.indexes {
+                if let Some(tree) = &index.tree {
+                    names.insert(tree.clone(), format!("index {}", index.name));
+                }
+            }
+        }
+        Ok(stats
+            .trees
+            .iter()
+            .map(|t| {
+                let label = names
+                    .get(&t.name)
+                    .cloned()
+                    .unwrap_or_else(|| t.name.clone());
+                (label, t.levels.iter().map(|l| l.bytes).sum())
+            })
+            .collect())
+    }
+
+    fn close(self: Box<Self>) -> Result<(), BenchError> {
+        self.database.close().map_err(error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::verify::{verify_against_reference, VerifyConfig};
+
+    #[test]
+    fn sift_answers_like_the_reference_engine_for_every_kind() {
+        for kind in ["composite", "eager", "lazy", "memory"] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let mut config = IndexBenchConfig::small(500, sift_workload::Workload::Static);
+            config.indexes = crate::index::verify::verify_indexes(kind);
+            let engine = SiftIndexEngine::open_boxed(&config, dir.path()).expect("open");
+            let summary = verify_against_reference(engine.as_ref(), VerifyConfig::default())
+                .unwrap_or_else(|e| panic!("{kind}: {e}"));
+            assert!(
+                summary.answers > 0 && summary.non_empty_queries > 0 && summary.overwrites > 0,
+                "{kind}: {summary:?}"
+            );
+            engine.close().expect("close");
+        }
+    }
+}
