@@ -97,7 +97,7 @@ impl SiftIndexEngine {
 }
 
 impl IndexEngine for SiftIndexEngine {
-    fn name(&self) -> &str {
+    fn name(&self) -> &'static str {
         "sift"
     }
 
