@@ -226,9 +226,11 @@ impl Query<'_> {
     }
 
     /// Composite (Algorithms 4 and 7): one scan of the key range over all components (the
-    /// merged iterator gives each `value ‖ pk` key once, newest version); keys come in pk
-    /// order, so every candidate is looked at, but one whose entry is not newer than the
-    /// K-th hit is not validated (the entry was written after the version it names).
+    /// merged iterator gives each `value ‖ pk` key once, newest version). Keys come in pk
+    /// order, not recency order, so the scan first collects every candidate with its entry's
+    /// sequence number (an index read, no primary read), then validates candidates newest
+    /// entry first and stops at the first one that cannot enter the top K (an entry is
+    /// written after the version it names, so its sequence number bounds the version's).
     fn run_composite(&mut self) -> Result<()> {
         let tree = self.index.stand_alone_tree()?;
         let options = ReadOptions {
@@ -239,6 +241,7 @@ impl Query<'_> {
         let attr_type = self.index.record.attr_type;
         let mut iter = self.engine.iter(tree, options)?;
         iter.seek(&self.start.clone())?;
+        let mut candidates: Vec<(SeqNo, Vec<u8>, Vec<u8>)> = Vec::new();
         while iter.valid() {
             self.stats.candidates_examined += 1;
             let key = iter.key();
@@ -246,11 +249,15 @@ impl Query<'_> {
                 decode_value(key, attr_type).map_err(|e| self.corrupt("composite key", &e))?;
             let (pk, _) =
                 decode_pk(&key[value_bytes..]).map_err(|e| self.corrupt("composite key", &e))?;
-            let value = key[..value_bytes].to_vec();
-            if self.top.would_accept(iter.seq().saturating_sub(1)) {
-                self.validate(&pk, &value, None)?;
-            }
+            candidates.push((iter.seq(), pk, key[..value_bytes].to_vec()));
             iter.next()?;
+        }
+        candidates.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        for (entry_seq, pk, value) in candidates {
+            if !self.top.would_accept(entry_seq.saturating_sub(1)) {
+                break;
+            }
+            self.validate(&pk, &value, None)?;
         }
         Ok(())
     }
