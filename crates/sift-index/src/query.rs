@@ -252,7 +252,7 @@ impl Query<'_> {
             candidates.push((iter.seq(), pk, key[..value_bytes].to_vec()));
             iter.next()?;
         }
-        candidates.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        candidates.sort_unstable_by_key(|c| std::cmp::Reverse(c.0));
         for (entry_seq, pk, value) in candidates {
             if !self.top.would_accept(entry_seq.saturating_sub(1)) {
                 break;
