@@ -338,3 +338,40 @@ fn memory_index_reports_memory_and_is_rebuilt_after_reopen() {
         .collect();
     assert_eq!(pks, vec!["p097", "p092", "p087"]);
 }
+
+/// A composite top-K LOOKUP used to validate (read the primary for) every entry of the value,
+/// because keys come in pk order: with pks increasing over time, each entry looked newer than
+/// the K-th hit so far. Candidates are now validated newest entry first, stopping at the first
+/// that cannot enter the top K. Counted, not timed: validations for a top-10 over 300
+/// documents of one value must stay near 10.
+#[test]
+fn composite_top_k_validates_only_what_can_enter_the_top_k() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path(), small_options()).unwrap();
+    db.create_collection("docs", "id").unwrap();
+    db.create_index(
+        "docs",
+        IndexSpec::new("by_n", "n", AttrType::Int, IndexKind::Composite),
+    )
+    .unwrap();
+    for i in 0..300 {
+        db.put("docs", &doc(&format!("pk{i:04}"), 7)).unwrap();
+    }
+    db.flush().unwrap();
+    let result = db
+        .lookup("docs", "by_n", &AttrValue::Int(7), Some(10))
+        .unwrap();
+    let got: Vec<String> = result
+        .hits
+        .iter()
+        .map(|h| String::from_utf8(h.pk.clone()).unwrap())
+        .collect();
+    let expected: Vec<String> = (290..300).rev().map(|i| format!("pk{i:04}")).collect();
+    assert_eq!(got, expected, "newest ten, newest first");
+    assert_eq!(result.stats.candidates_examined, 300);
+    assert!(
+        result.stats.validations <= 11,
+        "validated {} candidates for a top-10",
+        result.stats.validations
+    );
+}
