@@ -44,31 +44,10 @@ fi
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 
-# --- System packages -------------------------------------------------------------------------
-packages=(librocksdb-dev libclang-dev libsqlite3-dev pkg-config)
-missing=()
-for package in "${packages[@]}"; do
-    dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
-done
-if [[ ${#missing[@]} -gt 0 ]]; then
-    echo "compare-index: installing ${missing[*]}" >&2
-    sudo_cmd=()
-    [[ "$(id -u)" -ne 0 ]] && sudo_cmd=(sudo)
-    "${sudo_cmd[@]}" apt-get update >&2
-    DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y "${missing[@]}" >&2
-fi
-command -v python3 >/dev/null || { echo "compare-index: python3 is required" >&2; exit 1; }
-
-# --- Builds ----------------------------------------------------------------------------------
-multiarch="$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)"
-echo "compare-index: building sift and sift-peer (release)" >&2
-cargo build --release -p sift-cli >&2
-# The rocksdb crate links the system library (no bundled build); rusqlite links the system
-# libsqlite3.
-env -u ROCKSDB_STATIC ROCKSDB_LIB_DIR="/usr/lib/$multiarch" ROCKSDB_INCLUDE_DIR=/usr/include \
-    cargo build --release --manifest-path crates/sift-peers/Cargo.toml >&2
-sift_bin="$repo/target/release/sift"
-peer_bin="$repo/crates/sift-peers/target/release/sift-peer"
+# --- System packages and builds ------------------------------------------------------------
+script=compare-index
+# shellcheck source=bench/peers-setup.sh
+source "$repo/bench/peers-setup.sh"
 
 engines=(sqlite rocksdb)
 if "$sift_bin" bench index --help >/dev/null 2>&1; then
