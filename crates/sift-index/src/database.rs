@@ -278,6 +278,17 @@ impl Database {
         )
     }
 
+    /// `collection` with one more ready index (its parser rebuilt to extract the new attribute).
+    fn with_index(&self, collection: &Collection, index: Index) -> Result<Collection> {
+        let mut indexes = collection.indexes.clone();
+        indexes.push(Arc::new(index));
+        self.build_collection(
+            collection.record.clone(),
+            collection.primary.clone(),
+            indexes,
+        )
+    }
+
     fn build_collection(
         &self,
         record: CollectionRecord,
@@ -367,13 +378,7 @@ impl Database {
             if let Some(tree) = &index.record.tree {
                 referenced.insert(tree.clone());
             }
-            let mut indexes = collection.indexes.clone();
-            indexes.push(Arc::new(index));
-            let rebuilt = self.build_collection(
-                collection.record.clone(),
-                collection.primary.clone(),
-                indexes,
-            )?;
+            let rebuilt = self.with_index(&collection, index)?;
             catalog
                 .collections
                 .insert(rebuilt.record.name.clone(), Arc::new(rebuilt));
@@ -717,13 +722,7 @@ impl Database {
         self.write_catalog(batch)?;
         let index = self.build_and_mark_ready(&collection, index, progress)?;
         let record = index.record.clone();
-        let mut indexes = collection.indexes.clone();
-        indexes.push(Arc::new(index));
-        let rebuilt = self.build_collection(
-            collection.record.clone(),
-            collection.primary.clone(),
-            indexes,
-        )?;
+        let rebuilt = self.with_index(&collection, index)?;
         catalog
             .collections
             .insert(collection_name.to_string(), Arc::new(rebuilt));
