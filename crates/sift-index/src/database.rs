@@ -154,8 +154,8 @@ pub struct Database {
     pub(crate) engine: Db,
     catalog_tree: Tree,
     catalog: RwLock<Arc<Catalog>>,
-    /// Serialises every engine write made by this layer (see `lib.rs`: sequence numbers are
-    /// predicted under it, and read-modify-write maintenance relies on it).
+    /// Serialises every engine write made by this layer (see `lib.rs`: read-modify-write
+    /// maintenance relies on it).
     write_lock: Mutex<()>,
     type_mismatch: TypeMismatchPolicy,
     progress: Option<ProgressCallback>,
@@ -838,8 +838,38 @@ impl Database {
         collection: &Collection,
         prepared: Vec<Prepared>,
     ) -> Result<Vec<Option<SeqNo>>> {
+        let mut results = Vec::with_capacity(prepared.len());
+        let mut memory_updates: Vec<MemoryUpdate> = Vec::new();
+        // The batch is built for the first sequence number the engine will give it, under the
+        // engine's commit lock: postings and memory entries carry their version's number.
+        self.engine.write_sequenced(&self.write_options, |base| {
+            self.build_batch(
+                collection,
+                prepared,
+                base,
+                &mut results,
+                &mut memory_updates,
+            )
+        })?;
+        for (position, pk, value) in memory_updates {
+            if let Some(memory) = &collection.indexes[position].memory {
+                memory.set(&pk, value.as_ref().map(|(v, seq)| (v.as_slice(), *seq)));
+            }
+        }
+        Ok(results)
+    }
+
+    /// The engine batch of `prepared` if its first entry gets sequence number `base`; fills
+    /// `results` (each write's sequence number) and `memory_updates`.
+    fn build_batch(
+        &self,
+        collection: &Collection,
+        prepared: Vec<Prepared>,
+        base: SeqNo,
+        results: &mut Vec<Option<SeqNo>>,
+        memory_updates: &mut Vec<MemoryUpdate>,
+    ) -> Result<WriteBatch> {
         let name = &collection.record.name;
-        let base = self.engine.latest_sequence() + 1;
         let needs_old = collection.indexes.iter().any(|index| {
             index.record.maintenance == Maintenance::SyncFull
                 && index.record.kind != IndexKind::Memory
@@ -849,8 +879,6 @@ impl Database {
         let mut pending: HashMap<Vec<u8>, Option<(Vec<u8>, SeqNo)>> = HashMap::new();
         // Eager posting lists touched by this batch: (index position, encoded value) -> list.
         let mut lists: BTreeMap<(usize, Vec<u8>), Vec<Posting>> = BTreeMap::new();
-        let mut memory_updates: Vec<MemoryUpdate> = Vec::new();
-        let mut results = Vec::with_capacity(prepared.len());
         for op in prepared {
             let (pk, new_envelope) = match op {
                 Prepared::Put { pk, envelope } => (pk, Some(envelope)),
@@ -984,22 +1012,7 @@ impl Database {
                 batch.put(tree, value, &encode_postings(list));
             }
         }
-        if batch.is_empty() {
-            return Ok(results);
-        }
-        let first = self.engine.write(batch, &self.write_options)?;
-        if first != base {
-            return Err(IndexError::Internal(format!(
-                "the engine gave sequence number {first} to a batch expected at {base}: \
-                 something wrote to the engine outside the index layer"
-            )));
-        }
-        for (position, pk, value) in memory_updates {
-            if let Some(memory) = &collection.indexes[position].memory {
-                memory.set(&pk, value.as_ref().map(|(v, seq)| (v.as_slice(), *seq)));
-            }
-        }
-        Ok(results)
+        Ok(batch)
     }
 
     /// Writes read-repair deletions. `check` is re-run under the write lock against the

@@ -22,13 +22,15 @@
 //!   first, so the document's sequence number is the one its entry got.
 //!
 //! # Concurrency and sequence numbers
-//! All writes of this layer are serialised by one database-wide mutex. Under it the batch's
-//! first sequence number is predicted (`latest_sequence() + 1`) so that postings can carry the
-//! sequence number of the version they index, and checked against what the engine returns.
-//! The same mutex makes eager read-modify-write of posting lists lossless, and read repair
-//! re-checks the live state under it. Parsing happens before the mutex is taken (and is
-//! redone if the catalog changed meanwhile). Writing to [`Database::engine`] directly breaks
-//! the prediction and is an error. Queries take no lock: each reads one engine snapshot.
+//! All writes of this layer are serialised by one database-wide mutex. Each write's engine
+//! batch is built by `Db::write_sequenced`, which hands the builder the first sequence number
+//! the batch will get while the engine's commit lock is held, so postings and memory entries
+//! carry the sequence number of the version they index even when other writers (compaction
+//! observers, background index workers, direct users of [`Database::engine`]) take sequence
+//! numbers too. The same mutex makes eager read-modify-write of posting lists lossless, and
+//! read repair re-checks the live state under it. Parsing happens before the mutex is taken
+//! (and is redone if the catalog changed meanwhile). Queries take no lock: each reads one
+//! engine snapshot.
 //!
 //! The lazy merge operator is installed as the engine's *default* tree option at every open
 //! (the catalog that names the lazy trees is itself in the engine, so their names are not

@@ -524,3 +524,95 @@ fn synchronous_writers_share_groups() {
         "no two of {THREADS} synchronous writers ever shared a group"
     );
 }
+
+/// `Db::write_sequenced` writes carry their own sequence number in their values; they race
+/// plain writers and a compaction observer whose emitted writes also take sequence numbers.
+/// Every sequenced entry must have been given exactly the number its builder saw, and a
+/// failing builder must write nothing.
+#[test]
+fn sequenced_writes_know_their_sequence_numbers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let observer = Arc::new(DropLog {
+        log: AtomicU32::new(u32::MAX),
+        reports: AtomicU64::new(0),
+    });
+    let mut opts = options();
+    opts.compaction_observers = vec![Arc::clone(&observer) as Arc<dyn CompactionObserver>];
+    let db = Db::open(dir.path(), opts).expect("open");
+    let data = db.default_tree();
+    let log = db.create_tree("log", TreeOptions::default()).expect("log");
+    observer.log.store(log.id(), Ordering::SeqCst);
+    const THREADS: usize = 4;
+    const WRITES: usize = 1500;
+    let start = Barrier::new(THREADS);
+    let written: Vec<Vec<(Vec<u8>, SeqNo)>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..THREADS)
+            .map(|id| {
+                let (db, data, start) = (&db, &data, &start);
+                scope.spawn(move || {
+                    start.wait();
+                    let mut out = Vec::new();
+                    for i in 0..WRITES {
+                        let k = key((id * WRITES + i) % KEYS);
+                        if id % 2 == 0 {
+                            // Plain writes with padding, so memtables fill and jobs run.
+                            db.put(data, &k, &value(&k, id, i, 200)).expect("put");
+                            continue;
+                        }
+                        let sk = format!("seq-{id}-{i}").into_bytes();
+                        if i % 97 == 0 {
+                            let failed = db.write_sequenced(&WriteOptions::default(), |_first| {
+                                let mut batch = WriteBatch::new();
+                                batch.put(data, &sk, b"must not exist");
+                                Err::<WriteBatch, sift_lsm::Error>(
+                                    sift_lsm::Error::InvalidArgument("builder refuses".into()),
+                                )
+                            });
+                            assert!(failed.is_err());
+                            continue;
+                        }
+                        let first = db
+                            .write_sequenced(&WriteOptions::default(), |first| {
+                                let mut batch = WriteBatch::new();
+                                batch.put(data, &sk, &first.to_be_bytes());
+                                batch.put(data, &k, &(first + 1).to_be_bytes());
+                                Ok::<_, sift_lsm::Error>(batch)
+                            })
+                            .expect("sequenced write");
+                        out.push((sk, first));
+                    }
+                    out
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    });
+    db.wait_for_background_work().expect("background work");
+    assert!(
+        observer.reports.load(Ordering::Relaxed) > 0,
+        "the observer emitted writes during the run"
+    );
+    let mut count = 0;
+    for (sk, first) in written.into_iter().flatten() {
+        let got = db
+            .get(&data, &sk)
+            .expect("get")
+            .expect("sequenced write present");
+        assert_eq!(got.seq, first, "entry sequence of {}", show(&sk));
+        assert_eq!(got.value, first.to_be_bytes(), "value of {}", show(&sk));
+        count += 1;
+    }
+    assert!(count > 0);
+    for id in (1..THREADS).step_by(2) {
+        for i in (0..WRITES).step_by(97) {
+            let sk = format!("seq-{id}-{i}").into_bytes();
+            assert!(
+                db.get(&data, &sk).expect("get").is_none(),
+                "failed builder wrote"
+            );
+        }
+    }
+}

@@ -272,6 +272,35 @@ impl Db {
     pub fn write(&self, batch: WriteBatch, options: &WriteOptions) -> Result<SeqNo> {
         self.inner.write_batch(batch, options.sync)
     }
+    /// Applies atomically the batch that `build` makes for the first sequence number it will
+    /// get (entry `i` gets `first + i`), and returns that number. For layers that store a
+    /// write's own sequence number inside the write (posting lists, index entries): no other
+    /// write, including writes emitted by compaction observers, can take sequence numbers
+    /// between `build` and the commit. `build` runs in the calling thread while the commit lock
+    /// is held: it should only assemble the batch. If it fails, nothing is written and its
+    /// error is returned; an empty batch writes nothing and returns the latest sequence number.
+    pub fn write_sequenced<E: From<Error>>(
+        &self,
+        options: &WriteOptions,
+        build: impl FnOnce(SeqNo) -> std::result::Result<WriteBatch, E>,
+    ) -> std::result::Result<SeqNo, E> {
+        let mut build = Some(build);
+        let mut failure: Option<E> = None;
+        let result = self.inner.write_sequenced(options.sync, &mut |first| {
+            let Some(build) = build.take() else {
+                return Err(Error::InvalidArgument("batch builder called twice".into()));
+            };
+            build(first).map_err(|e| {
+                failure = Some(e);
+                Error::InvalidArgument("the batch builder failed".into())
+            })
+        });
+        match (result, failure) {
+            (_, Some(e)) => Err(e),
+            (Ok(first), None) => Ok(first),
+            (Err(e), None) => Err(e.into()),
+        }
+    }
     pub fn get(&self, tree: &Tree, key: &[u8]) -> Result<Option<Entry>> {
         self.get_with(tree, key, &ReadOptions::default())
     }

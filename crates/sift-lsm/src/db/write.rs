@@ -31,7 +31,13 @@ enum WriterKind {
     User,
     /// Freeze the active memtable (for `flush`).
     ForceSwitch,
+    /// Builds its batch once its first sequence number is known (`Db::write_sequenced`);
+    /// always committed alone, by its own thread.
+    Sequenced,
 }
+
+/// Builds a batch for a known first sequence number. An `Err` aborts the write.
+pub(crate) type BatchBuilder<'a> = &'a mut dyn FnMut(SeqNo) -> Result<WriteBatch>;
 
 struct PendingWriter {
     id: u64,
@@ -64,12 +70,21 @@ impl DbInner {
         if batch.is_empty() {
             return Ok(self.latest_sequence());
         }
-        self.enqueue(Some(batch), sync, WriterKind::User)
+        self.enqueue(Some(batch), sync, WriterKind::User, None)
+    }
+
+    /// Commits the batch `build` makes for its first sequence number. `build` runs in the
+    /// calling thread under the commit lock, so no other write can take sequence numbers
+    /// between the call and the commit; it should only assemble the batch (reads are fine, they
+    /// take no write lock).
+    pub(crate) fn write_sequenced(&self, sync: bool, build: BatchBuilder<'_>) -> Result<SeqNo> {
+        self.check_open()?;
+        self.enqueue(None, sync, WriterKind::Sequenced, Some(build))
     }
 
     /// Freezes the active memtable (if it holds anything) so a flush picks it up.
     pub(crate) fn force_memtable_switch(&self) -> Result<()> {
-        self.enqueue(None, false, WriterKind::ForceSwitch)
+        self.enqueue(None, false, WriterKind::ForceSwitch, None)
             .map(|_| ())
     }
 
@@ -98,7 +113,14 @@ impl DbInner {
         Ok(())
     }
 
-    fn enqueue(&self, batch: Option<WriteBatch>, sync: bool, kind: WriterKind) -> Result<SeqNo> {
+    fn enqueue(
+        &self,
+        batch: Option<WriteBatch>,
+        sync: bool,
+        kind: WriterKind,
+        build: Option<BatchBuilder<'_>>,
+    ) -> Result<SeqNo> {
+        let sequenced = matches!(kind, WriterKind::Sequenced);
         let mut queue = self.write_queue.state.lock();
         let id = queue.next_id;
         queue.next_id += 1;
@@ -126,7 +148,7 @@ impl DbInner {
         for (i, writer) in queue.queue.iter_mut().enumerate() {
             let leader = i == 0;
             let joinable = matches!(writer.kind, WriterKind::User);
-            if !leader && (!joinable || force) {
+            if !leader && (!joinable || force || sequenced) {
                 break;
             }
             let bytes = writer.batch.as_ref().map_or(0, WriteBatch::encoded_bytes);
@@ -152,7 +174,12 @@ impl DbInner {
         }
         drop(queue);
 
-        let result = self.commit_group(&mut batches, group_sync, force);
+        let result = match build {
+            Some(build) if sequenced => self
+                .commit_sequenced(group_sync, build)
+                .map(|first| vec![first]),
+            _ => self.commit_group(&mut batches, group_sync, force),
+        };
 
         let mut queue = self.write_queue.state.lock();
         for gid in &group_ids {
@@ -202,6 +229,23 @@ impl DbInner {
         }
         let mut wal = self.wal.lock();
         self.commit_locked(&mut wal, batches, sync, None)
+    }
+
+    /// The leader-only commit of a `Sequenced` writer.
+    fn commit_sequenced(&self, sync: bool, build: BatchBuilder<'_>) -> Result<SeqNo> {
+        self.make_room_for_write(false)?;
+        let mut wal = self.wal.lock();
+        let first = self.allocated_sequence.load(Ordering::Acquire) + 1;
+        let batch = build(first)?;
+        if batch.is_empty() {
+            return Ok(self.latest_sequence());
+        }
+        self.validate_batch(&batch)?;
+        let mut batches = [batch];
+        let firsts = self.commit_locked(&mut wal, &mut batches, sync, None)?;
+        let committed = firsts.first().copied().unwrap_or(0);
+        debug_assert_eq!(committed, first, "the commit lock was held throughout");
+        Ok(committed)
     }
 
     /// Sequence numbers, WAL append, memtable insert, hook, publish — all under the WAL lock,
