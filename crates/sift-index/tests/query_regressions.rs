@@ -401,7 +401,7 @@ fn engine_writes_between_index_writes_do_not_break_postings() {
             .filter(|(_, _, v)| *v == n)
             .map(|(p, s, _)| (p.clone(), *s))
             .collect();
-        want.sort_by(|a, b| b.1.cmp(&a.1));
+        want.sort_by_key(|entry| std::cmp::Reverse(entry.1));
         for (name, ..) in CONFIGS {
             assert_eq!(pks(&db, name, n, None), want, "{name}: value {n}");
         }
