@@ -241,23 +241,28 @@ impl Query<'_> {
         let attr_type = self.index.record.attr_type;
         let mut iter = self.engine.iter(tree, options)?;
         iter.seek(&self.start.clone())?;
-        let mut candidates: Vec<(SeqNo, Vec<u8>, Vec<u8>)> = Vec::new();
+        // Keys are copied into one arena, (entry seq, key start, value end, key end) per
+        // candidate: no allocation per entry, and only validated candidates decode their pk.
+        let mut arena: Vec<u8> = Vec::new();
+        let mut candidates: Vec<(SeqNo, usize, usize, usize)> = Vec::new();
         while iter.valid() {
             self.stats.candidates_examined += 1;
             let key = iter.key();
             let (_, value_bytes) =
                 decode_value(key, attr_type).map_err(|e| self.corrupt("composite key", &e))?;
-            let (pk, _) =
-                decode_pk(&key[value_bytes..]).map_err(|e| self.corrupt("composite key", &e))?;
-            candidates.push((iter.seq(), pk, key[..value_bytes].to_vec()));
+            let start = arena.len();
+            arena.extend_from_slice(key);
+            candidates.push((iter.seq(), start, start + value_bytes, arena.len()));
             iter.next()?;
         }
         candidates.sort_unstable_by_key(|c| std::cmp::Reverse(c.0));
-        for (entry_seq, pk, value) in candidates {
+        for (entry_seq, start, value_end, end) in candidates {
             if !self.top.would_accept(entry_seq.saturating_sub(1)) {
                 break;
             }
-            self.validate(&pk, &value, None)?;
+            let (pk, _) =
+                decode_pk(&arena[value_end..end]).map_err(|e| self.corrupt("composite key", &e))?;
+            self.validate(&pk, &arena[start..value_end], None)?;
         }
         Ok(())
     }
