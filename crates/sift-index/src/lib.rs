@@ -60,6 +60,7 @@ pub mod error;
 pub mod memory;
 pub mod path;
 pub mod postings;
+mod projection;
 pub mod query;
 mod time;
 pub mod value;
