@@ -15,8 +15,9 @@
 //!   (pre-encoded attribute values + the JSON text; the JSON is parsed once, at write).
 //! - One tree per stand-alone index (`sift.c{id}.i{index id}`): `composite` keys
 //!   `enc(value) ‖ encode_pk(pk)` with empty values; `eager` and `lazy` keys `enc(value)` with
-//!   posting lists / fragments. `memory` indexes have no tree and are rebuilt at open (not
-//!   persisted on close).
+//!   posting lists / fragments. `memory` indexes have no tree: `Database::close` saves each to
+//!   a snapshot file, loaded at the next open if it matches the engine's state; otherwise
+//!   (crash, damage) they are rebuilt by a scan at open ([`memory_snapshot`]).
 //! - Every write (a put, a delete, or a batch of them) is ONE engine `WriteBatch` over the
 //!   primary tree and every stand-alone index tree. Per document the primary entry comes
 //!   first, so the document's sequence number is the one its entry got.
@@ -56,6 +57,7 @@ pub mod encoding;
 pub mod envelope;
 pub mod error;
 pub mod memory;
+pub mod memory_snapshot;
 pub mod path;
 pub mod postings;
 pub mod query;
@@ -76,6 +78,7 @@ pub use error::{
     IndexError, Result, MAX_ATTRIBUTE_PATH_BYTES, MAX_ATTRIBUTE_PATH_SEGMENTS, MAX_DOCUMENT_BYTES,
     MAX_PRIMARY_KEY_BYTES, MAX_STRING_VALUE_BYTES,
 };
+pub use memory_snapshot::MemoryIndexOrigin;
 pub use path::AttrPath;
 pub use query::{Hit, QueryResult, QueryStats};
 pub use sift_lsm::SeqNo;
