@@ -5,7 +5,7 @@
 //! ([`encoding`]), attribute paths ([`path`]), the stored document envelope ([`envelope`]) and
 //! the write-time document parser ([`document`]). On top: the catalog ([`catalog`]), the
 //! [`Database`] with its write path ([`database`]), posting lists and the lazy merge operator
-//! ([`postings`]), the in-memory index ([`memory`]) and the queries ([`query`]). Byte layouts:
+//! ([`postings`]), the in-memory index ([`memory`]) and the queries ([`query`], spatial: [`geo`]). Byte layouts:
 //! `docs/format/index-encodings.md`.
 //!
 //! # Storage
@@ -56,6 +56,7 @@ pub mod document;
 pub mod encoding;
 pub mod envelope;
 pub mod error;
+pub mod geo;
 pub mod memory;
 pub mod memory_snapshot;
 pub mod path;
@@ -78,6 +79,7 @@ pub use error::{
     IndexError, Result, MAX_ATTRIBUTE_PATH_BYTES, MAX_ATTRIBUTE_PATH_SEGMENTS, MAX_DOCUMENT_BYTES,
     MAX_PRIMARY_KEY_BYTES, MAX_STRING_VALUE_BYTES,
 };
+pub use geo::GeoBox;
 pub use memory_snapshot::MemoryIndexOrigin;
 pub use path::AttrPath;
 pub use query::{Hit, QueryResult, QueryStats};

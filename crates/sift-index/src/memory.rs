@@ -58,6 +58,20 @@ impl MemoryIndex {
             .collect()
     }
 
+    /// Entries with encoded value in `[start, end)` (`end == None`: unbounded), as
+    /// `(encoded value, pk, seq)`.
+    pub fn entries_in(&self, start: &[u8], end: Option<&[u8]>) -> Vec<(Vec<u8>, Vec<u8>, SeqNo)> {
+        let maps = self.maps.read();
+        maps.by_value
+            .range((
+                Bound::Included((start.to_vec(), Vec::new())),
+                Bound::Unbounded,
+            ))
+            .take_while(|((value, _), _)| end.is_none_or(|end| value.as_slice() < end))
+            .map(|((value, pk), seq)| (value.clone(), pk.clone(), *seq))
+            .collect()
+    }
+
     /// Calls `visit(pk, encoded value, seq)` for every entry, in value order, under the read
     /// lock (writers wait meanwhile).
     pub fn for_each_entry(&self, mut visit: impl FnMut(&[u8], &[u8], SeqNo)) {
