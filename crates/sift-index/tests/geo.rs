@@ -25,6 +25,8 @@ struct ModelDoc {
 }
 
 type Model = BTreeMap<Vec<u8>, ModelDoc>;
+/// A document's JSON and its point.
+type GeoDoc = (Vec<u8>, Option<(f64, f64)>);
 
 const PKS: u32 = 60;
 
@@ -137,7 +139,9 @@ fn check(db: &Database, model: &Model, rng: &mut StdRng, step: usize) {
                      (points wanted: {:?})",
                     show(&got),
                     show(&want),
-                    want.iter().map(|(pk, _)| model[pk].point).collect::<Vec<_>>()
+                    want.iter()
+                        .map(|(pk, _)| model[pk].point)
+                        .collect::<Vec<_>>()
                 );
                 for hit in &result.hits {
                     assert_eq!(hit.doc, model[&hit.pk].doc, "step {step}: {index} document");
@@ -189,8 +193,7 @@ fn within_matches_the_model() {
                 assert_eq!(deleted.is_some(), model.remove(&pk).is_some());
             }
             75..=82 => {
-                let writes: Vec<(u32, Option<(Vec<u8>, Option<(f64, f64)>)>)> = (0..rng
-                    .gen_range(1..5))
+                let writes: Vec<(u32, Option<GeoDoc>)> = (0..rng.gen_range(1..5))
                     .map(|_| {
                         let pk = rng.gen_range(0..PKS / 4);
                         let put = rng.gen_bool(0.7).then(|| random_doc(&mut rng, pk));
