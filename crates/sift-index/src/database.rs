@@ -14,6 +14,7 @@ use crate::encoding::{encode_pk, encode_value_to_vec};
 use crate::envelope::EnvelopeRef;
 use crate::error::{IndexError, Result};
 use crate::memory::MemoryIndex;
+use crate::memory_snapshot::{self, MemoryIndexOrigin};
 use crate::path::AttrPath;
 use crate::postings::{decode_postings, encode_postings, Posting, PostingMergeOperator};
 use crate::value::AttrValue;
@@ -160,6 +161,11 @@ pub struct Database {
     type_mismatch: TypeMismatchPolicy,
     progress: Option<ProgressCallback>,
     write_options: WriteOptions,
+    /// The engine's file system: memory-index snapshots are written through it.
+    file_system: Arc<dyn sift_lsm::fs::FileSystem>,
+    /// The engine's latest sequence number right after recovery, before this layer wrote
+    /// anything: a memory-index snapshot is current only if written at exactly this number.
+    opened_sequence: SeqNo,
 }
 
 impl std::fmt::Debug for Database {
@@ -200,6 +206,7 @@ impl Database {
             }
             Err(error) => return Err(error.into()),
         };
+        let opened_sequence = engine.latest_sequence();
         let database = Database {
             engine,
             catalog_tree,
@@ -210,14 +217,33 @@ impl Database {
             write_options: WriteOptions {
                 sync: options.sync_writes,
             },
+            file_system: Arc::clone(&options.engine.file_system),
+            opened_sequence,
         };
         database.load_catalog()?;
         Ok(database)
     }
 
-    /// Stops background work and syncs the WAL.
+    /// Stops background work, syncs the WAL, then saves each memory index to a snapshot so
+    /// the next open loads it instead of scanning (`memory_snapshot.rs`).
     pub fn close(self) -> Result<()> {
-        Ok(self.engine.close()?)
+        let catalog = Arc::clone(&self.catalog.read());
+        // No write can run: `self` is owned here, so this is the state the snapshots reflect.
+        let sequence = self.engine.latest_sequence();
+        let directory = self.engine.path().to_path_buf();
+        self.engine.close()?;
+        let memory_indexes = catalog.collections.values().flat_map(|collection| {
+            collection
+                .indexes
+                .iter()
+                .filter_map(|index| index.memory.as_ref().map(|memory| (&index.record, memory)))
+        });
+        memory_snapshot::write_snapshots(
+            self.file_system.as_ref(),
+            &directory,
+            memory_indexes,
+            sequence,
+        )
     }
 
     /// The engine underneath, for statistics, flushes and compactions. Writing to it directly
@@ -392,6 +418,7 @@ impl Database {
             }
         }
         self.install(catalog);
+        memory_snapshot::remove_snapshots(self.file_system.as_ref(), self.engine.path())?;
         Ok(())
     }
 
@@ -404,6 +431,36 @@ impl Database {
                 tree: None,
                 memory: Some(MemoryIndex::default()),
             };
+            if let Some(memory) = &index.memory {
+                match memory_snapshot::restore(
+                    self.file_system.as_ref(),
+                    self.engine.path(),
+                    &index.record,
+                    self.opened_sequence,
+                    memory,
+                ) {
+                    Ok(entries) => {
+                        memory.set_origin(MemoryIndexOrigin::Snapshot {
+                            seq: self.opened_sequence,
+                            entries,
+                        });
+                        return Ok(index);
+                    }
+                    Err(rejection) => {
+                        if let memory_snapshot::SnapshotRejection::Corrupt(_) = rejection {
+                            // Damage on disk deserves a word to the operator; a missing or
+                            // stale snapshot after a crash is routine and only recorded.
+                            eprintln!(
+                                "sift: memory index `{}` of `{}`: {rejection}; rebuilding it",
+                                index.record.name, index.record.collection
+                            );
+                        }
+                        memory.set_origin(MemoryIndexOrigin::Rebuilt {
+                            reason: rejection.to_string(),
+                        });
+                    }
+                }
+            }
             let progress = self.progress.clone();
             self.backfill(collection, &index, &mut |p| {
                 if let Some(callback) = &progress {

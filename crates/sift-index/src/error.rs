@@ -137,6 +137,12 @@ pub enum IndexError {
         given: AttrType,
     },
 
+    #[error("bad bounding box {found}: {reason} (expected min_lon,min_lat,max_lon,max_lat: finite degrees, longitudes in -180..=180, latitudes in -90..=90, each min <= its max)")]
+    InvalidGeoBox { found: String, reason: String },
+
+    #[error("index `{index}` cannot answer this query: {reason}")]
+    UnsupportedQuery { index: String, reason: String },
+
     #[error("catalog record `{key}` is corrupt: {message}")]
     CorruptCatalog { key: String, message: String },
 

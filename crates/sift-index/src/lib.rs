@@ -5,7 +5,7 @@
 //! ([`encoding`]), attribute paths ([`path`]), the stored document envelope ([`envelope`]) and
 //! the write-time document parser ([`document`]). On top: the catalog ([`catalog`]), the
 //! [`Database`] with its write path ([`database`]), posting lists and the lazy merge operator
-//! ([`postings`]), the in-memory index ([`memory`]) and the queries ([`query`]). Byte layouts:
+//! ([`postings`]), the in-memory index ([`memory`]) and the queries ([`query`], spatial: [`geo`]). Byte layouts:
 //! `docs/format/index-encodings.md`.
 //!
 //! # Storage
@@ -15,8 +15,9 @@
 //!   (pre-encoded attribute values + the JSON text; the JSON is parsed once, at write).
 //! - One tree per stand-alone index (`sift.c{id}.i{index id}`): `composite` keys
 //!   `enc(value) ‖ encode_pk(pk)` with empty values; `eager` and `lazy` keys `enc(value)` with
-//!   posting lists / fragments. `memory` indexes have no tree and are rebuilt at open (not
-//!   persisted on close).
+//!   posting lists / fragments. `memory` indexes have no tree: `Database::close` saves each to
+//!   a snapshot file, loaded at the next open if it matches the engine's state; otherwise
+//!   (crash, damage) they are rebuilt by a scan at open ([`memory_snapshot`]).
 //! - Every write (a put, a delete, or a batch of them) is ONE engine `WriteBatch` over the
 //!   primary tree and every stand-alone index tree. Per document the primary entry comes
 //!   first, so the document's sequence number is the one its entry got.
@@ -57,7 +58,9 @@ pub mod document;
 pub mod encoding;
 pub mod envelope;
 pub mod error;
+pub mod geo;
 pub mod memory;
+pub mod memory_snapshot;
 pub mod path;
 pub mod postings;
 mod projection;
@@ -79,6 +82,8 @@ pub use error::{
     IndexError, Result, MAX_ATTRIBUTE_PATH_BYTES, MAX_ATTRIBUTE_PATH_SEGMENTS, MAX_DOCUMENT_BYTES,
     MAX_PRIMARY_KEY_BYTES, MAX_STRING_VALUE_BYTES,
 };
+pub use geo::GeoBox;
+pub use memory_snapshot::MemoryIndexOrigin;
 pub use path::AttrPath;
 pub use query::{Hit, QueryResult, QueryStats};
 pub use sift_lsm::SeqNo;

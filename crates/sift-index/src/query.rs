@@ -437,6 +437,7 @@ impl Database {
     ) -> Result<QueryResult> {
         let collection = self.collection_arc(collection)?;
         let index = collection.index(index)?;
+        crate::geo::reject_geo_index(index, "lookup")?;
         check_type(index, value)?;
         self.run_query(&collection, index, value_bounds(value), true, limit)
     }
@@ -452,6 +453,7 @@ impl Database {
     ) -> Result<QueryResult> {
         let collection = self.collection_arc(collection)?;
         let index = collection.index(index)?;
+        crate::geo::reject_geo_index(index, "range")?;
         check_type(index, lo)?;
         check_type(index, hi)?;
         let bounds = checked_range_bounds(lo, hi)?;
