@@ -56,6 +56,7 @@ pub mod encoding;
 pub mod envelope;
 pub mod error;
 pub mod memory;
+pub mod next;
 pub mod path;
 pub mod postings;
 pub mod query;
@@ -77,6 +78,7 @@ pub use error::{
     MAX_PRIMARY_KEY_BYTES, MAX_STRING_VALUE_BYTES,
 };
 pub use path::AttrPath;
+pub use next::{GlobalIndexReport, SplitDelta, Validation};
 pub use query::{Hit, QueryResult, QueryStats};
 pub use sift_lsm::SeqNo;
 pub use value::{AttrType, AttrValue};
