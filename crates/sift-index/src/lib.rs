@@ -77,8 +77,8 @@ pub use error::{
     IndexError, Result, MAX_ATTRIBUTE_PATH_BYTES, MAX_ATTRIBUTE_PATH_SEGMENTS, MAX_DOCUMENT_BYTES,
     MAX_PRIMARY_KEY_BYTES, MAX_STRING_VALUE_BYTES,
 };
-pub use path::AttrPath;
 pub use next::{GlobalIndexReport, SplitDelta, Validation};
+pub use path::AttrPath;
 pub use query::{Hit, QueryResult, QueryStats};
 pub use sift_lsm::SeqNo;
 pub use value::{AttrType, AttrValue};

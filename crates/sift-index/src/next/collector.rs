@@ -245,8 +245,7 @@ pub(crate) fn widens_too_much(
         AttrType::String => {
             // δ is a whole number of bytes (checked at index creation).
             let prefix = delta as usize;
-            prefix > 0
-                && min.get(..prefix.min(min.len())) != value.get(..prefix.min(value.len()))
+            prefix > 0 && min.get(..prefix.min(min.len())) != value.get(..prefix.min(value.len()))
         }
         AttrType::Geo => false,
     }
@@ -317,11 +316,35 @@ mod tests {
             &int(i64::MAX)
         ));
         let f = |x: f64| encode_value_to_vec(&AttrValue::Float(x));
-        assert!(!widens_too_much(AttrType::Float, delta, &f(-1.0), &f(-1.0), &f(8.5)));
-        assert!(widens_too_much(AttrType::Float, delta, &f(-1.0), &f(-1.0), &f(9.5)));
+        assert!(!widens_too_much(
+            AttrType::Float,
+            delta,
+            &f(-1.0),
+            &f(-1.0),
+            &f(8.5)
+        ));
+        assert!(widens_too_much(
+            AttrType::Float,
+            delta,
+            &f(-1.0),
+            &f(-1.0),
+            &f(9.5)
+        ));
         let s = |x: &str| encode_value_to_vec(&AttrValue::String(x.into()));
         let two = SplitDelta::new(2.0).unwrap_or_default();
-        assert!(!widens_too_much(AttrType::String, two, &s("abc"), &s("abd"), &s("abz")));
-        assert!(widens_too_much(AttrType::String, two, &s("abc"), &s("abd"), &s("acz")));
+        assert!(!widens_too_much(
+            AttrType::String,
+            two,
+            &s("abc"),
+            &s("abd"),
+            &s("abz")
+        ));
+        assert!(widens_too_much(
+            AttrType::String,
+            two,
+            &s("abc"),
+            &s("abd"),
+            &s("acz")
+        ));
     }
 }

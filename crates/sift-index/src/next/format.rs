@@ -182,7 +182,10 @@ pub fn decode_secondary_block(
                 ),
             });
         }
-        if entries.last().is_some_and(|last| last.value.as_slice() > value) {
+        if entries
+            .last()
+            .is_some_and(|last| last.value.as_slice() > value)
+        {
             return Err(FormatError {
                 offset: start,
                 message: format!("entry {i}: values out of order"),
@@ -360,14 +363,17 @@ mod tests {
 
     #[test]
     fn damaged_blocks_are_rejected_with_an_offset() {
-        let entries = vec![
-            entry(b"a", b"k1", 5, 9, 0),
-            entry(b"b", b"k2", 6, 0, 1),
-        ];
+        let entries = vec![entry(b"a", b"k1", 5, 9, 0), entry(b"b", b"k2", 6, 0, 1)];
         let bytes = encode_secondary_block(1, as_refs(&entries));
-        assert!(decode_secondary_block(&bytes, 2).is_err(), "wrong attribute");
+        assert!(
+            decode_secondary_block(&bytes, 2).is_err(),
+            "wrong attribute"
+        );
         for cut in 0..bytes.len() {
-            assert!(decode_secondary_block(&bytes[..cut], 1).is_err(), "cut {cut}");
+            assert!(
+                decode_secondary_block(&bytes[..cut], 1).is_err(),
+                "cut {cut}"
+            );
         }
         let mut longer = bytes.clone();
         longer.push(0);

@@ -68,7 +68,10 @@ struct State {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum JobKey {
     Flush,
-    Compaction { input_level: usize, output_level: usize },
+    Compaction {
+        input_level: usize,
+        output_level: usize,
+    },
 }
 
 impl From<JobKind> for JobKey {

@@ -40,11 +40,11 @@ use global::{GlobalIndex, IntervalIndex};
 use memo::{JobKey, UpdateMemo};
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
+use sift_lsm::db::ComponentView;
 use sift_lsm::extension::{
     ChangeReason, CompactionObserver, DroppedEntry, JobKind, VersionChange, VersionListener,
 };
 use sift_lsm::version::FileMetaData;
-use sift_lsm::db::ComponentView;
 use sift_lsm::{Db, ReadOptions, SeqNo, Tree, TreeId, WriteBatch};
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -370,12 +370,7 @@ impl Registry {
     pub fn memory_bytes(&self, tree: TreeId, index_id: u64) -> u64 {
         let global = self
             .index(tree, index_id)
-            .and_then(|state| {
-                state
-                    .global
-                    .as_ref()
-                    .map(|g| g.lock().index.memory_bytes())
-            })
+            .and_then(|state| state.global.as_ref().map(|g| g.lock().index.memory_bytes()))
             .unwrap_or(0);
         let memo = self.memo(tree).map_or(0, |m| m.memory_bytes());
         (global + memo) as u64
@@ -408,7 +403,10 @@ impl Registry {
 
     /// Whether writes to `tree` need memo bookkeeping.
     pub fn has_memo(&self, tree: TreeId) -> bool {
-        self.trees.read().get(&tree).is_some_and(|t| t.memo.is_some())
+        self.trees
+            .read()
+            .get(&tree)
+            .is_some_and(|t| t.memo.is_some())
     }
 
     /// Checks that the global index of a `next` index describes exactly the secondary blocks

@@ -22,13 +22,13 @@ use crate::database::{Collection, Index};
 use crate::envelope::EnvelopeRef;
 use crate::error::{IndexError, Result};
 use crate::query::{Hit, QueryStats};
+use sift_lsm::db::ComponentView;
 use sift_lsm::iterator::InternalIterator;
 use sift_lsm::key::{parse_internal_key, user_key};
 use sift_lsm::sstable::ReadContext;
 use sift_lsm::version::FileMetaData;
-use sift_lsm::db::ComponentView;
-use sift_lsm::{ComponentId, Db, NewerVersion, ReadOptions, ReadStats, SeqNo};
 use sift_lsm::ValueKind;
+use sift_lsm::{ComponentId, Db, NewerVersion, ReadOptions, ReadStats, SeqNo};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -252,12 +252,7 @@ impl Run<'_> {
 
     fn verdict(&self, candidate: &Candidate) -> Result<Verdict> {
         if let Some(memo) = &self.memo {
-            match memo.answer(
-                &candidate.pk,
-                candidate.seq,
-                self.snapshot,
-                self.memo_epoch,
-            ) {
+            match memo.answer(&candidate.pk, candidate.seq, self.snapshot, self.memo_epoch) {
                 MemoAnswer::Live => return Ok(Verdict::Live),
                 MemoAnswer::Stale => return Ok(Verdict::Stale),
                 MemoAnswer::Unknown => {}
@@ -393,8 +388,8 @@ pub(crate) fn run(
             run.stats.stale_entries += 1;
             continue;
         };
-        let decoded = EnvelopeRef::decode(&envelope)
-            .map_err(|e| run.corrupt_document(&candidate.pk, &e))?;
+        let decoded =
+            EnvelopeRef::decode(&envelope).map_err(|e| run.corrupt_document(&candidate.pk, &e))?;
         hits.push(Hit {
             pk: candidate.pk.clone(),
             seq: candidate.seq,
