@@ -162,6 +162,7 @@ impl BlockPropertyCollector for NextCollector {
                     min: first.value.to_vec(),
                     max: last.value.to_vec(),
                     entries: u32::try_from(entries.len()).unwrap_or(u32::MAX),
+                    seq_max: entries.iter().map(|e| e.seq).max().unwrap_or(0),
                 });
                 output.meta_blocks.push((
                     secondary_name(spec.attr_id, u32::try_from(block).unwrap_or(u32::MAX)),

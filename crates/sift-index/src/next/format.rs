@@ -57,12 +57,15 @@ pub struct SecondaryEntry {
     pub data_block: u32,
 }
 
-/// One directory entry: the value range and size of a secondary block.
+/// One directory entry: the value range, size and newest version of a secondary block.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DirectoryEntry {
     pub min: Vec<u8>,
     pub max: Vec<u8>,
     pub entries: u32,
+    /// The largest sequence number among the block's entries: a top-K query that already
+    /// holds K newer hits skips the block.
+    pub seq_max: SeqNo,
 }
 
 /// Encodes a secondary block (entries in value order).
@@ -155,15 +158,38 @@ fn claimed_count(decoder: &mut Decoder<'_>, what: &str) -> Result<usize, FormatE
     }
 }
 
-/// Decodes a secondary block of `attr_id`; entries must be in value order.
+/// Decodes a secondary block of `attr_id` (entries must be in value order) into owned entries.
 pub fn decode_secondary_block(
     bytes: &[u8],
     attr_id: u32,
 ) -> Result<Vec<SecondaryEntry>, FormatError> {
+    let mut entries = Vec::new();
+    visit_secondary_block(bytes, attr_id, &mut |entry| {
+        entries.push(SecondaryEntry {
+            value: entry.value.to_vec(),
+            pk: entry.pk.to_vec(),
+            seq: entry.seq,
+            next_newer_seq: entry.next_newer_seq,
+            data_block: entry.data_block,
+        });
+        true
+    })?;
+    Ok(entries)
+}
+
+/// Decodes a secondary block of `attr_id` without copying, calling `visit` for each entry in
+/// value order until it returns `false`. The whole block is checked even after `visit` stops,
+/// so damage anywhere is reported.
+pub fn visit_secondary_block<'a>(
+    bytes: &'a [u8],
+    attr_id: u32,
+    visit: &mut dyn FnMut(SecondaryEntryRef<'a>) -> bool,
+) -> Result<(), FormatError> {
     let mut decoder = Decoder::new(bytes);
     check_header(&mut decoder, SECONDARY_TAG, attr_id)?;
     let count = claimed_count(&mut decoder, "entry")?;
-    let mut entries: Vec<SecondaryEntry> = Vec::with_capacity(count);
+    let mut previous: Option<&[u8]> = None;
+    let mut visiting = true;
     for i in 0..count {
         let start = decoder.position();
         let (Some(value), Some(pk)) = (decoder.length_prefixed(), decoder.length_prefixed()) else {
@@ -182,27 +208,27 @@ pub fn decode_secondary_block(
                 ),
             });
         }
-        if entries
-            .last()
-            .is_some_and(|last| last.value.as_slice() > value)
-        {
+        if previous.is_some_and(|previous| previous > value) {
             return Err(FormatError {
                 offset: start,
                 message: format!("entry {i}: values out of order"),
             });
         }
-        entries.push(SecondaryEntry {
-            value: value.to_vec(),
-            pk: pk.to_vec(),
-            seq,
-            next_newer_seq,
-            data_block,
-        });
+        previous = Some(value);
+        if visiting {
+            visiting = visit(SecondaryEntryRef {
+                value,
+                pk,
+                seq,
+                next_newer_seq,
+                data_block,
+            });
+        }
     }
     if !decoder.is_empty() {
         return fail(&decoder, "bytes after the last entry");
     }
-    Ok(entries)
+    Ok(())
 }
 
 /// Encodes the directory of one attribute's secondary blocks (block `i` is entry `i`).
@@ -212,6 +238,7 @@ pub fn encode_directory(attr_id: u32, blocks: &[DirectoryEntry]) -> Vec<u8> {
     put_varint64(&mut out, blocks.len() as u64);
     for block in blocks {
         put_varint32(&mut out, block.entries);
+        put_varint64(&mut out, block.seq_max);
         put_length_prefixed(&mut out, &block.min);
         put_length_prefixed(&mut out, &block.max);
     }
@@ -226,8 +253,8 @@ pub fn decode_directory(bytes: &[u8], attr_id: u32) -> Result<Vec<DirectoryEntry
     let mut blocks: Vec<DirectoryEntry> = Vec::with_capacity(count);
     for i in 0..count {
         let start = decoder.position();
-        let Some(entries) = decoder.varint32() else {
-            return fail(&decoder, format!("block {i}: truncated entry count"));
+        let (Some(entries), Some(seq_max)) = (decoder.varint32(), decoder.varint64()) else {
+            return fail(&decoder, format!("block {i}: truncated entry count or sequence"));
         };
         let (Some(min), Some(max)) = (decoder.length_prefixed(), decoder.length_prefixed()) else {
             return fail(&decoder, format!("block {i}: truncated value range"));
@@ -245,6 +272,7 @@ pub fn decode_directory(bytes: &[u8], attr_id: u32) -> Result<Vec<DirectoryEntry
             min: min.to_vec(),
             max: max.to_vec(),
             entries,
+            seq_max,
         });
     }
     if !decoder.is_empty() {
@@ -340,17 +368,23 @@ mod tests {
                 min: b"a".to_vec(),
                 max: b"b".to_vec(),
                 entries: 3,
+                seq_max: 9,
             },
             DirectoryEntry {
                 min: b"c".to_vec(),
                 max: b"c".to_vec(),
                 entries: 1,
+                seq_max: 300,
             },
         ];
         let bytes = encode_directory(300, &blocks);
         assert_eq!(
             bytes,
-            vec![1, b'D', 0xAC, 0x02, 2, 3, 1, b'a', 1, b'b', 1, 1, b'c', 1, b'c']
+            vec![
+                1, b'D', 0xAC, 0x02, 2, // version, tag, attribute 300, two blocks
+                3, 9, 1, b'a', 1, b'b', // 3 entries, newest seq 9, range a..=b
+                1, 0xAC, 0x02, 1, b'c', 1, b'c', // 1 entry, newest seq 300, range c..=c
+            ]
         );
         assert_eq!(decode_directory(&bytes, 300).unwrap(), blocks);
         let property = encode_table_property(&[4, 300]);
@@ -391,11 +425,13 @@ mod tests {
                 min: b"a".to_vec(),
                 max: b"c".to_vec(),
                 entries: 1,
+                seq_max: 1,
             },
             DirectoryEntry {
                 min: b"b".to_vec(),
                 max: b"d".to_vec(),
                 entries: 1,
+                seq_max: 1,
             },
         ];
         assert!(decode_directory(&encode_directory(1, &overlapping), 1).is_err());

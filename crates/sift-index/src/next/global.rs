@@ -17,6 +17,8 @@ use std::collections::HashMap;
 pub(crate) struct BlockRef {
     pub file_number: u64,
     pub block: u32,
+    /// Newest version in the block.
+    pub seq_max: u64,
 }
 
 pub(crate) trait GlobalIndex: Send + Sync {
@@ -42,6 +44,7 @@ struct Entry {
     min: Box<[u8]>,
     max: Box<[u8]>,
     file_number: u64,
+    seq_max: u64,
     block: u32,
     entries: u32,
 }
@@ -124,6 +127,7 @@ impl IntervalIndex {
             visit(BlockRef {
                 file_number: entry.file_number,
                 block: entry.block,
+                seq_max: entry.seq_max,
             });
         }
         self.visit(mid + 1, hi, start, end, visit);
@@ -143,6 +147,7 @@ impl GlobalIndex for IntervalIndex {
                 min: entry.min.clone().into_boxed_slice(),
                 max: entry.max.clone().into_boxed_slice(),
                 file_number,
+                seq_max: entry.seq_max,
                 block: u32::try_from(block).unwrap_or(u32::MAX),
                 entries: entry.entries,
             });
@@ -192,6 +197,7 @@ impl GlobalIndex for IntervalIndex {
                 min: e.min.to_vec(),
                 max: e.max.to_vec(),
                 entries: e.entries,
+                seq_max: e.seq_max,
             })
             .collect();
         (blocks.len() == count as usize).then_some(blocks)
@@ -239,6 +245,7 @@ mod tests {
                         min: vec![min],
                         max: vec![max],
                         entries: 1,
+                        seq_max: u64::from(min),
                     });
                     at = max.saturating_add(rng.gen_range(0..10));
                 }
@@ -263,6 +270,7 @@ mod tests {
                         want.push(BlockRef {
                             file_number: *file,
                             block: i as u32,
+                            seq_max: u64::from(b.min[0]),
                         });
                     }
                 }

@@ -14,8 +14,14 @@
 //!    candidate's document comes from its data block, each data block read at most once per
 //!    query (read history). Top-K stops at the K-th live candidate: candidates are versions
 //!    and a live version's sequence number is the hit's, so no later candidate can be newer.
+//!
+//! Sources (memtables, secondary blocks, tables to scan) are read newest first by the largest
+//! sequence number they can hold (a secondary block's is in its directory entry, a table's in
+//! its metadata), and candidates newer than every source not yet read are validated before
+//! the next source is read; so a top-K query stops reading once it has K live hits newer than
+//! everything left (for time-correlated attributes most blocks are never read).
 
-use super::format::{decode_secondary_block, property_lists, secondary_name, COLLECTOR_NAME};
+use super::format::{property_lists, secondary_name, visit_secondary_block, COLLECTOR_NAME};
 use super::memo::{MemoAnswer, UpdateMemo};
 use super::{encoded_attribute, read_directory, NextIndexState, Registry, Validation};
 use crate::database::{Collection, Index};
@@ -29,7 +35,7 @@ use sift_lsm::sstable::ReadContext;
 use sift_lsm::version::FileMetaData;
 use sift_lsm::ValueKind;
 use sift_lsm::{ComponentId, Db, NewerVersion, ReadOptions, ReadStats, SeqNo};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
@@ -39,7 +45,7 @@ pub(crate) struct NextOutput {
     pub stats: QueryStats,
 }
 
-enum Source {
+enum Origin {
     /// The stored envelope is at hand (memtable or scanned table).
     Loaded(Vec<u8>),
     /// The version is in data block `ordinal` of `file`.
@@ -53,7 +59,7 @@ struct Candidate {
     seq: SeqNo,
     pk: Vec<u8>,
     component: ComponentId,
-    source: Source,
+    source: Origin,
 }
 
 enum Verdict {
@@ -64,6 +70,7 @@ enum Verdict {
 }
 
 struct Run<'a> {
+    engine: &'a Db,
     collection: &'a Collection,
     state: &'a NextIndexState,
     memo: Option<Arc<UpdateMemo>>,
@@ -109,7 +116,7 @@ impl Run<'_> {
                 seq,
                 pk: pk.to_vec(),
                 component,
-                source: Source::Loaded(envelope.to_vec()),
+                source: Origin::Loaded(envelope.to_vec()),
             });
         }
         Ok(())
@@ -163,91 +170,118 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// Reads the given secondary blocks of a table and keeps the entries in range.
-    fn read_blocks(
+    /// Reads one secondary block of a table and keeps its entries in range.
+    fn read_block(
         &mut self,
         file: &Arc<FileMetaData>,
         component: ComponentId,
-        blocks: &[u32],
+        block: u32,
     ) -> Result<()> {
         let table = self.view.table(file)?;
         let attr_id = self.state.spec.attr_id;
-        for &block in blocks {
-            let name = secondary_name(attr_id, block);
-            let offset = table
-                .meta_block_handle(COLLECTOR_NAME, &name)
-                .map_or(0, |h| h.offset);
-            let Some(bytes) = table.meta_block(COLLECTOR_NAME, &name)? else {
-                return Err(sift_lsm::Error::corruption(
-                    table.path(),
-                    0,
-                    format!("the directory names meta block {name:?}, which is missing"),
-                )
-                .into());
-            };
-            self.read_stats.blocks_read_from_disk.fetch_add(1, Relaxed);
-            let entries = decode_secondary_block(&bytes, attr_id).map_err(|e| {
-                sift_lsm::Error::corruption(
-                    table.path(),
-                    offset,
-                    format!(
-                        "meta block {name:?}: {} (byte {} of the block)",
-                        e.message, e.offset
-                    ),
-                )
-            })?;
-            let first = entries.partition_point(|e| e.value.as_slice() < self.start);
-            for entry in &entries[first..] {
-                if !self.in_range(&entry.value) {
-                    break;
-                }
-                if entry.seq > self.snapshot {
-                    continue;
-                }
-                self.stats.candidates_examined += 1;
-                if entry.next_newer_seq != 0 && entry.next_newer_seq <= self.snapshot {
-                    self.stats.stale_entries += 1; // shadowed within its own file
-                    continue;
-                }
-                self.candidates.push(Candidate {
-                    seq: entry.seq,
-                    pk: entry.pk.clone(),
-                    component,
-                    source: Source::Block {
-                        file: Arc::clone(file),
-                        ordinal: entry.data_block,
-                    },
-                });
+        let name = secondary_name(attr_id, block);
+        let Some(handle) = table.meta_block_handle(COLLECTOR_NAME, &name) else {
+            return Err(sift_lsm::Error::corruption(
+                table.path(),
+                0,
+                format!("the directory names meta block {name:?}, which is missing"),
+            )
+            .into());
+        };
+        let bytes = table.meta_block(COLLECTOR_NAME, &name)?.unwrap_or_default();
+        self.read_stats.blocks_read_from_disk.fetch_add(1, Relaxed);
+        let (start, end, snapshot) = (self.start, self.end, self.snapshot);
+        let mut found = Vec::new();
+        let mut examined = 0;
+        let mut shadowed = 0;
+        visit_secondary_block(&bytes, attr_id, &mut |entry| {
+            if entry.value < start {
+                return true;
             }
+            if end.is_some_and(|end| entry.value >= end) {
+                return false; // values are sorted: nothing further is in range
+            }
+            if entry.seq > snapshot {
+                return true;
+            }
+            examined += 1;
+            if entry.next_newer_seq != 0 && entry.next_newer_seq <= snapshot {
+                shadowed += 1; // a newer version in the same file is visible
+                return true;
+            }
+            found.push((entry.seq, entry.pk.to_vec(), entry.data_block));
+            true
+        })
+        .map_err(|e| {
+            sift_lsm::Error::corruption(
+                table.path(),
+                handle.offset,
+                format!(
+                    "meta block {name:?}: {} (byte {} of the block)",
+                    e.message, e.offset
+                ),
+            )
+        })?;
+        self.stats.candidates_examined += examined;
+        self.stats.stale_entries += shadowed;
+        for (seq, pk, ordinal) in found {
+            self.candidates.push(Candidate {
+                seq,
+                pk,
+                component,
+                source: Origin::Block {
+                    file: Arc::clone(file),
+                    ordinal,
+                },
+            });
         }
         Ok(())
     }
 
-    fn table(
-        &mut self,
+    /// The sources one table contributes: its matching secondary blocks, or the whole table.
+    fn table_sources(
+        &self,
         file: &Arc<FileMetaData>,
         component: ComponentId,
         global: &GlobalHits,
+        sources: &mut Vec<Source>,
     ) -> Result<()> {
         let attr_id = self.state.spec.attr_id;
         if !property_lists(file.properties().get(COLLECTOR_NAME), attr_id) {
-            return self.scan_table(file, component);
+            sources.push(Source {
+                seq_max: file.seq_max,
+                component,
+                file: Some(Arc::clone(file)),
+                block: None,
+            });
+            return Ok(());
         }
+        let block_source = |(block, seq_max): (u32, SeqNo)| Source {
+            seq_max,
+            component,
+            file: Some(Arc::clone(file)),
+            block: Some(block),
+        };
         if global.files.contains(&file.number) {
-            let blocks = global.blocks.get(&file.number).cloned().unwrap_or_default();
-            return self.read_blocks(file, component, &blocks);
+            if let Some(blocks) = global.blocks.get(&file.number) {
+                sources.extend(blocks.iter().copied().map(block_source));
+            }
+            return Ok(());
         }
         let directory = read_directory(&self.view, file, attr_id)?;
         self.read_stats.blocks_read_from_disk.fetch_add(1, Relaxed);
-        let blocks: Vec<u32> = directory
-            .iter()
-            .enumerate()
-            .filter(|(_, b)| {
-                b.max.as_slice() >= self.start && self.end.is_none_or(|end| b.min.as_slice() < end)
-            })
-            .map(|(i, _)| u32::try_from(i).unwrap_or(u32::MAX))
-            .collect();
-        self.read_blocks(file, component, &blocks)
+        sources.extend(
+            directory
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| {
+                    b.max.as_slice() >= self.start
+                        && self.end.is_none_or(|end| b.min.as_slice() < end)
+                })
+                .map(|(i, b)| (u32::try_from(i).unwrap_or(u32::MAX), b.seq_max))
+                .map(block_source),
+        );
+        Ok(())
     }
 
     fn verdict(&self, candidate: &Candidate) -> Result<Verdict> {
@@ -272,11 +306,21 @@ impl Run<'_> {
     }
 }
 
-/// What the global index said: matching blocks per file, and which files it knows.
+/// What the global index said: matching blocks (with their newest sequence number) per file,
+/// and which files it knows.
 #[derive(Default)]
 struct GlobalHits {
     files: HashSet<u64>,
-    blocks: HashMap<u64, Vec<u32>>,
+    blocks: HashMap<u64, Vec<(u32, SeqNo)>>,
+}
+
+/// Something to read, holding versions up to `seq_max`: a memtable (`file == None`), a whole
+/// table (`block == None`) or one secondary block.
+struct Source {
+    seq_max: SeqNo,
+    component: ComponentId,
+    file: Option<Arc<FileMetaData>>,
+    block: Option<u32>,
 }
 
 /// Runs one query; `read` carries the query's snapshot and I/O counters.
@@ -307,6 +351,7 @@ pub(crate) fn run(
     let view = engine.components(&collection.primary, read)?;
     let snapshot = view.sequence();
     let mut run = Run {
+        engine,
         collection,
         state: &state,
         memo,
@@ -330,7 +375,7 @@ pub(crate) fn run(
                 .blocks
                 .entry(block.file_number)
                 .or_default()
-                .push(block.block);
+                .push((block.block, block.seq_max));
         });
         for file in super::view_files(&run.view) {
             if global.index.contains_file(file.number) {
@@ -338,69 +383,132 @@ pub(crate) fn run(
             }
         }
     }
+    let mut sources: Vec<Source> = Vec::new();
     for id in run.view.ids() {
         match id {
-            ComponentId::Memtable | ComponentId::ImmutableMemtable(_) => run.scan_memtable(id)?,
+            ComponentId::Memtable | ComponentId::ImmutableMemtable(_) => sources.push(Source {
+                seq_max: SeqNo::MAX,
+                component: id,
+                file: None,
+                block: None,
+            }),
             ComponentId::Level0File(number) => {
                 let file = run.view.files(0).into_iter().find(|f| f.number == number);
                 if let Some(file) = file {
-                    run.table(&file, id, &global_hits)?;
+                    run.table_sources(&file, id, &global_hits, &mut sources)?;
                 }
             }
             ComponentId::Level(level) => {
                 for file in run.view.files(level) {
-                    run.table(&file, id, &global_hits)?;
+                    run.table_sources(&file, id, &global_hits, &mut sources)?;
                 }
             }
         }
     }
-    let mut candidates = std::mem::take(&mut run.candidates);
-    candidates.sort_by_key(|c| std::cmp::Reverse(c.seq));
-    let mut hits: Vec<Hit> = Vec::new();
-    let mut emitted: HashSet<Vec<u8>> = HashSet::new();
-    // Read history: data blocks read by this query, (file, ordinal) → entries.
-    let mut history: HashMap<(u64, u32), Vec<(Vec<u8>, Vec<u8>)>> = HashMap::new();
-    for candidate in candidates {
-        if limit.is_some_and(|k| hits.len() >= k) {
+    sources.sort_by_key(|source| std::cmp::Reverse(source.seq_max));
+    let mut finisher = Finisher {
+        limit,
+        hits: Vec::new(),
+        emitted: HashSet::new(),
+        history: HashMap::new(),
+        pending: BinaryHeap::new(),
+        candidates: Vec::new(),
+    };
+    for source in sources {
+        // Everything newer than this source and all after it is final now.
+        finisher.finish_above(&mut run, source.seq_max)?;
+        if finisher.done() {
             break;
         }
-        if emitted.contains(&candidate.pk) {
+        match (&source.file, source.block) {
+            (None, _) => run.scan_memtable(source.component)?,
+            (Some(file), None) => run.scan_table(file, source.component)?,
+            (Some(file), Some(block)) => run.read_block(file, source.component, block)?,
+        }
+        finisher.take(&mut run);
+    }
+    finisher.finish_above(&mut run, 0)?;
+    let hits = finisher.hits;
+    Ok(NextOutput {
+        hits,
+        stats: run.stats,
+    })
+}
+
+/// Validates candidates newest first and keeps the hits.
+struct Finisher {
+    limit: Option<usize>,
+    hits: Vec<Hit>,
+    emitted: HashSet<Vec<u8>>,
+    /// Read history: data blocks read by this query, (file, ordinal) → entries.
+    history: HashMap<(u64, u32), Vec<(Vec<u8>, Vec<u8>)>>,
+    /// Candidates not validated yet: (seq, position in `candidates`).
+    pending: BinaryHeap<(SeqNo, usize)>,
+    candidates: Vec<Option<Candidate>>,
+}
+
+impl Finisher {
+    fn done(&self) -> bool {
+        self.limit.is_some_and(|k| self.hits.len() >= k)
+    }
+
+    /// Takes the candidates the last source produced.
+    fn take(&mut self, run: &mut Run<'_>) {
+        for candidate in run.candidates.drain(..) {
+            self.pending.push((candidate.seq, self.candidates.len()));
+            self.candidates.push(Some(candidate));
+        }
+    }
+
+    /// Validates, newest first, every pending candidate newer than `bound`.
+    fn finish_above(&mut self, run: &mut Run<'_>, bound: SeqNo) -> Result<()> {
+        while let Some(&(seq, position)) = self.pending.peek() {
+            if seq <= bound || self.done() {
+                return Ok(());
+            }
+            self.pending.pop();
+            if let Some(candidate) = self.candidates.get_mut(position).and_then(Option::take) {
+                self.finish(run, candidate)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, run: &mut Run<'_>, candidate: Candidate) -> Result<()> {
+        if self.emitted.contains(&candidate.pk) {
             run.stats.stale_entries += 1; // an older version of a document already returned
-            continue;
+            return Ok(());
         }
         let envelope = match run.verdict(&candidate)? {
             Verdict::Stale => None,
             Verdict::Unknown => {
                 run.stats.validations += 1;
-                engine
-                    .get_with(&collection.primary, &candidate.pk, run.read)?
+                run.engine
+                    .get_with(&run.collection.primary, &candidate.pk, run.read)?
                     .filter(|live| live.seq == candidate.seq)
                     .map(|live| live.value)
             }
             Verdict::Live => Some(match candidate.source {
-                Source::Loaded(envelope) => envelope,
-                Source::Block { ref file, ordinal } => {
-                    fetch_from_block(&run, &mut history, file, ordinal, &candidate)?
+                Origin::Loaded(envelope) => envelope,
+                Origin::Block { ref file, ordinal } => {
+                    fetch_from_block(run, &mut self.history, file, ordinal, &candidate)?
                 }
             }),
         };
         let Some(envelope) = envelope else {
             run.stats.stale_entries += 1;
-            continue;
+            return Ok(());
         };
-        let decoded =
-            EnvelopeRef::decode(&envelope).map_err(|e| run.corrupt_document(&candidate.pk, &e))?;
-        hits.push(Hit {
+        let decoded = EnvelopeRef::decode(&envelope)
+            .map_err(|e| run.corrupt_document(&candidate.pk, &e))?;
+        self.hits.push(Hit {
             pk: candidate.pk.clone(),
             seq: candidate.seq,
             doc: decoded.doc().to_vec(),
         });
-        emitted.insert(candidate.pk);
+        self.emitted.insert(candidate.pk);
+        Ok(())
     }
-    Ok(NextOutput {
-        hits,
-        stats: run.stats,
-    })
 }
 
 /// The stored envelope of a candidate, from its data block (read once per query).
