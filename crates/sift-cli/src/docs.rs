@@ -71,7 +71,7 @@ pub struct IndexCreateArgs {
     /// gap; time: milliseconds; string: a prefix length in bytes).
     #[arg(long)]
     pub delta: Option<sift_index::SplitDelta>,
-    /// sst-local / next: memo or get-lite [default: memo].
+    /// sst-local / next: memo or get-lite [default: get-lite].
     #[arg(long)]
     pub validation: Option<sift_index::Validation>,
     /// sync-full or sync-insert [default: the kind's default].

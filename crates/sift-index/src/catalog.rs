@@ -155,7 +155,7 @@ pub struct IndexSpec {
     pub read_repair: bool,
     /// `next` / `sst-local`: δ of the value-aware split (`None`: blocks are cut by size only).
     pub split_delta: Option<SplitDelta>,
-    /// `next` / `sst-local`: how queries validate candidates (`None`: memo).
+    /// `next` / `sst-local`: how queries validate candidates (`None`: GetLite).
     pub validation: Option<Validation>,
 }
 
@@ -227,7 +227,7 @@ pub struct IndexRecord {
     /// `next` / `sst-local`: δ of the value-aware split.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub split_delta: Option<SplitDelta>,
-    /// `next` / `sst-local`: validation strategy (`None`: memo).
+    /// `next` / `sst-local`: validation strategy (`None`: GetLite).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub validation: Option<Validation>,
 }

@@ -254,7 +254,10 @@ pub fn decode_directory(bytes: &[u8], attr_id: u32) -> Result<Vec<DirectoryEntry
     for i in 0..count {
         let start = decoder.position();
         let (Some(entries), Some(seq_max)) = (decoder.varint32(), decoder.varint64()) else {
-            return fail(&decoder, format!("block {i}: truncated entry count or sequence"));
+            return fail(
+                &decoder,
+                format!("block {i}: truncated entry count or sequence"),
+            );
         };
         let (Some(min), Some(max)) = (decoder.length_prefixed(), decoder.length_prefixed()) else {
             return fail(&decoder, format!("block {i}: truncated value range"));

@@ -121,18 +121,12 @@ impl UpdateMemo {
         }
         let mut state = self.state.lock();
         let previous = state.entries.get(pk).copied();
-        let entry = match previous {
-            Some(entry) => MemoEntry {
-                newest: seq,
-                obsolete: entry.obsolete + 1,
-            },
-            None => {
-                state.key_bytes += pk.len();
-                MemoEntry {
-                    newest: seq,
-                    obsolete: 1,
-                }
-            }
+        if previous.is_none() {
+            state.key_bytes += pk.len();
+        }
+        let entry = MemoEntry {
+            newest: seq,
+            obsolete: previous.map_or(1, |entry| entry.obsolete + 1),
         };
         state.entries.insert(pk.to_vec(), entry);
         Some(MemoUndo {
@@ -170,9 +164,8 @@ impl UpdateMemo {
                     MemoAnswer::Stale
                 }
             }
-            Some(_) => MemoAnswer::Unknown,
             None if seq > self.base && state.epoch == epoch => MemoAnswer::Live,
-            None => MemoAnswer::Unknown,
+            Some(_) | None => MemoAnswer::Unknown,
         }
     }
 

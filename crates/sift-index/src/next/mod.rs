@@ -96,10 +96,13 @@ impl FromStr for SplitDelta {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Validation {
-    /// The update memo (pk → newest sequence number), GetLite where it cannot tell.
-    #[default]
+    /// The update memo (pk → newest sequence number), GetLite where it cannot tell. Costs
+    /// every write a memory-only GetLite check (is there an older version?) to keep the memo.
     Memo,
     /// The engine's memory-only GetLite check; a primary read where it answers "maybe".
+    /// The default: writes cost nothing beyond the primary write, and queries measured as
+    /// fast as with the memo (`docs/format/secondary-index-blocks.md`, "Validation").
+    #[default]
     GetLite,
 }
 

@@ -435,13 +435,16 @@ pub(crate) fn run(
     })
 }
 
+/// Data blocks read by one query: (file number, ordinal) → the block's entries.
+type ReadHistory = HashMap<(u64, u32), Vec<(Vec<u8>, Vec<u8>)>>;
+
 /// Validates candidates newest first and keeps the hits.
 struct Finisher {
     limit: Option<usize>,
     hits: Vec<Hit>,
     emitted: HashSet<Vec<u8>>,
     /// Read history: data blocks read by this query, (file, ordinal) → entries.
-    history: HashMap<(u64, u32), Vec<(Vec<u8>, Vec<u8>)>>,
+    history: ReadHistory,
     /// Candidates not validated yet: (seq, position in `candidates`).
     pending: BinaryHeap<(SeqNo, usize)>,
     candidates: Vec<Option<Candidate>>,
@@ -499,8 +502,8 @@ impl Finisher {
             run.stats.stale_entries += 1;
             return Ok(());
         };
-        let decoded = EnvelopeRef::decode(&envelope)
-            .map_err(|e| run.corrupt_document(&candidate.pk, &e))?;
+        let decoded =
+            EnvelopeRef::decode(&envelope).map_err(|e| run.corrupt_document(&candidate.pk, &e))?;
         self.hits.push(Hit {
             pk: candidate.pk.clone(),
             seq: candidate.seq,
@@ -514,16 +517,15 @@ impl Finisher {
 /// The stored envelope of a candidate, from its data block (read once per query).
 fn fetch_from_block(
     run: &Run<'_>,
-    history: &mut HashMap<(u64, u32), Vec<(Vec<u8>, Vec<u8>)>>,
+    history: &mut ReadHistory,
     file: &Arc<FileMetaData>,
     ordinal: u32,
     candidate: &Candidate,
 ) -> Result<Vec<u8>> {
     let table = run.view.table(file)?;
     let key = (file.number, ordinal);
-    if !history.contains_key(&key) {
-        let entries = table.read_block_entries(ordinal as usize, &run.context)?;
-        history.insert(key, entries);
+    if let std::collections::hash_map::Entry::Vacant(slot) = history.entry(key) {
+        slot.insert(table.read_block_entries(ordinal as usize, &run.context)?);
     }
     let found = history.get(&key).and_then(|entries| {
         entries.iter().find(|(ikey, _)| {
