@@ -17,6 +17,10 @@
 //!   `enc(value) ‖ encode_pk(pk)` with empty values; `eager` and `lazy` keys `enc(value)` with
 //!   posting lists / fragments. `memory` indexes have no tree and are rebuilt at open (not
 //!   persisted on close).
+//! - `sst-local` and `next` indexes have no tree: a block property collector writes sorted
+//!   secondary index blocks into every SSTable of the primary tree, and `next` keeps an
+//!   in-memory global index over them, rebuilt at open ([`next`];
+//!   `docs/format/secondary-index-blocks.md`).
 //! - Every write (a put, a delete, or a batch of them) is ONE engine `WriteBatch` over the
 //!   primary tree and every stand-alone index tree. Per document the primary entry comes
 //!   first, so the document's sequence number is the one its entry got.
