@@ -1,16 +1,16 @@
 //! The `sst-local` and `next` index kinds: secondary indexes stored inside the SSTables of the
 //! primary tree (NEXT, SIGMOD 2025), for one-dimensional attributes (int, float, string, time).
 //!
-//! - [`collector`]: a block property collector writes, per table and per indexed attribute,
+//! - `collector`: a block property collector writes, per table and per indexed attribute,
 //!   secondary blocks `(value, pk, seq, next newer seq, data block)` sorted by value, cut by
 //!   size and by the value-aware split (δ), plus a directory block of their value ranges.
 //!   Layout: [`format`] and `docs/format/secondary-index-blocks.md`.
-//! - [`global`]: `next` keeps an in-memory interval index over every live file's secondary
+//! - `global`: `next` keeps an in-memory interval index over every live file's secondary
 //!   blocks, in step with the engine's version listener; `sst-local` has none and reads every
 //!   live file's directory per query.
-//! - [`memo`]: the update memo (pk → newest sequence number), one validation strategy; the
+//! - `memo`: the update memo (pk → newest sequence number), one validation strategy; the
 //!   other is the engine's GetLite (`newer_version_exists_above`).
-//! - [`query`]: LOOKUP and RANGE: memtables scanned, matching secondary blocks read, each
+//! - `query`: LOOKUP and RANGE: memtables scanned, matching secondary blocks read, each
 //!   matching data block read at most once per query, candidates validated newest first.
 //!
 //! Writes cost only the primary write (plus, with memo validation, a memory-only GetLite check
