@@ -4,7 +4,7 @@
 //! - `collector`: a block property collector writes, per table and per indexed attribute,
 //!   secondary blocks `(value, pk, seq, next newer seq, data block)` sorted by value, cut by
 //!   size and by the value-aware split (δ), plus a directory block of their value ranges.
-//!   Layout: [`format`] and `docs/format/secondary-index-blocks.md`.
+//!   Layout: `format` and `docs/format/secondary-index-blocks.md`.
 //! - `global`: `next` keeps an in-memory interval index over every live file's secondary
 //!   blocks, in step with the engine's version listener; `sst-local` has none and reads every
 //!   live file's directory per query.
@@ -18,7 +18,7 @@
 //! it was being registered) carry no secondary blocks for it; queries scan them, so answers are
 //! correct at every moment, and flushes and compactions index the data as they rewrite it.
 //!
-//! [`Registry`] is shared by the engine hooks (collector factory, version listener, compaction
+//! `Registry` is shared by the engine hooks (collector factory, version listener, compaction
 //! observer, all installed at `Database::open`) and the database: it says which attributes to
 //! collect for which primary tree and holds each index's global index and each collection's
 //! memo.
