@@ -64,9 +64,16 @@ pub struct IndexCreateArgs {
     /// int, float, string, time or geo.
     #[arg(long = "type")]
     pub attr_type: AttrType,
-    /// composite, eager, lazy or memory.
+    /// composite, eager, lazy, memory, sst-local or next.
     #[arg(long)]
     pub kind: IndexKind,
+    /// sst-local / next: δ of the value-aware split of secondary blocks (int/float: a value
+    /// gap; time: milliseconds; string: a prefix length in bytes).
+    #[arg(long)]
+    pub delta: Option<sift_index::SplitDelta>,
+    /// sst-local / next: memo or get-lite [default: get-lite].
+    #[arg(long)]
+    pub validation: Option<sift_index::Validation>,
     /// sync-full or sync-insert [default: the kind's default].
     #[arg(long)]
     pub maintenance: Option<Maintenance>,
@@ -310,6 +317,12 @@ pub fn index(command: &IndexCommand) -> Result<(), String> {
                 .with_read_repair(args.read_repair);
             if let Some(m) = args.maintenance {
                 spec = spec.with_maintenance(m);
+            }
+            if let Some(delta) = args.delta {
+                spec = spec.with_split_delta(delta);
+            }
+            if let Some(validation) = args.validation {
+                spec = spec.with_validation(validation);
             }
             let start = Instant::now();
             let bar = indicatif::ProgressBar::new_spinner();

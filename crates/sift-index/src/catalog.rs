@@ -2,6 +2,7 @@
 //! tree `sift.catalog` (layout: `docs/format/index-encodings.md`, section "Catalog").
 
 use crate::error::{IndexError, Result};
+use crate::next::{SplitDelta, Validation};
 use crate::value::AttrType;
 use serde::{Deserialize, Serialize};
 use sift_lsm::SeqNo;
@@ -30,6 +31,12 @@ pub enum IndexKind {
     /// In memory only: loaded at open from the snapshot of a clean close, else rebuilt from the
     /// collection.
     Memory,
+    /// Sorted secondary blocks inside every SSTable of the primary tree, no global index:
+    /// queries consult every live table (`next/`).
+    SstLocal,
+    /// NEXT: the per-table secondary blocks plus an in-memory global index over them
+    /// (`next/`).
+    Next,
 }
 
 impl IndexKind {
@@ -39,6 +46,8 @@ impl IndexKind {
             IndexKind::Eager => "eager",
             IndexKind::Lazy => "lazy",
             IndexKind::Memory => "memory",
+            IndexKind::SstLocal => "sst-local",
+            IndexKind::Next => "next",
         }
     }
 
@@ -46,8 +55,19 @@ impl IndexKind {
     pub fn default_maintenance(self) -> Maintenance {
         match self {
             IndexKind::Eager | IndexKind::Memory => Maintenance::SyncFull,
-            IndexKind::Composite | IndexKind::Lazy => Maintenance::SyncInsert,
+            IndexKind::Composite | IndexKind::Lazy | IndexKind::SstLocal | IndexKind::Next => {
+                Maintenance::SyncInsert
+            }
         }
+    }
+
+    /// Whether the index has its own engine tree (`sst-local` and `next` live inside the
+    /// primary tree's tables, `memory` in memory).
+    pub fn has_tree(self) -> bool {
+        matches!(
+            self,
+            IndexKind::Composite | IndexKind::Eager | IndexKind::Lazy
+        )
     }
 }
 
@@ -65,8 +85,11 @@ impl FromStr for IndexKind {
             "eager" => Ok(IndexKind::Eager),
             "lazy" => Ok(IndexKind::Lazy),
             "memory" => Ok(IndexKind::Memory),
+            "sst-local" => Ok(IndexKind::SstLocal),
+            "next" => Ok(IndexKind::Next),
             other => Err(format!(
-                "unknown index kind {other:?} (expected composite, eager, lazy or memory)"
+                "unknown index kind {other:?} (expected composite, eager, lazy, memory, \
+                 sst-local or next)"
             )),
         }
     }
@@ -131,6 +154,10 @@ pub struct IndexSpec {
     pub maintenance: Option<Maintenance>,
     /// sync-insert only: queries delete the stale entries they meet.
     pub read_repair: bool,
+    /// `next` / `sst-local`: δ of the value-aware split (`None`: blocks are cut by size only).
+    pub split_delta: Option<SplitDelta>,
+    /// `next` / `sst-local`: how queries validate candidates (`None`: GetLite).
+    pub validation: Option<Validation>,
 }
 
 impl IndexSpec {
@@ -142,6 +169,8 @@ impl IndexSpec {
             kind,
             maintenance: None,
             read_repair: false,
+            split_delta: None,
+            validation: None,
         }
     }
     pub fn with_maintenance(mut self, maintenance: Maintenance) -> IndexSpec {
@@ -150,6 +179,14 @@ impl IndexSpec {
     }
     pub fn with_read_repair(mut self, read_repair: bool) -> IndexSpec {
         self.read_repair = read_repair;
+        self
+    }
+    pub fn with_split_delta(mut self, delta: SplitDelta) -> IndexSpec {
+        self.split_delta = Some(delta);
+        self
+    }
+    pub fn with_validation(mut self, validation: Validation) -> IndexSpec {
+        self.validation = Some(validation);
         self
     }
 }
@@ -186,8 +223,14 @@ pub struct IndexRecord {
     /// Documents whose live version has a sequence number `<=` this were written before the
     /// index existed: their envelopes lack `attr_id`, so the value is taken from their JSON.
     pub first_seq: SeqNo,
-    /// Engine tree of a stand-alone index (`None` for `memory`).
+    /// Engine tree of a stand-alone index (`None` for `memory`, `sst-local`, `next`).
     pub tree: Option<String>,
+    /// `next` / `sst-local`: δ of the value-aware split.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split_delta: Option<SplitDelta>,
+    /// `next` / `sst-local`: validation strategy (`None`: GetLite).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validation: Option<Validation>,
 }
 
 pub fn collection_key(name: &str) -> Vec<u8> {

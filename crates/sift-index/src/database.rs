@@ -15,6 +15,8 @@ use crate::envelope::EnvelopeRef;
 use crate::error::{IndexError, Result};
 use crate::memory::MemoryIndex;
 use crate::memory_snapshot::{self, MemoryIndexOrigin};
+use crate::next::collector::NextCollectorFactory;
+use crate::next::{NextListener, NextObserver, Registry as NextRegistry};
 use crate::path::AttrPath;
 use crate::postings::{decode_postings, encode_postings, Posting, PostingMergeOperator};
 use crate::value::AttrValue;
@@ -166,6 +168,8 @@ pub struct Database {
     /// The engine's latest sequence number right after recovery, before this layer wrote
     /// anything: a memory-index snapshot is current only if written at exactly this number.
     opened_sequence: SeqNo,
+    /// `next` / `sst-local` indexes: what the collector writes, global indexes, memos.
+    pub(crate) next: Arc<NextRegistry>,
 }
 
 impl std::fmt::Debug for Database {
@@ -198,6 +202,19 @@ impl Database {
     pub fn open(path: impl AsRef<Path>, options: DatabaseOptions) -> Result<Database> {
         let mut engine_options = options.engine.clone();
         engine_options.default_tree_options.merge_operator = Some(Arc::new(PostingMergeOperator));
+        let next = Arc::new(NextRegistry::new(options.engine.block_bytes));
+        engine_options
+            .default_tree_options
+            .block_property_collectors
+            .push(Arc::new(NextCollectorFactory {
+                registry: Arc::clone(&next),
+            }));
+        engine_options
+            .version_listeners
+            .push(Arc::new(NextListener(Arc::clone(&next))));
+        engine_options
+            .compaction_observers
+            .push(Arc::new(NextObserver(Arc::clone(&next))));
         let engine = Db::open(path, engine_options)?;
         let catalog_tree = match engine.tree(CATALOG_TREE) {
             Ok(tree) => tree,
@@ -219,6 +236,7 @@ impl Database {
             },
             file_system: Arc::clone(&options.engine.file_system),
             opened_sequence,
+            next,
         };
         database.load_catalog()?;
         Ok(database)
@@ -469,6 +487,16 @@ impl Database {
             })?;
             return Ok(index);
         }
+        if matches!(record.kind, IndexKind::SstLocal | IndexKind::Next) {
+            self.next
+                .register(&self.engine, &collection.primary, &record)?;
+            return Ok(Index {
+                record,
+                path,
+                tree: None,
+                memory: None,
+            });
+        }
         let tree_name = record.tree.clone().unwrap_or_default();
         let tree = self
             .engine
@@ -563,6 +591,14 @@ impl Database {
             documents_done,
             finished,
         };
+        if matches!(index.record.kind, IndexKind::SstLocal | IndexKind::Next) {
+            // Nothing to copy: tables written from now on carry the index's secondary blocks,
+            // and queries scan the tables that do not (see `next/`).
+            self.next
+                .register(&self.engine, &collection.primary, &index.record)?;
+            progress(&report(0, true));
+            return Ok(());
+        }
         let mut batch = WriteBatch::new();
         // Eager and lazy lists are gathered whole, so each value gets one list, newest first
         // (which keeps lazy LOOKUP's early stop exact; see `query.rs`).
@@ -599,6 +635,7 @@ impl Database {
                             memory.set(pk, Some((&value, seq)));
                         }
                     }
+                    IndexKind::SstLocal | IndexKind::Next => {}
                 }
             }
             documents_done += 1;
@@ -640,9 +677,17 @@ impl Database {
             pk_path: pk_path.to_string(),
         };
         catalog.next_id += 1;
+        // The collector of `next` / `sst-local` indexes; after a reopen the default tree
+        // options give it again.
+        let primary_options = TreeOptions {
+            block_property_collectors: vec![Arc::new(NextCollectorFactory {
+                registry: Arc::clone(&self.next),
+            })],
+            ..TreeOptions::default()
+        };
         let primary = self
             .engine
-            .create_tree(&record.primary_tree_name(), TreeOptions::default())?;
+            .create_tree(&record.primary_tree_name(), primary_options)?;
         let mut batch = WriteBatch::new();
         batch.put(
             &self.catalog_tree,
@@ -720,8 +765,14 @@ impl Database {
             (IndexKind::Memory, Maintenance::SyncInsert) => {
                 return Err(invalid("a memory index is always exact (sync-full)"))
             }
+            (IndexKind::SstLocal | IndexKind::Next, Maintenance::SyncFull) => {
+                return Err(invalid(
+                    "sst-local and next indexes are maintained sync-insert (queries validate)",
+                ))
+            }
             _ => {}
         }
+        crate::next::check_spec(&spec).map_err(|reason| invalid(&reason))?;
         if spec.read_repair && maintenance != Maintenance::SyncInsert {
             return Err(invalid(
                 "read repair applies to sync-insert maintenance only",
@@ -761,8 +812,12 @@ impl Database {
             state: IndexState::Building,
             attr_id,
             first_seq: self.engine.latest_sequence(),
-            tree: (spec.kind != IndexKind::Memory)
+            tree: spec
+                .kind
+                .has_tree()
                 .then(|| index_tree_name(collection.record.id, id)),
+            split_delta: spec.split_delta,
+            validation: spec.validation,
         };
         let index = self.new_index(record.clone())?;
         let mut batch = WriteBatch::new();
@@ -820,6 +875,8 @@ impl Database {
         if let Some(tree) = &index.tree {
             self.drop_engine_tree(tree.name())?;
         }
+        self.next
+            .unregister(collection.primary.id(), index.record.id);
         Ok(())
     }
 
@@ -827,7 +884,10 @@ impl Database {
     pub fn memory_bytes(&self, collection: &str, index: &str) -> Result<u64> {
         let collection = self.collection_arc(collection)?;
         let index = collection.index(index)?;
-        Ok(index.memory.as_ref().map_or(0, MemoryIndex::memory_bytes))
+        Ok(index.memory.as_ref().map_or(0, MemoryIndex::memory_bytes)
+            + self
+                .next
+                .memory_bytes(collection.primary.id(), index.record.id))
     }
 
     // ---- writes ----------------------------------------------------------------------------
@@ -899,15 +959,45 @@ impl Database {
         let mut memory_updates: Vec<MemoryUpdate> = Vec::new();
         // The batch is built for the first sequence number the engine will give it, under the
         // engine's commit lock: postings and memory entries carry their version's number.
-        self.engine.write_sequenced(&self.write_options, |base| {
-            self.build_batch(
+        let memo_tree = collection.primary.id();
+        let mut memo_undo = None;
+        let written = self.engine.write_sequenced(&self.write_options, |base| {
+            // (pk, seq, an older version surely exists) for the update memo of `next` indexes.
+            let mut memo_writes: Vec<(Vec<u8>, SeqNo, bool)> = Vec::new();
+            let batch = self.build_batch(
                 collection,
                 prepared,
                 base,
                 &mut results,
                 &mut memory_updates,
-            )
-        })?;
+                &mut memo_writes,
+            )?;
+            if !batch.is_empty() && !memo_writes.is_empty() {
+                // The memo learns of the writes before they become visible (see
+                // `next/memo.rs`); undone below if the commit fails.
+                memo_undo = Some(self.next.record_writes(
+                    memo_tree,
+                    &memo_writes,
+                    &mut |pk: &[u8]| {
+                        self.engine
+                            .newer_version_exists_above(
+                                &collection.primary,
+                                pk,
+                                0,
+                                sift_lsm::ComponentId::Level(usize::MAX),
+                            )
+                            .map_or(true, |answer| answer != sift_lsm::NewerVersion::No)
+                    },
+                ));
+            }
+            Ok::<_, IndexError>(batch)
+        });
+        if let Err(error) = written {
+            if let Some(undo) = memo_undo {
+                self.next.undo_writes(memo_tree, undo);
+            }
+            return Err(error);
+        }
         for (position, pk, value) in memory_updates {
             if let Some(memory) = &collection.indexes[position].memory {
                 memory.set(&pk, value.as_ref().map(|(v, seq)| (v.as_slice(), *seq)));
@@ -925,6 +1015,7 @@ impl Database {
         base: SeqNo,
         results: &mut Vec<Option<SeqNo>>,
         memory_updates: &mut Vec<MemoryUpdate>,
+        memo_writes: &mut Vec<(Vec<u8>, SeqNo, bool)>,
     ) -> Result<WriteBatch> {
         let name = &collection.record.name;
         let needs_old = collection.indexes.iter().any(|index| {
@@ -936,6 +1027,8 @@ impl Database {
         let mut pending: HashMap<Vec<u8>, Option<(Vec<u8>, SeqNo)>> = HashMap::new();
         // Eager posting lists touched by this batch: (index position, encoded value) -> list.
         let mut lists: BTreeMap<(usize, Vec<u8>), Vec<Posting>> = BTreeMap::new();
+        let memo_tree = collection.primary.id();
+        let track_memo = self.next.has_memo(memo_tree);
         for op in prepared {
             let (pk, new_envelope) = match op {
                 Prepared::Put { pk, envelope } => (pk, Some(envelope)),
@@ -964,6 +1057,10 @@ impl Database {
                 None => None,
             };
             let seq = base + batch.len() as u64;
+            if track_memo {
+                let surely_older = old.is_some() || pending.get(&pk).is_some_and(Option::is_some);
+                memo_writes.push((pk.clone(), seq, surely_older));
+            }
             match &new_envelope {
                 Some(bytes) => batch.put(&collection.primary, &pk, bytes),
                 None => batch.delete(&collection.primary, &pk),
@@ -1049,6 +1146,7 @@ impl Database {
                             );
                         }
                     }
+                    IndexKind::SstLocal | IndexKind::Next => {}
                     IndexKind::Memory => {
                         memory_updates.push((
                             position,
@@ -1110,7 +1208,7 @@ impl Database {
                         &encode_postings(&[Posting::remove(&entry.pk, entry.seq)]),
                     );
                 }
-                IndexKind::Eager | IndexKind::Memory => {}
+                IndexKind::Eager | IndexKind::Memory | IndexKind::SstLocal | IndexKind::Next => {}
             }
         }
         let repaired = batch.len() as u64;

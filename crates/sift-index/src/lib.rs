@@ -18,6 +18,10 @@
 //!   posting lists / fragments. `memory` indexes have no tree: `Database::close` saves each to
 //!   a snapshot file, loaded at the next open if it matches the engine's state; otherwise
 //!   (crash, damage) they are rebuilt by a scan at open ([`memory_snapshot`]).
+//! - `sst-local` and `next` indexes have no tree: a block property collector writes sorted
+//!   secondary index blocks into every SSTable of the primary tree, and `next` keeps an
+//!   in-memory global index over them, rebuilt at open ([`next`];
+//!   `docs/format/secondary-index-blocks.md`).
 //! - Every write (a put, a delete, or a batch of them) is ONE engine `WriteBatch` over the
 //!   primary tree and every stand-alone index tree. Per document the primary entry comes
 //!   first, so the document's sequence number is the one its entry got.
@@ -61,6 +65,7 @@ pub mod error;
 pub mod geo;
 pub mod memory;
 pub mod memory_snapshot;
+pub mod next;
 pub mod path;
 pub mod postings;
 mod projection;
@@ -84,6 +89,7 @@ pub use error::{
 };
 pub use geo::GeoBox;
 pub use memory_snapshot::MemoryIndexOrigin;
+pub use next::{GlobalIndexReport, SplitDelta, Validation};
 pub use path::AttrPath;
 pub use query::{Hit, QueryResult, QueryStats};
 pub use sift_lsm::SeqNo;

@@ -367,6 +367,8 @@ mod tests {
             attr_id: 7,
             first_seq: 0,
             tree: None,
+            split_delta: None,
+            validation: None,
         }
     }
 

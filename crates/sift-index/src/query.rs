@@ -499,6 +499,23 @@ impl Database {
                 IndexKind::Eager => query.run_eager()?,
                 IndexKind::Lazy => query.run_lazy()?,
                 IndexKind::Memory => query.run_memory(memory_candidates.unwrap_or_default())?,
+                IndexKind::SstLocal | IndexKind::Next => {
+                    let output = crate::next::query::run(
+                        &self.engine,
+                        &self.next,
+                        collection,
+                        index,
+                        &query.start,
+                        query.end.as_deref(),
+                        limit,
+                        &query.read,
+                        &query.read_stats,
+                    )?;
+                    query.stats = output.stats;
+                    for hit in output.hits {
+                        query.top.push(hit);
+                    }
+                }
             }
         }
         let mut stats = query.stats;

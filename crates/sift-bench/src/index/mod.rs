@@ -36,7 +36,7 @@ use std::path::Path;
 /// One secondary index the benchmark asks for: `path:kind[:maintenance]` on the command line.
 /// The path names one of the workload's attributes, which fixes the value type (`user.id`:
 /// `int`, `created_at`: `time`). Kind and maintenance are labels the engine interprets (Sift:
-/// `eager|lazy|composite|memory`, `sync-full|sync-insert`); peers have one way to index and
+/// `eager|lazy|composite|memory|sst-local|next`, `sync-full|sync-insert`); peers have one way to index and
 /// report it through [`IndexEngine::index_labels`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IndexSpec {

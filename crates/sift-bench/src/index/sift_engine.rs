@@ -49,6 +49,9 @@ impl SiftIndexEngine {
             .map_err(error)?;
         let mut indexes = Vec::new();
         for spec in &config.indexes {
+            if spec.kind == "none" {
+                continue; // a baseline without a secondary index (its queries are skipped)
+            }
             let kind: IndexKind = spec.kind.parse().map_err(error)?;
             let attr_type = match spec.attribute {
                 Attribute::UserId => AttrType::Int,
@@ -57,7 +60,13 @@ impl SiftIndexEngine {
             let name = index_name(spec.attribute);
             let mut index_spec = IndexSpec::new(name, spec.attribute.path(), attr_type, kind);
             if let Some(m) = &spec.maintenance {
-                index_spec = index_spec.with_maintenance(m.parse().map_err(error)?);
+                // sst-local / next: the third part may name the validation (memo, get-lite).
+                match m.parse::<sift_index::Validation>() {
+                    Ok(validation) if matches!(kind, IndexKind::Next | IndexKind::SstLocal) => {
+                        index_spec = index_spec.with_validation(validation);
+                    }
+                    _ => index_spec = index_spec.with_maintenance(m.parse().map_err(error)?),
+                }
             }
             let record = database
                 .create_index(COLLECTION, index_spec)

@@ -309,12 +309,23 @@ impl Table {
 
     /// The meta block `name` written by `collector`, read from the file (not cached).
     pub fn meta_block(&self, collector: &str, name: &str) -> Result<Option<Vec<u8>>> {
-        let full_name = format!("{collector}{META_BLOCK_SEPARATOR}{name}");
-        let Some(&(_, handle)) = self.metaindex.iter().find(|(n, _)| *n == full_name) else {
+        let Some(handle) = self.meta_block_handle(collector, name) else {
             return Ok(None);
         };
-        let what = format!("meta block {full_name:?}");
+        let what = format!("meta block \"{collector}{META_BLOCK_SEPARATOR}{name}\"");
         read_block(&*self.file, &self.path, handle, self.footer_offset, &what).map(Some)
+    }
+
+    /// Where the meta block `name` written by `collector` lives (for error messages that
+    /// name a file offset). The metaindex is written sorted by name, so this is a binary
+    /// search (a table may hold thousands of collector meta blocks).
+    pub fn meta_block_handle(&self, collector: &str, name: &str) -> Option<BlockHandle> {
+        let full_name = format!("{collector}{META_BLOCK_SEPARATOR}{name}");
+        self.metaindex
+            .binary_search_by(|(n, _)| n.as_str().cmp(full_name.as_str()))
+            .ok()
+            .and_then(|i| self.metaindex.get(i))
+            .map(|&(_, handle)| handle)
     }
 
     /// The separator key of data block `ordinal`.

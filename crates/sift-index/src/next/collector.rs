@@ -1,0 +1,351 @@
+//! The block property collector that writes the secondary index blocks of `next` and
+//! `sst-local` indexes into every SSTable of a primary tree (NEXT Algorithm 1 with the
+//! value-aware split of §4).
+//!
+//! One factory is installed in the engine's default tree options; for each table it asks the
+//! registry which attributes to index for the tree being written (none: a collector that
+//! writes nothing). Per indexed attribute the collector keeps `(value, pk, seq, next newer seq
+//! in this file, data block ordinal)` for every put carrying the attribute, and at the end of
+//! the table sorts them by value and cuts them into secondary blocks: a block ends when the
+//! next entry would make it larger than the block size, or when the entry would widen its
+//! value range by more than the index's δ ([`SplitDelta`]). Layout: [`super::format`].
+
+use super::format::{
+    directory_name, encode_directory, encode_secondary_block, encode_table_property,
+    secondary_name, DirectoryEntry, SecondaryEntryRef, COLLECTOR_NAME,
+};
+use super::{encoded_attribute, AttributeSpec, Registry, SplitDelta};
+use crate::encoding::float_from_order_bits;
+use crate::envelope::EnvelopeRef;
+use crate::value::AttrType;
+use sift_lsm::extension::{
+    BlockPropertyCollector, BlockPropertyCollectorFactory, CollectorEntry, FinishedBlock,
+    TableCollectorOutput, TableContext,
+};
+use sift_lsm::{SeqNo, ValueKind};
+use std::sync::Arc;
+
+/// One entry kept while the table is built; value and pk live in the collector's arena.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    value_start: usize,
+    value_len: usize,
+    pk_start: usize,
+    pk_len: usize,
+    seq: SeqNo,
+    next_newer_seq: SeqNo,
+    data_block: u32,
+}
+
+struct AttributeEntries {
+    spec: AttributeSpec,
+    entries: Vec<Pending>,
+}
+
+pub(crate) struct NextCollector {
+    attributes: Vec<AttributeEntries>,
+    arena: Vec<u8>,
+    /// Ordinal of the data block being filled.
+    data_block: u32,
+    previous_key: Vec<u8>,
+    previous_seq: SeqNo,
+    has_previous: bool,
+}
+
+impl NextCollector {
+    fn new(specs: &[AttributeSpec]) -> NextCollector {
+        NextCollector {
+            attributes: specs
+                .iter()
+                .map(|spec| AttributeEntries {
+                    spec: spec.clone(),
+                    entries: Vec::new(),
+                })
+                .collect(),
+            arena: Vec::new(),
+            data_block: 0,
+            previous_key: Vec::new(),
+            previous_seq: 0,
+            has_previous: false,
+        }
+    }
+
+    fn bytes(&self, start: usize, len: usize) -> &[u8] {
+        self.arena.get(start..start + len).unwrap_or_default()
+    }
+}
+
+impl BlockPropertyCollector for NextCollector {
+    fn add(&mut self, entry: &CollectorEntry<'_>) {
+        // Versions of one key arrive newest first, so the previous entry with the same key is
+        // the next newer version in this file.
+        let same_key = self.has_previous && self.previous_key == entry.user_key;
+        let next_newer_seq = if same_key { self.previous_seq } else { 0 };
+        if !same_key {
+            self.previous_key.clear();
+            self.previous_key.extend_from_slice(entry.user_key);
+        }
+        self.previous_seq = entry.seq;
+        self.has_previous = true;
+        if entry.kind != ValueKind::Put {
+            return;
+        }
+        // A document that does not decode is not indexed; a query validating it would fail
+        // on it anyway, loudly.
+        let Ok(envelope) = EnvelopeRef::decode(entry.value) else {
+            return;
+        };
+        let mut pk_at = None;
+        for position in 0..self.attributes.len() {
+            let spec = &self.attributes[position].spec;
+            let Some(value) = encoded_attribute(spec, &envelope, entry.seq) else {
+                continue;
+            };
+            let (pk_start, pk_len) = *pk_at.get_or_insert_with(|| {
+                let start = self.arena.len();
+                self.arena.extend_from_slice(entry.user_key);
+                (start, entry.user_key.len())
+            });
+            let value_start = self.arena.len();
+            self.arena.extend_from_slice(&value);
+            self.attributes[position].entries.push(Pending {
+                value_start,
+                value_len: value.len(),
+                pk_start,
+                pk_len,
+                seq: entry.seq,
+                next_newer_seq,
+                data_block: self.data_block,
+            });
+        }
+    }
+
+    fn finish_block(&mut self, block: &FinishedBlock) -> Vec<u8> {
+        self.data_block = block.ordinal.saturating_add(1);
+        Vec::new()
+    }
+
+    fn finish_table(&mut self) -> TableCollectorOutput {
+        let mut output = TableCollectorOutput::default();
+        let mut attr_ids = Vec::new();
+        let attributes = std::mem::take(&mut self.attributes);
+        for mut attribute in attributes {
+            let spec = &attribute.spec;
+            attr_ids.push(spec.attr_id);
+            attribute.entries.sort_unstable_by(|a, b| {
+                self.bytes(a.value_start, a.value_len)
+                    .cmp(self.bytes(b.value_start, b.value_len))
+                    .then_with(|| {
+                        self.bytes(a.pk_start, a.pk_len)
+                            .cmp(self.bytes(b.pk_start, b.pk_len))
+                    })
+                    .then(b.seq.cmp(&a.seq))
+            });
+            let refs: Vec<SecondaryEntryRef<'_>> = attribute
+                .entries
+                .iter()
+                .map(|p| SecondaryEntryRef {
+                    value: self.bytes(p.value_start, p.value_len),
+                    pk: self.bytes(p.pk_start, p.pk_len),
+                    seq: p.seq,
+                    next_newer_seq: p.next_newer_seq,
+                    data_block: p.data_block,
+                })
+                .collect();
+            let mut directory = Vec::new();
+            for (block, range) in cut_blocks(&refs, spec).into_iter().enumerate() {
+                let entries = &refs[range];
+                let (Some(first), Some(last)) = (entries.first(), entries.last()) else {
+                    continue;
+                };
+                directory.push(DirectoryEntry {
+                    min: first.value.to_vec(),
+                    max: last.value.to_vec(),
+                    entries: u32::try_from(entries.len()).unwrap_or(u32::MAX),
+                    seq_max: entries.iter().map(|e| e.seq).max().unwrap_or(0),
+                });
+                output.meta_blocks.push((
+                    secondary_name(spec.attr_id, u32::try_from(block).unwrap_or(u32::MAX)),
+                    encode_secondary_block(spec.attr_id, entries.iter().copied()),
+                ));
+            }
+            output.meta_blocks.push((
+                directory_name(spec.attr_id),
+                encode_directory(spec.attr_id, &directory),
+            ));
+        }
+        output.table_property = encode_table_property(&attr_ids);
+        output
+    }
+}
+
+/// Where each secondary block starts and ends (ranges over `entries`, in value order).
+fn cut_blocks(
+    entries: &[SecondaryEntryRef<'_>],
+    spec: &AttributeSpec,
+) -> Vec<std::ops::Range<usize>> {
+    let mut ranges = Vec::new();
+    let mut start = 0;
+    let mut bytes = 0;
+    for (i, entry) in entries.iter().enumerate() {
+        let entry_bytes = entry.encoded_bytes();
+        if i > start {
+            let full = bytes + entry_bytes > spec.block_bytes;
+            let widens = spec.split.is_some_and(|delta| {
+                widens_too_much(
+                    spec.attr_type,
+                    delta,
+                    entries[start].value,
+                    entries[i - 1].value,
+                    entry.value,
+                )
+            });
+            if full || widens {
+                ranges.push(start..i);
+                start = i;
+                bytes = 0;
+            }
+        }
+        bytes += entry_bytes;
+    }
+    if start < entries.len() {
+        ranges.push(start..entries.len());
+    }
+    ranges
+}
+
+fn fixed(bytes: &[u8]) -> Option<u64> {
+    bytes.get(..8)?.try_into().ok().map(u64::from_be_bytes)
+}
+
+/// Whether appending `value` to a block spanning `[min, max]` widens its range by more than
+/// δ. int and time: the numeric gap `value - max` (milliseconds for time); float: the gap as a
+/// float; string: δ is a prefix length `p` and the block must keep one `p`-byte prefix of the
+/// encoded value (a gap in string order has no useful size).
+pub(crate) fn widens_too_much(
+    attr_type: AttrType,
+    delta: SplitDelta,
+    min: &[u8],
+    max: &[u8],
+    value: &[u8],
+) -> bool {
+    let delta = delta.get();
+    match attr_type {
+        AttrType::Int | AttrType::Time => match (fixed(max), fixed(value)) {
+            // The encoding shifts by 2^63, so differences of encodings are differences of
+            // values.
+            (Some(max), Some(value)) => value.wrapping_sub(max) as f64 > delta,
+            _ => false,
+        },
+        AttrType::Float => match (fixed(max), fixed(value)) {
+            (Some(max), Some(value)) => {
+                float_from_order_bits(value) - float_from_order_bits(max) > delta
+            }
+            _ => false,
+        },
+        AttrType::String => {
+            // δ is a whole number of bytes (checked at index creation).
+            let prefix = delta as usize;
+            prefix > 0 && min.get(..prefix.min(min.len())) != value.get(..prefix.min(value.len()))
+        }
+        AttrType::Geo => false,
+    }
+}
+
+/// The one factory installed in the engine: asks the registry what to collect per tree.
+pub(crate) struct NextCollectorFactory {
+    pub registry: Arc<Registry>,
+}
+
+struct NothingToCollect;
+
+impl BlockPropertyCollector for NothingToCollect {
+    fn add(&mut self, _entry: &CollectorEntry<'_>) {}
+    fn finish_block(&mut self, _block: &FinishedBlock) -> Vec<u8> {
+        Vec::new()
+    }
+    fn finish_table(&mut self) -> TableCollectorOutput {
+        TableCollectorOutput::default()
+    }
+}
+
+impl BlockPropertyCollectorFactory for NextCollectorFactory {
+    fn name(&self) -> &str {
+        COLLECTOR_NAME
+    }
+
+    fn create(&self, context: &TableContext) -> Box<dyn BlockPropertyCollector> {
+        match self.registry.attributes_for(context.tree) {
+            Some(specs) if !specs.is_empty() => Box::new(NextCollector::new(&specs)),
+            _ => Box::new(NothingToCollect),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::encoding::encode_value_to_vec;
+    use crate::value::AttrValue;
+
+    fn int(v: i64) -> Vec<u8> {
+        encode_value_to_vec(&AttrValue::Int(v))
+    }
+
+    #[test]
+    fn value_aware_split_rules() {
+        let delta = SplitDelta::new(10.0).unwrap_or_default();
+        assert!(!widens_too_much(
+            AttrType::Int,
+            delta,
+            &int(-5),
+            &int(-5),
+            &int(5)
+        ));
+        assert!(widens_too_much(
+            AttrType::Int,
+            delta,
+            &int(-5),
+            &int(-5),
+            &int(6)
+        ));
+        assert!(widens_too_much(
+            AttrType::Int,
+            delta,
+            &int(i64::MIN),
+            &int(i64::MIN),
+            &int(i64::MAX)
+        ));
+        let f = |x: f64| encode_value_to_vec(&AttrValue::Float(x));
+        assert!(!widens_too_much(
+            AttrType::Float,
+            delta,
+            &f(-1.0),
+            &f(-1.0),
+            &f(8.5)
+        ));
+        assert!(widens_too_much(
+            AttrType::Float,
+            delta,
+            &f(-1.0),
+            &f(-1.0),
+            &f(9.5)
+        ));
+        let s = |x: &str| encode_value_to_vec(&AttrValue::String(x.into()));
+        let two = SplitDelta::new(2.0).unwrap_or_default();
+        assert!(!widens_too_much(
+            AttrType::String,
+            two,
+            &s("abc"),
+            &s("abd"),
+            &s("abz")
+        ));
+        assert!(widens_too_much(
+            AttrType::String,
+            two,
+            &s("abc"),
+            &s("abd"),
+            &s("acz")
+        ));
+    }
+}

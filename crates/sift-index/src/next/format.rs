@@ -1,0 +1,442 @@
+//! Byte layout of the per-SSTable secondary index blocks of the `next` and `sst-local` index
+//! kinds: the secondary blocks, the directory block and the table property. The specification
+//! is `docs/format/secondary-index-blocks.md`; the constants here are the truth.
+//!
+//! Every block is stored as an engine meta block, so the engine's block trailer (CRC32C and
+//! compression byte) protects it: a damaged block fails its checksum when read and is reported
+//! as corruption with the file and the block's offset. The decoders below additionally check
+//! the structure and report what is wrong and where (offset inside the block).
+
+use sift_lsm::coding::{put_length_prefixed, put_varint32, put_varint64, Decoder};
+use sift_lsm::SeqNo;
+
+/// Name of the block property collector; meta blocks are `sift.next/<name>`.
+pub const COLLECTOR_NAME: &str = "sift.next";
+/// First byte of every block and of the table property.
+pub const FORMAT_VERSION: u8 = 1;
+/// Second byte of a secondary block.
+pub const SECONDARY_TAG: u8 = b'S';
+/// Second byte of a directory block.
+pub const DIRECTORY_TAG: u8 = b'D';
+
+/// Meta block name of the directory of attribute `attr_id`.
+pub fn directory_name(attr_id: u32) -> String {
+    format!("d.{attr_id}")
+}
+
+/// Meta block name of secondary block `block` of attribute `attr_id`.
+pub fn secondary_name(attr_id: u32, block: u32) -> String {
+    format!("s.{attr_id}.{block}")
+}
+
+/// A structural problem in a block: the offset inside the block and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FormatError {
+    pub offset: usize,
+    pub message: String,
+}
+
+fn fail<T>(decoder: &Decoder<'_>, message: impl Into<String>) -> Result<T, FormatError> {
+    Err(FormatError {
+        offset: decoder.position(),
+        message: message.into(),
+    })
+}
+
+/// One entry of a secondary block: a version of a document carrying the attribute.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecondaryEntry {
+    /// Memcomparable encoding of the attribute value.
+    pub value: Vec<u8>,
+    pub pk: Vec<u8>,
+    pub seq: SeqNo,
+    /// Sequence number of the next newer version of `pk` in the same file (0: none). A query
+    /// at a snapshot that sees that version knows this one is stale without reading anything.
+    pub next_newer_seq: SeqNo,
+    /// Ordinal of the data block holding this version.
+    pub data_block: u32,
+}
+
+/// One directory entry: the value range, size and newest version of a secondary block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirectoryEntry {
+    pub min: Vec<u8>,
+    pub max: Vec<u8>,
+    pub entries: u32,
+    /// The largest sequence number among the block's entries: a top-K query that already
+    /// holds K newer hits skips the block.
+    pub seq_max: SeqNo,
+}
+
+/// Encodes a secondary block (entries in value order).
+pub fn encode_secondary_block<'a>(
+    attr_id: u32,
+    entries: impl ExactSizeIterator<Item = SecondaryEntryRef<'a>>,
+) -> Vec<u8> {
+    let mut out = vec![FORMAT_VERSION, SECONDARY_TAG];
+    put_varint32(&mut out, attr_id);
+    put_varint64(&mut out, entries.len() as u64);
+    for entry in entries {
+        entry.encode_to(&mut out);
+    }
+    out
+}
+
+/// A borrowed secondary entry (what the collector writes from its arena).
+#[derive(Debug, Clone, Copy)]
+pub struct SecondaryEntryRef<'a> {
+    pub value: &'a [u8],
+    pub pk: &'a [u8],
+    pub seq: SeqNo,
+    pub next_newer_seq: SeqNo,
+    pub data_block: u32,
+}
+
+impl SecondaryEntryRef<'_> {
+    fn encode_to(&self, out: &mut Vec<u8>) {
+        put_length_prefixed(out, self.value);
+        put_length_prefixed(out, self.pk);
+        put_varint64(out, self.seq);
+        put_varint64(out, self.next_newer_seq);
+        put_varint32(out, self.data_block);
+    }
+
+    /// Bytes this entry takes in a block.
+    pub fn encoded_bytes(&self) -> usize {
+        use sift_lsm::coding::varint_length;
+        varint_length(self.value.len() as u64)
+            + self.value.len()
+            + varint_length(self.pk.len() as u64)
+            + self.pk.len()
+            + varint_length(self.seq)
+            + varint_length(self.next_newer_seq)
+            + varint_length(u64::from(self.data_block))
+    }
+}
+
+fn check_header(decoder: &mut Decoder<'_>, tag: u8, attr_id: u32) -> Result<(), FormatError> {
+    match decoder.u8() {
+        Some(FORMAT_VERSION) => {}
+        Some(other) => return fail(decoder, format!("unknown format version {other}")),
+        None => return fail(decoder, "empty block"),
+    }
+    match decoder.u8() {
+        Some(found) if found == tag => {}
+        Some(found) => {
+            return fail(
+                decoder,
+                format!("block tag 0x{found:02X}, expected 0x{tag:02X}"),
+            )
+        }
+        None => return fail(decoder, "truncated header"),
+    }
+    match decoder.varint32() {
+        Some(found) if found == attr_id => Ok(()),
+        Some(found) => fail(
+            decoder,
+            format!("block is for attribute {found}, expected {attr_id}"),
+        ),
+        None => fail(decoder, "truncated attribute id"),
+    }
+}
+
+/// Most entries a block may claim before any is decoded (bounds the allocation on bad input).
+fn claimed_count(decoder: &mut Decoder<'_>, what: &str) -> Result<usize, FormatError> {
+    let Some(count) = decoder.varint64() else {
+        return fail(decoder, format!("truncated {what} count"));
+    };
+    // Every entry takes at least one byte per field, so a count above the bytes left is a lie.
+    match usize::try_from(count) {
+        Ok(count) if count <= decoder.remaining().len() => Ok(count),
+        _ => fail(
+            decoder,
+            format!(
+                "{what} count {count} exceeds the {} bytes left",
+                decoder.remaining().len()
+            ),
+        ),
+    }
+}
+
+/// Decodes a secondary block of `attr_id` (entries must be in value order) into owned entries.
+pub fn decode_secondary_block(
+    bytes: &[u8],
+    attr_id: u32,
+) -> Result<Vec<SecondaryEntry>, FormatError> {
+    let mut entries = Vec::new();
+    visit_secondary_block(bytes, attr_id, &mut |entry| {
+        entries.push(SecondaryEntry {
+            value: entry.value.to_vec(),
+            pk: entry.pk.to_vec(),
+            seq: entry.seq,
+            next_newer_seq: entry.next_newer_seq,
+            data_block: entry.data_block,
+        });
+        true
+    })?;
+    Ok(entries)
+}
+
+/// Decodes a secondary block of `attr_id` without copying, calling `visit` for each entry in
+/// value order until it returns `false`. The whole block is checked even after `visit` stops,
+/// so damage anywhere is reported.
+pub fn visit_secondary_block<'a>(
+    bytes: &'a [u8],
+    attr_id: u32,
+    visit: &mut dyn FnMut(SecondaryEntryRef<'a>) -> bool,
+) -> Result<(), FormatError> {
+    let mut decoder = Decoder::new(bytes);
+    check_header(&mut decoder, SECONDARY_TAG, attr_id)?;
+    let count = claimed_count(&mut decoder, "entry")?;
+    let mut previous: Option<&[u8]> = None;
+    let mut visiting = true;
+    for i in 0..count {
+        let start = decoder.position();
+        let (Some(value), Some(pk)) = (decoder.length_prefixed(), decoder.length_prefixed()) else {
+            return fail(&decoder, format!("entry {i}: truncated value or key"));
+        };
+        let (Some(seq), Some(next_newer_seq), Some(data_block)) =
+            (decoder.varint64(), decoder.varint64(), decoder.varint32())
+        else {
+            return fail(&decoder, format!("entry {i}: truncated numbers"));
+        };
+        if next_newer_seq != 0 && next_newer_seq <= seq {
+            return Err(FormatError {
+                offset: start,
+                message: format!(
+                    "entry {i}: next newer sequence number {next_newer_seq} is not above {seq}"
+                ),
+            });
+        }
+        if previous.is_some_and(|previous| previous > value) {
+            return Err(FormatError {
+                offset: start,
+                message: format!("entry {i}: values out of order"),
+            });
+        }
+        previous = Some(value);
+        if visiting {
+            visiting = visit(SecondaryEntryRef {
+                value,
+                pk,
+                seq,
+                next_newer_seq,
+                data_block,
+            });
+        }
+    }
+    if !decoder.is_empty() {
+        return fail(&decoder, "bytes after the last entry");
+    }
+    Ok(())
+}
+
+/// Encodes the directory of one attribute's secondary blocks (block `i` is entry `i`).
+pub fn encode_directory(attr_id: u32, blocks: &[DirectoryEntry]) -> Vec<u8> {
+    let mut out = vec![FORMAT_VERSION, DIRECTORY_TAG];
+    put_varint32(&mut out, attr_id);
+    put_varint64(&mut out, blocks.len() as u64);
+    for block in blocks {
+        put_varint32(&mut out, block.entries);
+        put_varint64(&mut out, block.seq_max);
+        put_length_prefixed(&mut out, &block.min);
+        put_length_prefixed(&mut out, &block.max);
+    }
+    out
+}
+
+/// Decodes a directory block; block ranges must be in order and not overlap.
+pub fn decode_directory(bytes: &[u8], attr_id: u32) -> Result<Vec<DirectoryEntry>, FormatError> {
+    let mut decoder = Decoder::new(bytes);
+    check_header(&mut decoder, DIRECTORY_TAG, attr_id)?;
+    let count = claimed_count(&mut decoder, "block")?;
+    let mut blocks: Vec<DirectoryEntry> = Vec::with_capacity(count);
+    for i in 0..count {
+        let start = decoder.position();
+        let (Some(entries), Some(seq_max)) = (decoder.varint32(), decoder.varint64()) else {
+            return fail(
+                &decoder,
+                format!("block {i}: truncated entry count or sequence"),
+            );
+        };
+        let (Some(min), Some(max)) = (decoder.length_prefixed(), decoder.length_prefixed()) else {
+            return fail(&decoder, format!("block {i}: truncated value range"));
+        };
+        let out_of_order = min > max
+            || entries == 0
+            || blocks.last().is_some_and(|last| last.max.as_slice() > min);
+        if out_of_order {
+            return Err(FormatError {
+                offset: start,
+                message: format!("block {i}: empty, reversed or overlapping value range"),
+            });
+        }
+        blocks.push(DirectoryEntry {
+            min: min.to_vec(),
+            max: max.to_vec(),
+            entries,
+            seq_max,
+        });
+    }
+    if !decoder.is_empty() {
+        return fail(&decoder, "bytes after the last block");
+    }
+    Ok(blocks)
+}
+
+/// Encodes the table property: the attributes this file has secondary blocks for.
+pub fn encode_table_property(attr_ids: &[u32]) -> Vec<u8> {
+    let mut out = vec![FORMAT_VERSION];
+    put_varint64(&mut out, attr_ids.len() as u64);
+    for &id in attr_ids {
+        put_varint32(&mut out, id);
+    }
+    out
+}
+
+/// Whether a table property lists `attr_id`. An absent or unreadable property means "not
+/// indexed": the file is then scanned, which is always correct.
+pub fn property_lists(property: Option<&[u8]>, attr_id: u32) -> bool {
+    let Some(bytes) = property else {
+        return false;
+    };
+    let mut decoder = Decoder::new(bytes);
+    if decoder.u8() != Some(FORMAT_VERSION) {
+        return false;
+    }
+    let Some(count) = decoder.varint64() else {
+        return false;
+    };
+    for _ in 0..count {
+        match decoder.varint32() {
+            Some(id) if id == attr_id => return true,
+            Some(_) => {}
+            None => return false,
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn entry(value: &[u8], pk: &[u8], seq: u64, next: u64, block: u32) -> SecondaryEntry {
+        SecondaryEntry {
+            value: value.to_vec(),
+            pk: pk.to_vec(),
+            seq,
+            next_newer_seq: next,
+            data_block: block,
+        }
+    }
+
+    fn as_refs(entries: &[SecondaryEntry]) -> impl ExactSizeIterator<Item = SecondaryEntryRef<'_>> {
+        entries.iter().map(|e| SecondaryEntryRef {
+            value: &e.value,
+            pk: &e.pk,
+            seq: e.seq,
+            next_newer_seq: e.next_newer_seq,
+            data_block: e.data_block,
+        })
+    }
+
+    #[test]
+    fn secondary_block_golden_bytes() {
+        let entries = vec![entry(&[0x80, 0, 0, 0, 0, 0, 0, 5], b"k1", 300, 0, 2)];
+        let bytes = encode_secondary_block(7, as_refs(&entries));
+        assert_eq!(
+            bytes,
+            vec![
+                1, b'S', 7, 1, // version, tag, attribute 7, one entry
+                8, 0x80, 0, 0, 0, 0, 0, 0, 5, // value
+                2, b'k', b'1', // pk
+                0xAC, 0x02, // seq 300
+                0,    // no newer version in the file
+                2,    // data block 2
+            ]
+        );
+        assert_eq!(decode_secondary_block(&bytes, 7).unwrap(), entries);
+        assert_eq!(
+            as_refs(&entries).map(|e| e.encoded_bytes()).sum::<usize>(),
+            bytes.len() - 4
+        );
+    }
+
+    #[test]
+    fn directory_and_property_golden_bytes() {
+        let blocks = vec![
+            DirectoryEntry {
+                min: b"a".to_vec(),
+                max: b"b".to_vec(),
+                entries: 3,
+                seq_max: 9,
+            },
+            DirectoryEntry {
+                min: b"c".to_vec(),
+                max: b"c".to_vec(),
+                entries: 1,
+                seq_max: 300,
+            },
+        ];
+        let bytes = encode_directory(300, &blocks);
+        assert_eq!(
+            bytes,
+            vec![
+                1, b'D', 0xAC, 0x02, 2, // version, tag, attribute 300, two blocks
+                3, 9, 1, b'a', 1, b'b', // 3 entries, newest seq 9, range a..=b
+                1, 0xAC, 0x02, 1, b'c', 1, b'c', // 1 entry, newest seq 300, range c..=c
+            ]
+        );
+        assert_eq!(decode_directory(&bytes, 300).unwrap(), blocks);
+        let property = encode_table_property(&[4, 300]);
+        assert_eq!(property, vec![1, 2, 4, 0xAC, 0x02]);
+        assert!(property_lists(Some(&property), 300));
+        assert!(!property_lists(Some(&property), 5));
+        assert!(!property_lists(None, 4));
+        assert!(!property_lists(Some(&[9]), 4));
+    }
+
+    #[test]
+    fn damaged_blocks_are_rejected_with_an_offset() {
+        let entries = vec![entry(b"a", b"k1", 5, 9, 0), entry(b"b", b"k2", 6, 0, 1)];
+        let bytes = encode_secondary_block(1, as_refs(&entries));
+        assert!(
+            decode_secondary_block(&bytes, 2).is_err(),
+            "wrong attribute"
+        );
+        for cut in 0..bytes.len() {
+            assert!(
+                decode_secondary_block(&bytes[..cut], 1).is_err(),
+                "cut {cut}"
+            );
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert_eq!(
+            decode_secondary_block(&longer, 1).unwrap_err().offset,
+            bytes.len()
+        );
+        let reversed = vec![entry(b"b", b"k1", 5, 0, 0), entry(b"a", b"k2", 6, 0, 0)];
+        let bytes = encode_secondary_block(1, as_refs(&reversed));
+        assert!(decode_secondary_block(&bytes, 1).is_err());
+        let huge_count = [1, b'S', 1, 0xFF, 0xFF, 0xFF, 0x0F];
+        assert!(decode_secondary_block(&huge_count, 1).is_err());
+        let overlapping = vec![
+            DirectoryEntry {
+                min: b"a".to_vec(),
+                max: b"c".to_vec(),
+                entries: 1,
+                seq_max: 1,
+            },
+            DirectoryEntry {
+                min: b"b".to_vec(),
+                max: b"d".to_vec(),
+                entries: 1,
+                seq_max: 1,
+            },
+        ];
+        assert!(decode_directory(&encode_directory(1, &overlapping), 1).is_err());
+    }
+}

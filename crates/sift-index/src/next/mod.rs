@@ -1,0 +1,629 @@
+//! The `sst-local` and `next` index kinds: secondary indexes stored inside the SSTables of the
+//! primary tree (NEXT, SIGMOD 2025), for one-dimensional attributes (int, float, string, time).
+//!
+//! - `collector`: a block property collector writes, per table and per indexed attribute,
+//!   secondary blocks `(value, pk, seq, next newer seq, data block)` sorted by value, cut by
+//!   size and by the value-aware split (δ), plus a directory block of their value ranges.
+//!   Layout: `format` and `docs/format/secondary-index-blocks.md`.
+//! - `global`: `next` keeps an in-memory interval index over every live file's secondary
+//!   blocks, in step with the engine's version listener; `sst-local` has none and reads every
+//!   live file's directory per query.
+//! - `memo`: the update memo (pk → newest sequence number), one validation strategy; the
+//!   other is the engine's GetLite (`newer_version_exists_above`).
+//! - `query`: LOOKUP and RANGE: memtables scanned, matching secondary blocks read, each
+//!   matching data block read at most once per query, candidates validated newest first.
+//!
+//! Writes cost only the primary write (plus, with memo validation, a memory-only GetLite check
+//! per write of a key the memo does not know). Files written before an index existed (or while
+//! it was being registered) carry no secondary blocks for it; queries scan them, so answers are
+//! correct at every moment, and flushes and compactions index the data as they rewrite it.
+//!
+//! `Registry` is shared by the engine hooks (collector factory, version listener, compaction
+//! observer, all installed at `Database::open`) and the database: it says which attributes to
+//! collect for which primary tree and holds each index's global index and each collection's
+//! memo.
+
+pub(crate) mod collector;
+pub mod format;
+pub(crate) mod global;
+pub(crate) mod memo;
+pub(crate) mod query;
+
+use crate::catalog::{IndexKind, IndexRecord};
+use crate::encoding::encode_value_to_vec;
+use crate::envelope::EnvelopeRef;
+use crate::error::{IndexError, Result};
+use crate::path::AttrPath;
+use crate::value::{AttrType, AttrValue};
+use format::{decode_directory, directory_name, property_lists, DirectoryEntry, COLLECTOR_NAME};
+use global::{GlobalIndex, IntervalIndex};
+use memo::{JobKey, UpdateMemo};
+use parking_lot::{Mutex, RwLock};
+use serde::{Deserialize, Serialize};
+use sift_lsm::db::ComponentView;
+use sift_lsm::extension::{
+    ChangeReason, CompactionObserver, DroppedEntry, JobKind, VersionChange, VersionListener,
+};
+use sift_lsm::version::FileMetaData;
+use sift_lsm::{Db, ReadOptions, SeqNo, Tree, TreeId, WriteBatch};
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+/// δ of the value-aware split (NEXT §4): a secondary block ends when the next entry would
+/// widen its value range by more than δ. int and time: a numeric gap (time in milliseconds);
+/// float: a numeric gap; string: a prefix length in bytes (every block keeps one prefix of that
+/// length of the encoded value). Finite and `>= 0` (a whole number for strings).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SplitDelta(f64);
+
+impl SplitDelta {
+    pub fn new(delta: f64) -> Option<SplitDelta> {
+        (delta.is_finite() && delta >= 0.0).then_some(SplitDelta(delta))
+    }
+    pub fn get(self) -> f64 {
+        self.0
+    }
+}
+
+impl PartialEq for SplitDelta {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.to_bits() == other.0.to_bits()
+    }
+}
+impl Eq for SplitDelta {}
+
+impl fmt::Display for SplitDelta {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl FromStr for SplitDelta {
+    type Err = String;
+    fn from_str(text: &str) -> std::result::Result<Self, String> {
+        text.parse::<f64>()
+            .ok()
+            .and_then(SplitDelta::new)
+            .ok_or_else(|| format!("bad split delta {text:?} (expected a number >= 0)"))
+    }
+}
+
+/// How `next` and `sst-local` queries tell a live version from a stale one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Validation {
+    /// The update memo (pk → newest sequence number), GetLite where it cannot tell. Costs
+    /// every write a memory-only GetLite check (is there an older version?) to keep the memo.
+    Memo,
+    /// The engine's memory-only GetLite check; a primary read where it answers "maybe".
+    /// The default: writes cost nothing beyond the primary write, and queries measured as
+    /// fast as with the memo (`docs/format/secondary-index-blocks.md`, "Validation").
+    #[default]
+    GetLite,
+}
+
+impl Validation {
+    pub fn name(self) -> &'static str {
+        match self {
+            Validation::Memo => "memo",
+            Validation::GetLite => "get-lite",
+        }
+    }
+}
+
+impl fmt::Display for Validation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Validation {
+    type Err = String;
+    fn from_str(text: &str) -> std::result::Result<Self, String> {
+        match text {
+            "memo" => Ok(Validation::Memo),
+            "get-lite" | "getlite" => Ok(Validation::GetLite),
+            other => Err(format!(
+                "unknown validation {other:?} (expected memo or get-lite)"
+            )),
+        }
+    }
+}
+
+/// What the collector indexes for one attribute.
+#[derive(Debug, Clone)]
+pub(crate) struct AttributeSpec {
+    pub attr_id: u32,
+    pub attr_type: AttrType,
+    pub path: AttrPath,
+    /// Versions at or below this may lack the attribute in their envelope (see `lib.rs`).
+    pub first_seq: SeqNo,
+    pub split: Option<SplitDelta>,
+    pub block_bytes: usize,
+}
+
+/// The encoded attribute value of a stored version (the envelope's, or for versions written
+/// before the index existed, the JSON's). Same rule as `Index::encoded_value`.
+pub(crate) fn encoded_attribute<'a>(
+    spec: &AttributeSpec,
+    envelope: &EnvelopeRef<'a>,
+    seq: SeqNo,
+) -> Option<Cow<'a, [u8]>> {
+    if let Some(encoded) = envelope.attr_encoded(spec.attr_id) {
+        return Some(Cow::Borrowed(encoded));
+    }
+    if seq > spec.first_seq {
+        return None;
+    }
+    let document: serde_json::Value = serde_json::from_slice(envelope.doc()).ok()?;
+    let json = spec.path.lookup(&document)?;
+    if json.is_null() {
+        return None;
+    }
+    let value = AttrValue::from_json(json, spec.attr_type, spec.path.as_str()).ok()?;
+    Some(Cow::Owned(encode_value_to_vec(&value)))
+}
+
+/// A `next` index's global index plus the files the listener added that are not loaded yet
+/// (their directories are read at the next query or check, not inside the listener, which
+/// runs under the engine's state lock).
+pub(crate) struct GlobalState {
+    pub index: Box<dyn GlobalIndex>,
+    pending: HashMap<u64, Arc<FileMetaData>>,
+}
+
+impl GlobalState {
+    fn add(&mut self, file: &Arc<FileMetaData>) {
+        if !self.index.contains_file(file.number) {
+            self.pending.insert(file.number, Arc::clone(file));
+        }
+    }
+
+    fn remove(&mut self, file_number: u64) {
+        self.pending.remove(&file_number);
+        self.index.remove_file(file_number);
+    }
+
+    /// Loads the directories of pending files that have secondary blocks for `attr_id`.
+    pub fn resolve(&mut self, view: &ComponentView, attr_id: u32) -> Result<()> {
+        let mut numbers: Vec<u64> = self.pending.keys().copied().collect();
+        numbers.sort_unstable();
+        for number in numbers {
+            let Some(file) = self.pending.get(&number).cloned() else {
+                continue;
+            };
+            if property_lists(file.properties().get(COLLECTOR_NAME), attr_id) {
+                let blocks = read_directory(view, &file, attr_id)?;
+                self.index.insert_file(number, &blocks);
+            }
+            self.pending.remove(&number);
+        }
+        Ok(())
+    }
+}
+
+/// Reads and decodes the directory of `attr_id` in `file` (which must list the attribute).
+pub(crate) fn read_directory(
+    view: &ComponentView,
+    file: &Arc<FileMetaData>,
+    attr_id: u32,
+) -> Result<Vec<DirectoryEntry>> {
+    let table = view.table(file)?;
+    let name = directory_name(attr_id);
+    let offset = table
+        .meta_block_handle(COLLECTOR_NAME, &name)
+        .map_or(0, |h| h.offset);
+    let Some(bytes) = table.meta_block(COLLECTOR_NAME, &name)? else {
+        return Err(sift_lsm::Error::corruption(
+            table.path(),
+            0,
+            format!("the table lists attribute {attr_id} but has no meta block {name:?}"),
+        )
+        .into());
+    };
+    decode_directory(&bytes, attr_id).map_err(|e| {
+        sift_lsm::Error::corruption(
+            table.path(),
+            offset,
+            format!(
+                "meta block {name:?}: {} (byte {} of the block)",
+                e.message, e.offset
+            ),
+        )
+        .into()
+    })
+}
+
+/// One registered `next` or `sst-local` index.
+pub(crate) struct NextIndexState {
+    pub index_id: u64,
+    pub kind: IndexKind,
+    pub spec: AttributeSpec,
+    pub validation: Validation,
+    /// `next` only.
+    pub global: Option<Mutex<GlobalState>>,
+}
+
+#[derive(Default)]
+struct TreeState {
+    indexes: Vec<Arc<NextIndexState>>,
+    specs: Arc<Vec<AttributeSpec>>,
+    memo: Option<Arc<UpdateMemo>>,
+}
+
+/// What the global-index invariant check found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GlobalIndexReport {
+    /// Live files with secondary blocks for the index (all of them in the global index).
+    pub files_indexed: usize,
+    /// Live files without secondary blocks for the index (scanned by queries).
+    pub files_unindexed: usize,
+    /// Global index entries (= secondary blocks of the live files).
+    pub blocks: usize,
+    pub memory_bytes: u64,
+}
+
+/// Which attributes to collect per primary tree, and the runtime state of each index.
+pub(crate) struct Registry {
+    trees: RwLock<HashMap<TreeId, TreeState>>,
+    /// Target size of a secondary block (the engine's data block size).
+    pub block_bytes: usize,
+}
+
+impl Registry {
+    pub fn new(block_bytes: usize) -> Registry {
+        Registry {
+            trees: RwLock::new(HashMap::new()),
+            block_bytes: block_bytes.max(64),
+        }
+    }
+
+    pub fn attributes_for(&self, tree: TreeId) -> Option<Arc<Vec<AttributeSpec>>> {
+        self.trees.read().get(&tree).map(|t| Arc::clone(&t.specs))
+    }
+
+    pub fn index(&self, tree: TreeId, index_id: u64) -> Option<Arc<NextIndexState>> {
+        self.trees
+            .read()
+            .get(&tree)?
+            .indexes
+            .iter()
+            .find(|i| i.index_id == index_id)
+            .cloned()
+    }
+
+    pub fn memo(&self, tree: TreeId) -> Option<Arc<UpdateMemo>> {
+        self.trees.read().get(&tree)?.memo.clone()
+    }
+
+    /// Starts collecting for an index and, for `next`, loads its global index from the
+    /// directories of the live files (this is the recovery at open). Call under the database
+    /// write lock.
+    pub fn register(&self, engine: &Db, primary: &Tree, record: &IndexRecord) -> Result<()> {
+        let spec = AttributeSpec {
+            attr_id: record.attr_id,
+            attr_type: record.attr_type,
+            path: AttrPath::parse(&record.path)?,
+            first_seq: record.first_seq,
+            split: record.split_delta,
+            block_bytes: self.block_bytes,
+        };
+        let validation = record.validation.unwrap_or_default();
+        let state = Arc::new(NextIndexState {
+            index_id: record.id,
+            kind: record.kind,
+            spec: spec.clone(),
+            validation,
+            global: (record.kind == IndexKind::Next).then(|| {
+                Mutex::new(GlobalState {
+                    index: Box::new(IntervalIndex::new()),
+                    pending: HashMap::new(),
+                })
+            }),
+        });
+        {
+            let mut trees = self.trees.write();
+            let tree = trees.entry(primary.id()).or_default();
+            tree.indexes.retain(|i| i.index_id != record.id);
+            tree.indexes.push(Arc::clone(&state));
+            tree.specs = Arc::new(tree.indexes.iter().map(|i| i.spec.clone()).collect());
+            if validation == Validation::Memo && tree.memo.is_none() {
+                // No write runs meanwhile (the caller holds the write lock).
+                tree.memo = Some(Arc::new(UpdateMemo::new(engine.latest_sequence())));
+            }
+        }
+        if let Some(global) = &state.global {
+            // Holding the global lock while reading the view: a version change installed
+            // after the view waits for it and is then applied on top (adds and removes are
+            // idempotent), so no file is missed or kept after its removal.
+            let mut global = global.lock();
+            let view = engine.components(primary, &ReadOptions::default())?;
+            for file in view_files(&view) {
+                global.add(&file);
+            }
+            global.resolve(&view, spec.attr_id)?;
+        }
+        Ok(())
+    }
+
+    pub fn unregister(&self, tree: TreeId, index_id: u64) {
+        let mut trees = self.trees.write();
+        let Some(state) = trees.get_mut(&tree) else {
+            return;
+        };
+        state.indexes.retain(|i| i.index_id != index_id);
+        state.specs = Arc::new(state.indexes.iter().map(|i| i.spec.clone()).collect());
+        if !state
+            .indexes
+            .iter()
+            .any(|i| i.validation == Validation::Memo)
+        {
+            state.memo = None;
+        }
+        if state.indexes.is_empty() {
+            trees.remove(&tree);
+        }
+    }
+
+    /// Memory held by an index's global index (and its collection's memo).
+    pub fn memory_bytes(&self, tree: TreeId, index_id: u64) -> u64 {
+        let global = self
+            .index(tree, index_id)
+            .and_then(|state| state.global.as_ref().map(|g| g.lock().index.memory_bytes()))
+            .unwrap_or(0);
+        let memo = self.memo(tree).map_or(0, |m| m.memory_bytes());
+        (global + memo) as u64
+    }
+
+    /// Records writes in the memo before they are applied; returns what to undo if the
+    /// engine write fails. `older_may_exist(pk)` is asked for keys the memo does not know.
+    pub fn record_writes(
+        &self,
+        tree: TreeId,
+        writes: &[(Vec<u8>, SeqNo, bool)],
+        older_may_exist: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Vec<memo::MemoUndo> {
+        let Some(memo) = self.memo(tree) else {
+            return Vec::new();
+        };
+        writes
+            .iter()
+            .filter_map(|(pk, seq, known_older)| {
+                memo.record_write(pk, *seq, || *known_older || older_may_exist(pk))
+            })
+            .collect()
+    }
+
+    pub fn undo_writes(&self, tree: TreeId, undo: Vec<memo::MemoUndo>) {
+        if let Some(memo) = self.memo(tree) {
+            memo.undo(undo);
+        }
+    }
+
+    /// Whether writes to `tree` need memo bookkeeping.
+    pub fn has_memo(&self, tree: TreeId) -> bool {
+        self.trees
+            .read()
+            .get(&tree)
+            .is_some_and(|t| t.memo.is_some())
+    }
+
+    /// Checks that the global index of a `next` index describes exactly the secondary blocks
+    /// of the live files: the same files, and per file the same blocks with the same ranges
+    /// as its directory. Meaningful when no flush or compaction is running.
+    pub fn check_global_index(
+        &self,
+        engine: &Db,
+        primary: &Tree,
+        index_id: u64,
+    ) -> Result<GlobalIndexReport> {
+        let state = self.index(primary.id(), index_id).ok_or_else(|| {
+            IndexError::Internal(format!("index {index_id} is not a registered next index"))
+        })?;
+        let Some(global) = &state.global else {
+            return Err(IndexError::Internal(format!(
+                "index {index_id} has no global index (kind {})",
+                state.kind
+            )));
+        };
+        let attr_id = state.spec.attr_id;
+        let mut global = global.lock();
+        let view = engine.components(primary, &ReadOptions::default())?;
+        global.resolve(&view, attr_id)?;
+        let mut expected = Vec::new();
+        let mut files_unindexed = 0;
+        let mut blocks = 0;
+        for file in view_files(&view) {
+            if property_lists(file.properties().get(COLLECTOR_NAME), attr_id) {
+                let directory = read_directory(&view, &file, attr_id)?;
+                blocks += directory.len();
+                match global.index.file_blocks(file.number) {
+                    Some(found) if found == directory => {}
+                    found => {
+                        return Err(IndexError::Internal(format!(
+                            "global index of index {index_id}: file {} has {} blocks, its \
+                             directory {}",
+                            file.number,
+                            found.map_or_else(|| "no".to_string(), |f| f.len().to_string()),
+                            directory.len()
+                        )))
+                    }
+                }
+                expected.push(file.number);
+            } else {
+                files_unindexed += 1;
+            }
+        }
+        expected.sort_unstable();
+        let found = global.index.file_numbers();
+        if found != expected {
+            return Err(IndexError::Internal(format!(
+                "global index of index {index_id} covers files {found:?}, the live files \
+                 with secondary blocks are {expected:?}"
+            )));
+        }
+        if global.index.len() != blocks {
+            return Err(IndexError::Internal(format!(
+                "global index of index {index_id} has {} entries for {blocks} secondary blocks",
+                global.index.len()
+            )));
+        }
+        Ok(GlobalIndexReport {
+            files_indexed: expected.len(),
+            files_unindexed,
+            blocks,
+            memory_bytes: global.index.memory_bytes() as u64,
+        })
+    }
+
+    fn on_version_change(&self, change: &VersionChange) {
+        let trees = self.trees.read();
+        if trees.is_empty() {
+            return;
+        }
+        let touched: HashSet<TreeId> = change
+            .added
+            .iter()
+            .chain(&change.removed)
+            .map(|f| f.tree)
+            .collect();
+        for tree in touched {
+            let Some(state) = trees.get(&tree) else {
+                continue;
+            };
+            let added: Vec<&sift_lsm::extension::FileChange> =
+                change.added.iter().filter(|f| f.tree == tree).collect();
+            let removed: Vec<&sift_lsm::extension::FileChange> =
+                change.removed.iter().filter(|f| f.tree == tree).collect();
+            // A trivial move removes and adds the same file: nothing changes for us.
+            let moved: HashSet<u64> = added
+                .iter()
+                .filter(|a| removed.iter().any(|r| r.file.number == a.file.number))
+                .map(|a| a.file.number)
+                .collect();
+            for index in &state.indexes {
+                if let Some(global) = &index.global {
+                    let mut global = global.lock();
+                    for file in removed.iter().filter(|f| !moved.contains(&f.file.number)) {
+                        global.remove(file.file.number);
+                    }
+                    for file in added.iter().filter(|f| !moved.contains(&f.file.number)) {
+                        global.add(&file.file);
+                    }
+                }
+            }
+            if let Some(memo) = &state.memo {
+                let key = match change.reason {
+                    ChangeReason::Flush => Some(JobKey::Flush),
+                    ChangeReason::Compaction => {
+                        removed.iter().map(|f| f.level).min().map(|input_level| {
+                            JobKey::Compaction {
+                                input_level,
+                                output_level: added
+                                    .iter()
+                                    .chain(&removed)
+                                    .map(|f| f.level)
+                                    .max()
+                                    .unwrap_or(input_level),
+                            }
+                        })
+                    }
+                    ChangeReason::Open | ChangeReason::TrivialMove | ChangeReason::DropTree => None,
+                };
+                if let Some(key) = key {
+                    memo.apply_drops(key);
+                }
+            }
+        }
+    }
+
+    fn on_drop(&self, job: JobKind, entry: &DroppedEntry<'_>) {
+        let memo = {
+            let trees = self.trees.read();
+            match trees.get(&entry.tree).and_then(|t| t.memo.clone()) {
+                Some(memo) => memo,
+                None => return,
+            }
+        };
+        memo.queue_drop(job, entry.user_key, entry.seq, entry.reason);
+    }
+}
+
+/// Every file of the view, all levels.
+pub(crate) fn view_files(view: &ComponentView) -> Vec<Arc<FileMetaData>> {
+    let mut files = view.files(0);
+    for id in view.ids() {
+        if let sift_lsm::ComponentId::Level(level) = id {
+            files.extend(view.files(level));
+        }
+    }
+    files
+}
+
+/// The version listener installed at open (forwards to the registry).
+pub(crate) struct NextListener(pub Arc<Registry>);
+
+impl VersionListener for NextListener {
+    fn on_version_change(&self, change: &VersionChange) {
+        self.0.on_version_change(change);
+    }
+}
+
+/// The compaction observer installed at open: feeds the memos' drop counts.
+pub(crate) struct NextObserver(pub Arc<Registry>);
+
+impl CompactionObserver for NextObserver {
+    fn on_drop(&self, job: JobKind, entry: &DroppedEntry<'_>, _emit: &mut WriteBatch) {
+        self.0.on_drop(job, entry);
+    }
+}
+
+/// Checks the parts of an index spec that concern `next` / `sst-local`.
+pub(crate) fn check_spec(spec: &crate::catalog::IndexSpec) -> std::result::Result<(), String> {
+    let ours = matches!(spec.kind, IndexKind::SstLocal | IndexKind::Next);
+    if !ours {
+        if spec.split_delta.is_some() || spec.validation.is_some() {
+            return Err(format!(
+                "split delta and validation apply to sst-local and next indexes, not {}",
+                spec.kind
+            ));
+        }
+        return Ok(());
+    }
+    if spec.attr_type == AttrType::Geo {
+        return Err(format!(
+            "{} indexes support int, float, string and time attributes (geo is not supported yet)",
+            spec.kind
+        ));
+    }
+    if spec.read_repair {
+        return Err(format!(
+            "{} indexes have no entries to repair (they live in the primary tree's tables)",
+            spec.kind
+        ));
+    }
+    if let (AttrType::String, Some(delta)) = (spec.attr_type, spec.split_delta) {
+        if delta.get().fract() != 0.0 {
+            return Err(format!(
+                "for a string attribute the split delta is a prefix length in bytes, not {delta}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl crate::Database {
+    /// Checks that the global index of a `next` index describes exactly the secondary blocks
+    /// of the live files of its collection (nothing more, nothing less). Run it when no flush
+    /// or compaction is in progress (`engine().wait_for_background_work()`).
+    pub fn check_global_index(&self, collection: &str, index: &str) -> Result<GlobalIndexReport> {
+        let collection = self.collection_arc(collection)?;
+        let index = collection.index(index)?;
+        self.next
+            .check_global_index(&self.engine, &collection.primary, index.record.id)
+    }
+}

@@ -1,0 +1,550 @@
+//! LOOKUP and RANGE for `next` and `sst-local` indexes (NEXT §3.3, Figure 4, and the read
+//! history of §4).
+//!
+//! One engine view of the primary tree (at the query's snapshot) decides what exists:
+//! 1. memtables are scanned (the secondary blocks only cover tables);
+//! 2. per live table: if it has secondary blocks for the attribute, the blocks whose value
+//!    range meets the query are found through the global index (`next`; a table the global
+//!    index does not know yet is handled like `sst-local`) or through the table's directory
+//!    (`sst-local`), and read; a table without secondary blocks (written before the index
+//!    existed) is scanned;
+//! 3. the candidates (versions carrying a value in range, visible at the snapshot, not shadowed
+//!    by a newer version in their own file) are validated newest first: the update memo or
+//!    GetLite decide from memory; only a GetLite "maybe" costs a primary read. A live
+//!    candidate's document comes from its data block, each data block read at most once per
+//!    query (read history). Top-K stops at the K-th live candidate: candidates are versions
+//!    and a live version's sequence number is the hit's, so no later candidate can be newer.
+//!
+//! Sources (memtables, secondary blocks, tables to scan) are read newest first by the largest
+//! sequence number they can hold (a secondary block's is in its directory entry, a table's in
+//! its metadata), and candidates newer than every source not yet read are validated before
+//! the next source is read; so a top-K query stops reading once it has K live hits newer than
+//! everything left (for time-correlated attributes most blocks are never read).
+
+use super::format::{property_lists, secondary_name, visit_secondary_block, COLLECTOR_NAME};
+use super::memo::{MemoAnswer, UpdateMemo};
+use super::{encoded_attribute, read_directory, NextIndexState, Registry, Validation};
+use crate::database::{Collection, Index};
+use crate::envelope::EnvelopeRef;
+use crate::error::{IndexError, Result};
+use crate::query::{Hit, QueryStats};
+use sift_lsm::db::ComponentView;
+use sift_lsm::iterator::InternalIterator;
+use sift_lsm::key::{parse_internal_key, user_key};
+use sift_lsm::sstable::ReadContext;
+use sift_lsm::version::FileMetaData;
+use sift_lsm::ValueKind;
+use sift_lsm::{ComponentId, Db, NewerVersion, ReadOptions, ReadStats, SeqNo};
+use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+/// The answer of a `next` / `sst-local` query (newest first, at most `limit`).
+pub(crate) struct NextOutput {
+    pub hits: Vec<Hit>,
+    pub stats: QueryStats,
+}
+
+enum Origin {
+    /// The stored envelope is at hand (memtable or scanned table).
+    Loaded(Vec<u8>),
+    /// The version is in data block `ordinal` of `file`.
+    Block {
+        file: Arc<FileMetaData>,
+        ordinal: u32,
+    },
+}
+
+struct Candidate {
+    seq: SeqNo,
+    pk: Vec<u8>,
+    component: ComponentId,
+    source: Origin,
+}
+
+enum Verdict {
+    Live,
+    Stale,
+    /// Only a primary read can tell.
+    Unknown,
+}
+
+struct Run<'a> {
+    engine: &'a Db,
+    collection: &'a Collection,
+    state: &'a NextIndexState,
+    memo: Option<Arc<UpdateMemo>>,
+    memo_epoch: u64,
+    view: ComponentView,
+    snapshot: SeqNo,
+    start: &'a [u8],
+    end: Option<&'a [u8]>,
+    read: &'a ReadOptions,
+    read_stats: &'a ReadStats,
+    context: ReadContext,
+    stats: QueryStats,
+    candidates: Vec<Candidate>,
+}
+
+impl Run<'_> {
+    fn in_range(&self, value: &[u8]) -> bool {
+        value >= self.start && self.end.is_none_or(|end| value < end)
+    }
+
+    fn corrupt_document(&self, pk: &[u8], error: &IndexError) -> IndexError {
+        IndexError::Internal(format!(
+            "stored document {:?} of collection `{}` is corrupt: {error}",
+            String::from_utf8_lossy(pk),
+            self.collection.record.name
+        ))
+    }
+
+    /// Adds a loaded version if it carries a value in range.
+    fn consider_loaded(
+        &mut self,
+        pk: &[u8],
+        seq: SeqNo,
+        envelope: &[u8],
+        component: ComponentId,
+    ) -> Result<()> {
+        let decoded = EnvelopeRef::decode(envelope).map_err(|e| self.corrupt_document(pk, &e))?;
+        let matches = encoded_attribute(&self.state.spec, &decoded, seq)
+            .is_some_and(|value| self.in_range(&value));
+        if matches {
+            self.stats.candidates_examined += 1;
+            self.candidates.push(Candidate {
+                seq,
+                pk: pk.to_vec(),
+                component,
+                source: Origin::Loaded(envelope.to_vec()),
+            });
+        }
+        Ok(())
+    }
+
+    /// A memtable: every visible version, the newest per key only (older ones are stale).
+    fn scan_memtable(&mut self, id: ComponentId) -> Result<()> {
+        let mut iter = self.view.iter(id)?;
+        iter.seek_to_first()?;
+        let mut previous: Option<Vec<u8>> = None;
+        while iter.valid() {
+            if previous.as_deref() != Some(iter.user_key()) {
+                previous = Some(iter.user_key().to_vec());
+                if iter.kind() == ValueKind::Put {
+                    let (pk, seq, value) =
+                        (iter.user_key().to_vec(), iter.seq(), iter.value().to_vec());
+                    self.consider_loaded(&pk, seq, &value, id)?;
+                }
+            }
+            iter.next()?;
+        }
+        Ok(())
+    }
+
+    /// A table without secondary blocks for the attribute: read whole.
+    fn scan_table(&mut self, file: &Arc<FileMetaData>, component: ComponentId) -> Result<()> {
+        let table = self.view.table(file)?;
+        let mut iter = table.iter(self.context.clone());
+        iter.seek_to_first()?;
+        let mut previous: Option<Vec<u8>> = None;
+        while iter.valid() {
+            let Some(parsed) = parse_internal_key(iter.key()) else {
+                return Err(sift_lsm::Error::corruption(
+                    table.path(),
+                    0,
+                    "table returned a malformed internal key",
+                )
+                .into());
+            };
+            let visible = parsed.seq <= self.snapshot;
+            if visible && previous.as_deref() != Some(parsed.user_key) {
+                previous = Some(parsed.user_key.to_vec());
+                if parsed.kind == ValueKind::Put {
+                    let (pk, seq, value) =
+                        (parsed.user_key.to_vec(), parsed.seq, iter.value().to_vec());
+                    self.consider_loaded(&pk, seq, &value, component)?;
+                }
+            }
+            iter.next()?;
+        }
+        Ok(())
+    }
+
+    /// Reads one secondary block of a table and keeps its entries in range.
+    fn read_block(
+        &mut self,
+        file: &Arc<FileMetaData>,
+        component: ComponentId,
+        block: u32,
+    ) -> Result<()> {
+        let table = self.view.table(file)?;
+        let attr_id = self.state.spec.attr_id;
+        let name = secondary_name(attr_id, block);
+        let Some(handle) = table.meta_block_handle(COLLECTOR_NAME, &name) else {
+            return Err(sift_lsm::Error::corruption(
+                table.path(),
+                0,
+                format!("the directory names meta block {name:?}, which is missing"),
+            )
+            .into());
+        };
+        let bytes = table.meta_block(COLLECTOR_NAME, &name)?.unwrap_or_default();
+        self.read_stats.blocks_read_from_disk.fetch_add(1, Relaxed);
+        let (start, end, snapshot) = (self.start, self.end, self.snapshot);
+        let mut found = Vec::new();
+        let mut examined = 0;
+        let mut shadowed = 0;
+        visit_secondary_block(&bytes, attr_id, &mut |entry| {
+            if entry.value < start {
+                return true;
+            }
+            if end.is_some_and(|end| entry.value >= end) {
+                return false; // values are sorted: nothing further is in range
+            }
+            if entry.seq > snapshot {
+                return true;
+            }
+            examined += 1;
+            if entry.next_newer_seq != 0 && entry.next_newer_seq <= snapshot {
+                shadowed += 1; // a newer version in the same file is visible
+                return true;
+            }
+            found.push((entry.seq, entry.pk.to_vec(), entry.data_block));
+            true
+        })
+        .map_err(|e| {
+            sift_lsm::Error::corruption(
+                table.path(),
+                handle.offset,
+                format!(
+                    "meta block {name:?}: {} (byte {} of the block)",
+                    e.message, e.offset
+                ),
+            )
+        })?;
+        self.stats.candidates_examined += examined;
+        self.stats.stale_entries += shadowed;
+        for (seq, pk, ordinal) in found {
+            self.candidates.push(Candidate {
+                seq,
+                pk,
+                component,
+                source: Origin::Block {
+                    file: Arc::clone(file),
+                    ordinal,
+                },
+            });
+        }
+        Ok(())
+    }
+
+    /// The sources one table contributes: its matching secondary blocks, or the whole table.
+    fn table_sources(
+        &self,
+        file: &Arc<FileMetaData>,
+        component: ComponentId,
+        global: &GlobalHits,
+        sources: &mut Vec<Source>,
+    ) -> Result<()> {
+        let attr_id = self.state.spec.attr_id;
+        if !property_lists(file.properties().get(COLLECTOR_NAME), attr_id) {
+            sources.push(Source {
+                seq_max: file.seq_max,
+                component,
+                file: Some(Arc::clone(file)),
+                block: None,
+            });
+            return Ok(());
+        }
+        let block_source = |(block, seq_max): (u32, SeqNo)| Source {
+            seq_max,
+            component,
+            file: Some(Arc::clone(file)),
+            block: Some(block),
+        };
+        if global.files.contains(&file.number) {
+            if let Some(blocks) = global.blocks.get(&file.number) {
+                sources.extend(blocks.iter().copied().map(block_source));
+            }
+            return Ok(());
+        }
+        let directory = read_directory(&self.view, file, attr_id)?;
+        self.read_stats.blocks_read_from_disk.fetch_add(1, Relaxed);
+        sources.extend(
+            directory
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| {
+                    b.max.as_slice() >= self.start
+                        && self.end.is_none_or(|end| b.min.as_slice() < end)
+                })
+                .map(|(i, b)| (u32::try_from(i).unwrap_or(u32::MAX), b.seq_max))
+                .map(block_source),
+        );
+        Ok(())
+    }
+
+    fn verdict(&self, candidate: &Candidate) -> Result<Verdict> {
+        if let Some(memo) = &self.memo {
+            match memo.answer(&candidate.pk, candidate.seq, self.snapshot, self.memo_epoch) {
+                MemoAnswer::Live => return Ok(Verdict::Live),
+                MemoAnswer::Stale => return Ok(Verdict::Stale),
+                MemoAnswer::Unknown => {}
+            }
+        }
+        Ok(
+            match self.view.newer_version_exists_above(
+                &candidate.pk,
+                candidate.seq,
+                candidate.component,
+            )? {
+                NewerVersion::No => Verdict::Live,
+                NewerVersion::Yes => Verdict::Stale,
+                NewerVersion::Maybe => Verdict::Unknown,
+            },
+        )
+    }
+}
+
+/// What the global index said: matching blocks (with their newest sequence number) per file,
+/// and which files it knows.
+#[derive(Default)]
+struct GlobalHits {
+    files: HashSet<u64>,
+    blocks: HashMap<u64, Vec<(u32, SeqNo)>>,
+}
+
+/// Something to read, holding versions up to `seq_max`: a memtable (`file == None`), a whole
+/// table (`block == None`) or one secondary block.
+struct Source {
+    seq_max: SeqNo,
+    component: ComponentId,
+    file: Option<Arc<FileMetaData>>,
+    block: Option<u32>,
+}
+
+/// Runs one query; `read` carries the query's snapshot and I/O counters.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run(
+    engine: &Db,
+    registry: &Registry,
+    collection: &Collection,
+    index: &Index,
+    start: &[u8],
+    end: Option<&[u8]>,
+    limit: Option<usize>,
+    read: &ReadOptions,
+    read_stats: &ReadStats,
+) -> Result<NextOutput> {
+    let tree = collection.primary.id();
+    let state = registry.index(tree, index.record.id).ok_or_else(|| {
+        IndexError::Internal(format!(
+            "index `{}` is not registered with the secondary-block registry",
+            index.record.name
+        ))
+    })?;
+    let memo = (state.validation == Validation::Memo)
+        .then(|| registry.memo(tree))
+        .flatten();
+    // The epoch is read before the view, so pruning installed after it is noticed.
+    let memo_epoch = memo.as_ref().map_or(0, |m| m.epoch());
+    let view = engine.components(&collection.primary, read)?;
+    let snapshot = view.sequence();
+    let mut run = Run {
+        engine,
+        collection,
+        state: &state,
+        memo,
+        memo_epoch,
+        view,
+        snapshot,
+        start,
+        end,
+        read,
+        read_stats,
+        context: ReadContext::from_read_options(read),
+        stats: QueryStats::default(),
+        candidates: Vec::new(),
+    };
+    let mut global_hits = GlobalHits::default();
+    if let Some(global) = &state.global {
+        let mut global = global.lock();
+        global.resolve(&run.view, state.spec.attr_id)?;
+        global.index.search(start, end, &mut |block| {
+            global_hits
+                .blocks
+                .entry(block.file_number)
+                .or_default()
+                .push((block.block, block.seq_max));
+        });
+        for file in super::view_files(&run.view) {
+            if global.index.contains_file(file.number) {
+                global_hits.files.insert(file.number);
+            }
+        }
+    }
+    let mut sources: Vec<Source> = Vec::new();
+    for id in run.view.ids() {
+        match id {
+            ComponentId::Memtable | ComponentId::ImmutableMemtable(_) => sources.push(Source {
+                seq_max: SeqNo::MAX,
+                component: id,
+                file: None,
+                block: None,
+            }),
+            ComponentId::Level0File(number) => {
+                let file = run.view.files(0).into_iter().find(|f| f.number == number);
+                if let Some(file) = file {
+                    run.table_sources(&file, id, &global_hits, &mut sources)?;
+                }
+            }
+            ComponentId::Level(level) => {
+                for file in run.view.files(level) {
+                    run.table_sources(&file, id, &global_hits, &mut sources)?;
+                }
+            }
+        }
+    }
+    sources.sort_by_key(|source| std::cmp::Reverse(source.seq_max));
+    let mut finisher = Finisher {
+        limit,
+        hits: Vec::new(),
+        emitted: HashSet::new(),
+        history: HashMap::new(),
+        pending: BinaryHeap::new(),
+        candidates: Vec::new(),
+    };
+    for source in sources {
+        // Everything newer than this source and all after it is final now.
+        finisher.finish_above(&mut run, source.seq_max)?;
+        if finisher.done() {
+            break;
+        }
+        match (&source.file, source.block) {
+            (None, _) => run.scan_memtable(source.component)?,
+            (Some(file), None) => run.scan_table(file, source.component)?,
+            (Some(file), Some(block)) => run.read_block(file, source.component, block)?,
+        }
+        finisher.take(&mut run);
+    }
+    finisher.finish_above(&mut run, 0)?;
+    let hits = finisher.hits;
+    Ok(NextOutput {
+        hits,
+        stats: run.stats,
+    })
+}
+
+/// Data blocks read by one query: (file number, ordinal) → the block's entries.
+type ReadHistory = HashMap<(u64, u32), Vec<(Vec<u8>, Vec<u8>)>>;
+
+/// Validates candidates newest first and keeps the hits.
+struct Finisher {
+    limit: Option<usize>,
+    hits: Vec<Hit>,
+    emitted: HashSet<Vec<u8>>,
+    /// Read history: data blocks read by this query, (file, ordinal) → entries.
+    history: ReadHistory,
+    /// Candidates not validated yet: (seq, position in `candidates`).
+    pending: BinaryHeap<(SeqNo, usize)>,
+    candidates: Vec<Option<Candidate>>,
+}
+
+impl Finisher {
+    fn done(&self) -> bool {
+        self.limit.is_some_and(|k| self.hits.len() >= k)
+    }
+
+    /// Takes the candidates the last source produced.
+    fn take(&mut self, run: &mut Run<'_>) {
+        for candidate in run.candidates.drain(..) {
+            self.pending.push((candidate.seq, self.candidates.len()));
+            self.candidates.push(Some(candidate));
+        }
+    }
+
+    /// Validates, newest first, every pending candidate newer than `bound`.
+    fn finish_above(&mut self, run: &mut Run<'_>, bound: SeqNo) -> Result<()> {
+        while let Some(&(seq, position)) = self.pending.peek() {
+            if seq <= bound || self.done() {
+                return Ok(());
+            }
+            self.pending.pop();
+            if let Some(candidate) = self.candidates.get_mut(position).and_then(Option::take) {
+                self.finish(run, candidate)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, run: &mut Run<'_>, candidate: Candidate) -> Result<()> {
+        if self.emitted.contains(&candidate.pk) {
+            run.stats.stale_entries += 1; // an older version of a document already returned
+            return Ok(());
+        }
+        let envelope = match run.verdict(&candidate)? {
+            Verdict::Stale => None,
+            Verdict::Unknown => {
+                run.stats.validations += 1;
+                run.engine
+                    .get_with(&run.collection.primary, &candidate.pk, run.read)?
+                    .filter(|live| live.seq == candidate.seq)
+                    .map(|live| live.value)
+            }
+            Verdict::Live => Some(match candidate.source {
+                Origin::Loaded(envelope) => envelope,
+                Origin::Block { ref file, ordinal } => {
+                    fetch_from_block(run, &mut self.history, file, ordinal, &candidate)?
+                }
+            }),
+        };
+        let Some(envelope) = envelope else {
+            run.stats.stale_entries += 1;
+            return Ok(());
+        };
+        let decoded =
+            EnvelopeRef::decode(&envelope).map_err(|e| run.corrupt_document(&candidate.pk, &e))?;
+        self.hits.push(Hit {
+            pk: candidate.pk.clone(),
+            seq: candidate.seq,
+            doc: decoded.doc().to_vec(),
+        });
+        self.emitted.insert(candidate.pk);
+        Ok(())
+    }
+}
+
+/// The stored envelope of a candidate, from its data block (read once per query).
+fn fetch_from_block(
+    run: &Run<'_>,
+    history: &mut ReadHistory,
+    file: &Arc<FileMetaData>,
+    ordinal: u32,
+    candidate: &Candidate,
+) -> Result<Vec<u8>> {
+    let table = run.view.table(file)?;
+    let key = (file.number, ordinal);
+    if let std::collections::hash_map::Entry::Vacant(slot) = history.entry(key) {
+        slot.insert(table.read_block_entries(ordinal as usize, &run.context)?);
+    }
+    let found = history.get(&key).and_then(|entries| {
+        entries.iter().find(|(ikey, _)| {
+            user_key(ikey) == candidate.pk.as_slice()
+                && parse_internal_key(ikey).is_some_and(|p| p.seq == candidate.seq)
+        })
+    });
+    match found {
+        Some((_, value)) => Ok(value.clone()),
+        None => Err(sift_lsm::Error::corruption(
+            table.path(),
+            table.block_handle(ordinal as usize).map_or(0, |h| h.offset),
+            format!(
+                "a secondary entry names version {} of key {:?} in data block {ordinal}, \
+                 which does not hold it",
+                candidate.seq,
+                String::from_utf8_lossy(&candidate.pk)
+            ),
+        )
+        .into()),
+    }
+}

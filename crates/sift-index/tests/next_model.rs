@@ -1,0 +1,528 @@
+//! Model equivalence for the `next` and `sst-local` kinds: every query answers exactly like a
+//! brute-force filter over a BTreeMap model (same documents, same order), through puts,
+//! updates, deletes, batches, flushes, compactions, reopens, and index creation on existing
+//! data; after every step the global index of each `next` index must describe exactly the
+//! secondary blocks of the live files. Both validation strategies (memo, GetLite) and both
+//! block cuts (size only, value-aware δ) run. Plus concurrent writers and corruption of
+//! secondary meta blocks. `SIFT_MODEL_STEPS` lengthens the run, `SIFT_SEED` replays one.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+mod common;
+
+use common::{open, seed, small_options, steps, SeedGuard, STRINGS};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use sift_index::{
+    AttrType, AttrValue, Database, IndexError, IndexKind, IndexSpec, SplitDelta, Validation,
+    WriteOp,
+};
+use sift_lsm::ReadOptions;
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone)]
+struct ModelDoc {
+    seq: u64,
+    doc: Vec<u8>,
+    n: Option<i64>,
+    s: Option<String>,
+}
+
+type Model = BTreeMap<Vec<u8>, ModelDoc>;
+
+const PKS: u32 = 60;
+const INT_VALUES: i64 = 40;
+
+/// (name, kind, validation, δ)
+const CONFIGS: [(&str, IndexKind, Validation, Option<f64>); 4] = [
+    ("next_memo", IndexKind::Next, Validation::Memo, None),
+    (
+        "next_lite_delta",
+        IndexKind::Next,
+        Validation::GetLite,
+        Some(2.0),
+    ),
+    (
+        "local_memo_delta",
+        IndexKind::SstLocal,
+        Validation::Memo,
+        Some(1.0),
+    ),
+    ("local_lite", IndexKind::SstLocal, Validation::GetLite, None),
+];
+
+fn random_doc(rng: &mut StdRng, pk: u32) -> (Vec<u8>, Option<i64>, Option<String>) {
+    let n = (rng.gen_range(0..10) > 0).then(|| {
+        // Clustered values with gaps, so the value-aware split has something to split.
+        let cluster = rng.gen_range(0..4) * 10;
+        cluster + rng.gen_range(-2..3)
+    });
+    let s = (rng.gen_range(0..8) > 0).then(|| STRINGS[rng.gen_range(0..STRINGS.len())].to_string());
+    let mut doc =
+        serde_json::json!({ "id": format!("pk{pk:02}"), "pad": "x".repeat(rng.gen_range(0..120)) });
+    if let Some(n) = n {
+        doc["n"] = serde_json::json!(n);
+    } else if rng.gen_bool(0.5) {
+        doc["n"] = serde_json::Value::Null;
+    }
+    if let Some(s) = &s {
+        doc["s"] = serde_json::json!(s);
+    }
+    (serde_json::to_vec(&doc).unwrap(), n, s)
+}
+
+fn spec(name: &str, path: &str, attr_type: AttrType, config: usize) -> IndexSpec {
+    let (_, kind, validation, delta) = CONFIGS[config];
+    let mut spec = IndexSpec::new(name, path, attr_type, kind).with_validation(validation);
+    if let Some(delta) = delta {
+        spec = spec.with_split_delta(SplitDelta::new(delta).unwrap());
+    }
+    spec
+}
+
+fn create_indexes(db: &Database, prefix: &str) {
+    for (position, (name, ..)) in CONFIGS.iter().enumerate() {
+        db.create_index(
+            "docs",
+            spec(&format!("{prefix}{name}_n"), "n", AttrType::Int, position),
+        )
+        .unwrap();
+        db.create_index(
+            "docs",
+            spec(
+                &format!("{prefix}{name}_s"),
+                "/s",
+                AttrType::String,
+                position,
+            ),
+        )
+        .unwrap();
+    }
+}
+
+fn expected(
+    model: &Model,
+    matches: impl Fn(&ModelDoc) -> bool,
+    limit: Option<usize>,
+) -> Vec<(Vec<u8>, u64, Vec<u8>)> {
+    let mut hits: Vec<(Vec<u8>, u64, Vec<u8>)> = model
+        .iter()
+        .filter(|(_, doc)| matches(doc))
+        .map(|(pk, doc)| (pk.clone(), doc.seq, doc.doc.clone()))
+        .collect();
+    hits.sort_by_key(|hit| std::cmp::Reverse(hit.1));
+    hits.truncate(limit.unwrap_or(usize::MAX));
+    hits
+}
+
+fn compare(got: &[sift_index::Hit], want: &[(Vec<u8>, u64, Vec<u8>)], what: &str) {
+    let got: Vec<(Vec<u8>, u64, Vec<u8>)> = got
+        .iter()
+        .map(|hit| (hit.pk.clone(), hit.seq, hit.doc.clone()))
+        .collect();
+    let show = |hits: &[(Vec<u8>, u64, Vec<u8>)]| {
+        hits.iter()
+            .map(|(pk, seq, _)| format!("{}@{seq}", String::from_utf8_lossy(pk)))
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        got == want,
+        "{what}: got {:?}, want {:?}",
+        show(&got),
+        show(want)
+    );
+}
+
+fn check_all(db: &Database, model: &Model, rng: &mut StdRng, prefixes: &[&str], step: usize) {
+    for prefix in prefixes {
+        for (name, ..) in CONFIGS {
+            let limit = [Some(1), Some(3), Some(10), None][rng.gen_range(0..4)];
+            let index = format!("{prefix}{name}_n");
+            let v = rng.gen_range(-3..INT_VALUES);
+            let got = db
+                .lookup("docs", &index, &AttrValue::Int(v), limit)
+                .unwrap();
+            let want = expected(model, |d| d.n == Some(v), limit);
+            compare(
+                &got.hits,
+                &want,
+                &format!("step {step}: {index} lookup {v} limit {limit:?}"),
+            );
+            let lo = rng.gen_range(-3..INT_VALUES);
+            let hi = lo + rng.gen_range(0..15);
+            let got = db
+                .range(
+                    "docs",
+                    &index,
+                    &AttrValue::Int(lo),
+                    &AttrValue::Int(hi),
+                    limit,
+                )
+                .unwrap();
+            let want = expected(model, |d| d.n.is_some_and(|n| lo <= n && n <= hi), limit);
+            compare(
+                &got.hits,
+                &want,
+                &format!("step {step}: {index} range {lo}..={hi} limit {limit:?}"),
+            );
+            let index = format!("{prefix}{name}_s");
+            let v = STRINGS[rng.gen_range(0..STRINGS.len())];
+            let got = db
+                .lookup("docs", &index, &AttrValue::String(v.to_string()), limit)
+                .unwrap();
+            let want = expected(model, |d| d.s.as_deref() == Some(v), limit);
+            compare(
+                &got.hits,
+                &want,
+                &format!("step {step}: {index} lookup {v:?} limit {limit:?}"),
+            );
+            let mut bounds = [
+                STRINGS[rng.gen_range(0..STRINGS.len())],
+                STRINGS[rng.gen_range(0..STRINGS.len())],
+            ];
+            bounds.sort_unstable();
+            let [lo, hi] = bounds;
+            let got = db
+                .range(
+                    "docs",
+                    &index,
+                    &AttrValue::String(lo.to_string()),
+                    &AttrValue::String(hi.to_string()),
+                    limit,
+                )
+                .unwrap();
+            let want = expected(
+                model,
+                |d| d.s.as_deref().is_some_and(|s| lo <= s && s <= hi),
+                limit,
+            );
+            compare(
+                &got.hits,
+                &want,
+                &format!("step {step}: {index} range {lo:?}..={hi:?} limit {limit:?}"),
+            );
+        }
+    }
+}
+
+/// The global index of every `next` index describes exactly the live files' secondary blocks.
+/// Returns how many live files have secondary blocks (summed over the indexes).
+fn check_global_indexes(db: &Database, prefixes: &[&str], step: usize) -> usize {
+    db.engine().wait_for_background_work().unwrap();
+    let mut indexed_files = 0;
+    for prefix in prefixes {
+        for (name, kind, ..) in CONFIGS {
+            if kind != IndexKind::Next {
+                continue;
+            }
+            for attr in ["n", "s"] {
+                let index = format!("{prefix}{name}_{attr}");
+                let report = db
+                    .check_global_index("docs", &index)
+                    .unwrap_or_else(|e| panic!("step {step}: {index}: {e}"));
+                indexed_files += report.files_indexed;
+            }
+        }
+    }
+    indexed_files
+}
+
+fn put_doc(db: &Database, model: &mut Model, rng: &mut StdRng, pk: u32) {
+    let (json, n, s) = random_doc(rng, pk);
+    let seq = db.put("docs", &json).unwrap();
+    model.insert(
+        format!("pk{pk:02}").into_bytes(),
+        ModelDoc {
+            seq,
+            doc: json,
+            n,
+            s,
+        },
+    );
+}
+
+fn write_batch(db: &Database, model: &mut Model, rng: &mut StdRng) {
+    let mut jsons = Vec::new();
+    let mut kinds = Vec::new();
+    for _ in 0..rng.gen_range(1..6) {
+        let pk = rng.gen_range(0..PKS / 4); // repeats within a batch
+        if rng.gen_bool(0.7) {
+            let (json, n, s) = random_doc(rng, pk);
+            jsons.push(json);
+            kinds.push((pk, Some((n, s))));
+        } else {
+            jsons.push(format!("pk{pk:02}").into_bytes());
+            kinds.push((pk, None));
+        }
+    }
+    let ops: Vec<WriteOp<'_>> = jsons
+        .iter()
+        .zip(&kinds)
+        .map(|(bytes, (_, kind))| {
+            if kind.is_some() {
+                WriteOp::Put(bytes)
+            } else {
+                WriteOp::Delete(bytes)
+            }
+        })
+        .collect();
+    let results = db.write("docs", &ops).unwrap();
+    for ((json, (pk, kind)), result) in jsons.iter().zip(kinds).zip(results) {
+        let key = format!("pk{pk:02}").into_bytes();
+        match kind {
+            Some((n, s)) => {
+                model.insert(
+                    key,
+                    ModelDoc {
+                        seq: result.unwrap(),
+                        doc: json.clone(),
+                        n,
+                        s,
+                    },
+                );
+            }
+            None => assert_eq!(result.is_some(), model.remove(&key).is_some()),
+        }
+    }
+}
+
+#[test]
+fn next_and_sst_local_match_the_model() {
+    let seed = seed();
+    let _guard = SeedGuard(seed);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let mut db = open(dir.path());
+    db.create_collection("docs", "id").unwrap();
+    // Some documents exist before the first indexes: their tables are scanned until rewritten.
+    let mut model = Model::new();
+    for pk in 0..PKS / 2 {
+        put_doc(&db, &mut model, &mut rng, pk);
+    }
+    db.flush().unwrap();
+    create_indexes(&db, "");
+    let total_steps = steps(200);
+    let mut late_created = false;
+    let mut indexed_files = 0;
+    for step in 0..total_steps {
+        match rng.gen_range(0..100) {
+            0..=54 => {
+                let pk = rng.gen_range(0..PKS);
+                put_doc(&db, &mut model, &mut rng, pk);
+            }
+            55..=62 => {
+                // Rewrite an existing document with the same values.
+                if let Some((pk, doc)) = model
+                    .iter()
+                    .nth(rng.gen_range(0..model.len().max(1)))
+                    .map(|(k, d)| (k.clone(), d.clone()))
+                {
+                    let seq = db.put("docs", &doc.doc).unwrap();
+                    model.insert(pk, ModelDoc { seq, ..doc });
+                }
+            }
+            63..=74 => {
+                let pk = format!("pk{:02}", rng.gen_range(0..PKS)).into_bytes();
+                let result = db.delete("docs", &pk).unwrap();
+                assert_eq!(
+                    result.is_some(),
+                    model.remove(&pk).is_some(),
+                    "step {step}: delete result"
+                );
+            }
+            75..=82 => write_batch(&db, &mut model, &mut rng),
+            83..=88 => db.flush().unwrap(),
+            89..=91 => db.compact_all().unwrap(),
+            92..=95 => {
+                drop(db);
+                db = open(dir.path());
+            }
+            _ => {
+                if late_created {
+                    // Drop one late index and create it again on the current data: tables
+                    // written before lack its blocks and are scanned.
+                    let config = rng.gen_range(0..CONFIGS.len());
+                    let index = format!("late_{}_n", CONFIGS[config].0);
+                    db.drop_index("docs", &index).unwrap();
+                    db.create_index("docs", spec(&index, "n", AttrType::Int, config))
+                        .unwrap();
+                } else {
+                    create_indexes(&db, "late_");
+                    late_created = true;
+                }
+            }
+        }
+        let prefixes: &[&str] = if late_created { &["", "late_"] } else { &[""] };
+        check_all(&db, &model, &mut rng, prefixes, step);
+        indexed_files += check_global_indexes(&db, prefixes, step);
+    }
+    assert!(
+        indexed_files > 0,
+        "the run should have written tables with secondary blocks"
+    );
+}
+
+/// Writers race with queries, flushes and compactions: every answer is plausible (in range,
+/// no document twice, newest first), and once writes stop every index answers exactly.
+#[test]
+fn concurrent_writes_and_queries_stay_exact() {
+    let seed = seed();
+    let _guard = SeedGuard(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let db = std::sync::Arc::new(open(dir.path()));
+    db.create_collection("docs", "id").unwrap();
+    create_indexes(&db, "");
+    let writers: Vec<_> = (0..2u64)
+        .map(|w| {
+            let db = std::sync::Arc::clone(&db);
+            std::thread::spawn(move || {
+                let mut rng = StdRng::seed_from_u64(seed ^ w);
+                for i in 0..300 {
+                    let pk = rng.gen_range(0..PKS);
+                    let (json, ..) = random_doc(&mut rng, pk);
+                    db.put("docs", &json).unwrap();
+                    if i % 7 == 0 {
+                        db.delete("docs", format!("pk{pk:02}").as_bytes()).unwrap();
+                    }
+                    if i % 100 == 0 {
+                        db.flush().unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    let mut rng = StdRng::seed_from_u64(seed);
+    while !writers.iter().all(std::thread::JoinHandle::is_finished) {
+        for (name, ..) in CONFIGS {
+            let index = format!("{name}_n");
+            let lo = rng.gen_range(-3..INT_VALUES);
+            let result = db
+                .range(
+                    "docs",
+                    &index,
+                    &AttrValue::Int(lo),
+                    &AttrValue::Int(lo + 10),
+                    None,
+                )
+                .unwrap();
+            let mut pks: Vec<&Vec<u8>> = result.hits.iter().map(|h| &h.pk).collect();
+            let count = pks.len();
+            pks.sort();
+            pks.dedup();
+            assert_eq!(pks.len(), count, "{index}: a document returned twice");
+            assert!(
+                result.hits.windows(2).all(|w| w[0].seq > w[1].seq),
+                "{index}: not newest first"
+            );
+            for hit in &result.hits {
+                let value: serde_json::Value = serde_json::from_slice(&hit.doc).unwrap();
+                let n = value["n"].as_i64().unwrap();
+                assert!((lo..=lo + 10).contains(&n), "{index}: {n} out of range");
+            }
+        }
+    }
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    let mut model = Model::new();
+    for pk in 0..PKS {
+        let key = format!("pk{pk:02}").into_bytes();
+        if let Some(hit) = db.get("docs", &key).unwrap() {
+            let value: serde_json::Value = serde_json::from_slice(&hit.doc).unwrap();
+            model.insert(
+                key,
+                ModelDoc {
+                    seq: hit.seq,
+                    doc: hit.doc.clone(),
+                    n: value["n"].as_i64(),
+                    s: value["s"].as_str().map(str::to_string),
+                },
+            );
+        }
+    }
+    let mut rng = StdRng::seed_from_u64(seed);
+    for _ in 0..5 {
+        check_all(&db, &model, &mut rng, &[""], 0);
+    }
+    check_global_indexes(&db, &[""], 0);
+}
+
+/// Damaged secondary meta blocks (a secondary block, a directory) are reported as corruption
+/// naming the file, never as missing or wrong results.
+#[test]
+fn corrupt_secondary_blocks_are_reported() {
+    for (kind, block) in [
+        (IndexKind::Next, "s"),
+        (IndexKind::SstLocal, "s"),
+        (IndexKind::SstLocal, "d"),
+        (IndexKind::Next, "d"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::open(dir.path(), small_options()).unwrap();
+        db.create_collection("docs", "id").unwrap();
+        let record = db
+            .create_index("docs", IndexSpec::new("by_n", "n", AttrType::Int, kind))
+            .unwrap();
+        for i in 0..50 {
+            db.put("docs", format!(r#"{{"id": "k{i:02}", "n": 7}}"#).as_bytes())
+                .unwrap();
+        }
+        db.flush().unwrap();
+        db.engine().wait_for_background_work().unwrap();
+        let primary = db
+            .engine()
+            .tree(&db.collection("docs").unwrap().record.primary_tree_name())
+            .unwrap();
+        let view = db
+            .engine()
+            .components(&primary, &ReadOptions::default())
+            .unwrap();
+        let file = view.files(0).into_iter().next().expect("one L0 table");
+        let name = if block == "s" {
+            format!("s.{}.0", record.attr_id)
+        } else {
+            format!("d.{}", record.attr_id)
+        };
+        let handle = view
+            .table(&file)
+            .unwrap()
+            .meta_block_handle("sift.next", &name)
+            .expect("the table has the meta block");
+        drop(view);
+        let file_name = format!("{:06}.sst", file.number);
+        let path = dir.path().join(&file_name);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let at = usize::try_from(handle.offset + handle.size / 2).unwrap();
+        bytes[at] ^= 0x5A;
+        std::fs::write(&path, &bytes).unwrap();
+        // `next` has read the directory already; a damaged one shows at the next open.
+        let db = if kind == IndexKind::Next && block == "d" {
+            drop(db);
+            match Database::open(dir.path(), small_options()) {
+                Err(IndexError::Engine(e)) => {
+                    assert!(e.is_corruption(), "{kind} {block}: {e}");
+                    assert!(e.to_string().contains(&file_name), "names the file: {e}");
+                    continue;
+                }
+                Err(other) => panic!("{kind} {block}: unexpected error {other}"),
+                Ok(db) => db,
+            }
+        } else {
+            db
+        };
+        match db.lookup("docs", "by_n", &AttrValue::Int(7), None) {
+            Err(IndexError::Engine(e)) => {
+                assert!(e.is_corruption(), "{kind} {block}: {e}");
+                assert!(
+                    e.to_string().contains(&file_name),
+                    "{kind} {block}: the error names the file: {e}"
+                );
+            }
+            Err(other) => panic!("{kind} {block}: unexpected error {other}"),
+            Ok(result) => panic!(
+                "{kind} {block}: a corrupt block gave {} hits instead of an error",
+                result.hits.len()
+            ),
+        }
+    }
+}
