@@ -5,6 +5,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
 mod docs;
+mod study;
 
 use clap::{Parser, Subcommand};
 use sift_bench::kv::sift_engine::SiftEngine;
@@ -55,6 +56,9 @@ enum Command {
     Range(docs::RangeArgs),
     /// Documents, bytes on disk and files per level, per collection and index.
     Stats(docs::StatsArgs),
+    /// The comparative study of index kinds: reproduces the papers' experiments and writes
+    /// index.html (plots, tables, verdicts), results.json and CSVs to --out.
+    Study(study::StudyArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -102,6 +106,7 @@ fn main() -> ExitCode {
         Command::Lookup(args) => docs::lookup(&args),
         Command::Range(args) => docs::range(&args),
         Command::Stats(args) => docs::stats(&args),
+        Command::Study(args) => study::study(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
