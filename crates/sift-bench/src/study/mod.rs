@@ -323,7 +323,17 @@ pub fn run_study(
     if options.configurations.is_empty() {
         return Err(BenchError::new("no index configuration to study"));
     }
-    let (sizes, engine) = preset_sizes(options.preset, options.documents);
+    let (mut sizes, engine) = preset_sizes(options.preset, options.documents);
+    let known = options
+        .configurations
+        .iter()
+        .filter(|configuration| configuration.check_known().is_ok())
+        .count();
+    let budget_note = if options.preset == Preset::Quick && options.documents.is_none() {
+        presets::fit_quick_budget(&mut sizes, known)
+    } else {
+        None
+    };
     let data = match &options.data {
         None => StudyData::Tweets { seed: options.seed },
         Some(user) => {
@@ -336,7 +346,8 @@ pub fn run_study(
     };
     std::fs::create_dir_all(&options.out)
         .map_err(|e| BenchError::new(format!("cannot create {}: {e}", options.out.display())))?;
-    let configuration = study_configuration(options, &data, &sizes, &engine);
+    let mut configuration = study_configuration(options, &data, &sizes, &engine);
+    configuration.scaled_down.extend(budget_note);
     let selected: Vec<ExperimentId> = if options.only.is_empty() {
         ExperimentId::ALL.to_vec()
     } else {

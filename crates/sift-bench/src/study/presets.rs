@@ -197,6 +197,28 @@ pub fn preset_sizes(preset: Preset, documents: Option<u64>) -> (Sizes, EngineSet
     (sizes, engine)
 }
 
+/// Configurations the quick preset's sizes are made for; with more, it shrinks its phases so
+/// the run stays within its time budget.
+pub const QUICK_CONFIGURATIONS: usize = 6;
+
+/// Shrinks the quick preset's phases when `known_configurations` exceed
+/// [`QUICK_CONFIGURATIONS`] (the time of a run grows with the configurations measured).
+pub fn fit_quick_budget(sizes: &mut Sizes, known_configurations: usize) -> Option<String> {
+    if known_configurations <= QUICK_CONFIGURATIONS {
+        return None;
+    }
+    let scale =
+        |value: u64| (value * QUICK_CONFIGURATIONS as u64 / known_configurations as u64).max(10);
+    sizes.documents = scale(sizes.documents);
+    sizes.mixed_preload = scale(sizes.mixed_preload);
+    sizes.mixed_operations = scale(sizes.mixed_operations);
+    sizes.sweep_documents = scale(sizes.sweep_documents);
+    Some(format!(
+        "quick preset: {known_configurations} configurations instead of {QUICK_CONFIGURATIONS},          so every load and mixed run is {:.0}% of its usual size to stay within 5 minutes",
+        100.0 * QUICK_CONFIGURATIONS as f64 / known_configurations as f64
+    ))
+}
+
 /// What a preset scales down relative to the paper (LevelDB++ Table 7 and §5).
 pub fn scaled_down_notes(sizes: &Sizes, engine: &EngineSettings) -> Vec<String> {
     use sift_workload::table7;

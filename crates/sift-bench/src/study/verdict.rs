@@ -29,7 +29,12 @@ fn verdict(
         source: source.to_owned(),
         outcome: outcome.to_owned(),
         evidence,
-        numbers: numbers.iter().cloned().collect(),
+        // JSON has no NaN or infinity.
+        numbers: numbers
+            .iter()
+            .filter(|(_, value)| value.is_finite())
+            .cloned()
+            .collect(),
     }
 }
 

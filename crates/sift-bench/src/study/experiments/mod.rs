@@ -196,6 +196,8 @@ pub fn run(context: &Context<'_>, id: ExperimentId) -> Result<ExperimentResult, 
         }
     };
     result.duration_s = round(started.elapsed().as_secs_f64(), 3);
+    // JSON has no NaN or infinity; a value that is not finite was not measured.
+    result.measurements.retain(|m| m.value.is_finite());
     Ok(result)
 }
 

@@ -347,6 +347,13 @@ fn measure_one(
                 };
                 cell.all.push(&mut out, &get, "latency");
                 push_repetitions(&mut out, &get, &cell.repetition_medians_us);
+                out.push(Measurement {
+                    metric: "hits_per_query".to_owned(),
+                    unit: "documents".to_owned(),
+                    value: cell.hits_per_query,
+                    count: Some(cell.all.count),
+                    ..get
+                });
             }
         } else {
             untimed_load(context, engine.as_ref(), documents, label)?;
