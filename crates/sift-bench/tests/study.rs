@@ -356,6 +356,10 @@ fn an_interrupted_study_says_how_to_resume() {
         "{hint}"
     );
     assert!(hint.contains("--n 400"), "{hint}");
+    assert!(
+        hint.contains("--configs composite:sync-insert,lazy:sync-insert,hologram:sync-full"),
+        "{hint}"
+    );
     // What is there is still a valid (empty) report.
     let json: Value = serde_json::from_str(
         &std::fs::read_to_string(dir.path().join("study/results.json")).unwrap(),

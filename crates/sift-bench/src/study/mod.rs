@@ -25,6 +25,7 @@ use experiments::{Context, ExperimentId};
 use presets::{preset_sizes, scaled_down_notes, EngineSettings, Preset, Sizes};
 use results::{ConfigurationInfo, ExperimentResult, MachineInfo, StudyConfiguration, StudyResults};
 use std::fmt;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -181,22 +182,46 @@ pub struct StudyOutcome {
 }
 
 impl StudyOutcome {
-    /// The command that runs the remaining experiments into the same folder.
+    /// The command that runs the remaining experiments into the same folder (with every
+    /// option that changes what is measured, so the results merge).
     pub fn resume_hint(&self, options: &StudyOptions) -> Option<String> {
         if self.remaining.is_empty() {
             return None;
         }
         let only: Vec<&str> = self.remaining.iter().map(|e| e.id()).collect();
-        Some(format!(
-            "sift study --preset {} --out {} --only {}{}",
+        let mut command = format!(
+            "sift study --preset {} --out {} --only {}",
             options.preset,
             options.out.display(),
-            only.join(","),
-            options
-                .documents
-                .map(|n| format!(" --n {n}"))
-                .unwrap_or_default()
-        ))
+            only.join(",")
+        );
+        if let Some(documents) = options.documents {
+            let _ = write!(command, " --n {documents}");
+        }
+        let defaults = StudyOptions::new(options.preset, options.out.clone());
+        if options.configurations != defaults.configurations {
+            let names: Vec<String> = options
+                .configurations
+                .iter()
+                .map(IndexConfiguration::name)
+                .collect();
+            let _ = write!(command, " --configs {}", names.join(","));
+        }
+        if options.seed != defaults.seed {
+            let _ = write!(command, " --seed {}", options.seed);
+        }
+        if let Some(data) = &options.data {
+            let _ = write!(
+                command,
+                " --data {} --pk {}",
+                data.path.display(),
+                data.primary_key
+            );
+            for attribute in &data.attributes {
+                let _ = write!(command, " --attr {attribute}");
+            }
+        }
+        Some(command)
     }
 }
 

@@ -130,9 +130,11 @@ pub fn preset_sizes(preset: Preset, documents: Option<u64>) -> (Sizes, EngineSet
                 bloom_bits_per_key: vec![0, 10, 50],
             },
             EngineSettings {
-                memtable_bytes: 128 << 10,
-                level1_bytes: 512 << 10,
-                table_file_bytes: 128 << 10,
+                // Large enough that a load flushes only a few times: each flush costs several
+                // fsyncs, which dominate a tiny run on a slow disk.
+                memtable_bytes: 512 << 10,
+                level1_bytes: 2 << 20,
+                table_file_bytes: 512 << 10,
                 block_cache_bytes: 0,
                 bloom_bits_per_key: 10,
                 compression: "snappy".to_owned(),
