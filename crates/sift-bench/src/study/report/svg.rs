@@ -250,7 +250,7 @@ fn header(out: &mut String, title: &str, legend: &[LegendEntry], height: f64) ->
 }
 
 fn legend_width(entry: &LegendEntry) -> f64 {
-    24.0 + entry.name.chars().count() as f64 * 6.2
+    28.0 + entry.name.chars().count() as f64 * 6.2
 }
 
 fn legend_rows(legend: &[LegendEntry]) -> Vec<Vec<&LegendEntry>> {
@@ -428,14 +428,41 @@ pub struct BarGroup {
     pub bars: Vec<Bar>,
 }
 
-fn group_labels(out: &mut String, labels: &[(f64, &str)], bottom: f64) {
+/// Approximate width of `text` at the plots' font size.
+fn text_width(text: &str) -> f64 {
+    text.chars().count() as f64 * 6.0
+}
+
+/// Extra height below the plot for category labels: none when they fit side by side,
+/// otherwise room for labels slanted at 35°.
+fn label_room(labels: &[&str]) -> f64 {
+    let group_width = (WIDTH - LEFT - RIGHT) / labels.len().max(1) as f64;
+    let widest = labels.iter().map(|l| text_width(l)).fold(0.0, f64::max);
+    if widest <= group_width * 0.95 {
+        0.0
+    } else {
+        widest * 0.574
+    }
+}
+
+/// Category labels under the plot, slanted when `room` says they do not fit.
+fn group_labels(out: &mut String, labels: &[(f64, &str)], bottom: f64, room: f64) {
     for (x, label) in labels {
-        let _ = write!(
-            out,
-            r#"<text x="{x:.1}" y="{}" text-anchor="middle">{}</text>"#,
-            bottom + 16.0,
-            escape(label)
-        );
+        if room > 0.0 {
+            let y = bottom + 12.0;
+            let _ = write!(
+                out,
+                r#"<text x="{x:.1}" y="{y:.1}" text-anchor="end" transform="rotate(-35 {x:.1} {y:.1})">{}</text>"#,
+                escape(label)
+            );
+        } else {
+            let _ = write!(
+                out,
+                r#"<text x="{x:.1}" y="{}" text-anchor="middle">{}</text>"#,
+                bottom + 16.0,
+                escape(label)
+            );
+        }
     }
 }
 
@@ -447,7 +474,8 @@ pub fn bar_chart(
     groups: &[BarGroup],
     legend: &[LegendEntry],
 ) -> String {
-    let height = 34.0 + legend_height(legend) + 6.0 + PLOT_HEIGHT + 44.0;
+    let room = label_room(&groups.iter().map(|g| g.label.as_str()).collect::<Vec<_>>());
+    let height = 34.0 + legend_height(legend) + 6.0 + PLOT_HEIGHT + 44.0 + room;
     let mut out = String::new();
     let top = header(&mut out, title, legend, height);
     let bottom = top + PLOT_HEIGHT;
@@ -501,12 +529,12 @@ pub fn bar_chart(
         }
         labels.push((start + group_width / 2.0, group.label.as_str()));
     }
-    group_labels(&mut out, &labels, bottom);
+    group_labels(&mut out, &labels, bottom, room);
     let _ = write!(
         out,
         r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
         LEFT + plot_width / 2.0,
-        bottom + 34.0,
+        bottom + 34.0 + room,
         escape(x_label)
     );
     out.push_str("</svg>");
@@ -540,7 +568,8 @@ pub fn box_plot(
     groups: &[BoxGroup],
     legend: &[LegendEntry],
 ) -> String {
-    let height = 34.0 + legend_height(legend) + 6.0 + PLOT_HEIGHT + 44.0;
+    let room = label_room(&groups.iter().map(|g| g.label.as_str()).collect::<Vec<_>>());
+    let height = 34.0 + legend_height(legend) + 6.0 + PLOT_HEIGHT + 44.0 + room;
     let mut out = String::new();
     let top = header(&mut out, title, legend, height);
     let bottom = top + PLOT_HEIGHT;
@@ -597,12 +626,12 @@ pub fn box_plot(
         }
         labels.push((start + group_width / 2.0, group.label.as_str()));
     }
-    group_labels(&mut out, &labels, bottom);
+    group_labels(&mut out, &labels, bottom, room);
     let _ = write!(
         out,
         r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
         LEFT + plot_width / 2.0,
-        bottom + 34.0,
+        bottom + 34.0 + room,
         escape(x_label)
     );
     out.push_str("</svg>");
@@ -659,6 +688,9 @@ mod tests {
             &[],
         );
         assert!(boxes.contains("<rect") && boxes.contains("log scale"));
+        assert!(label_room(&["a", "b"]).abs() < 1e-9);
+        let long = "composite:sync-insert, a long label";
+        assert!(label_room(&[long; 12]) > 100.0);
         let empty = bar_chart("nothing", "MiB", "configuration", &[], &[]);
         assert!(empty.contains("no data measured"));
         assert_eq!(lighten("#000000"), "#7f7f7f");
