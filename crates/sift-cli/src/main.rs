@@ -5,6 +5,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
 mod docs;
+mod study;
 
 use clap::{Parser, Subcommand};
 use sift_bench::kv::sift_engine::SiftEngine;
@@ -58,6 +59,9 @@ enum Command {
     Within(docs::WithinArgs),
     /// Documents, bytes on disk and files per level, per collection and index.
     Stats(docs::StatsArgs),
+    /// The comparative study of index kinds: reproduces the papers' experiments and writes
+    /// index.html (plots, tables, verdicts), results.json and CSVs to --out.
+    Study(study::StudyArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -106,6 +110,7 @@ fn main() -> ExitCode {
         Command::Range(args) => docs::range(&args),
         Command::Within(args) => docs::within(&args),
         Command::Stats(args) => docs::stats(&args),
+        Command::Study(args) => study::study(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -393,7 +393,10 @@ fn measure_queries(
 }
 
 /// Runs one operation; returns its latency and hits (GET: 1 when found; writes: 0).
-fn execute(engine: &dyn IndexEngine, operation: &Operation) -> Result<(Duration, u64), BenchError> {
+pub fn execute(
+    engine: &dyn IndexEngine,
+    operation: &Operation,
+) -> Result<(Duration, u64), BenchError> {
     let started = Instant::now();
     let hits = match operation {
         Operation::Put(tweet) | Operation::Update(tweet) => {

@@ -15,6 +15,36 @@ pub struct SiftIndexEngine {
     database: Database,
     /// (attribute, index name, kind, maintenance) of each index.
     indexes: Vec<(Attribute, String, IndexKind, Maintenance)>,
+    /// The value type of each index (queries build their values with it).
+    value_types: Vec<(Attribute, AttrType)>,
+}
+
+/// One index to create, with where its attribute lives in the documents: a tweet attribute
+/// ([`IndexSlot::for_tweets`]) or, for another data set (the study's `--data`), any path whose
+/// values are integers or times; queries address it by the benchmark `attribute` it stands for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexSlot {
+    pub attribute: Attribute,
+    pub path: String,
+    pub attr_type: AttrType,
+    pub kind: String,
+    pub maintenance: Option<String>,
+}
+
+impl IndexSlot {
+    /// The slot of a tweet index specification.
+    pub fn for_tweets(spec: &super::IndexSpec) -> IndexSlot {
+        IndexSlot {
+            attribute: spec.attribute,
+            path: spec.attribute.path().to_owned(),
+            attr_type: match spec.attribute {
+                Attribute::UserId => AttrType::Int,
+                Attribute::CreationTime => AttrType::Time,
+            },
+            kind: spec.kind.clone(),
+            maintenance: spec.maintenance.clone(),
+        }
+    }
 }
 
 fn error(e: impl std::fmt::Display) -> BenchError {
@@ -28,10 +58,11 @@ fn index_name(attribute: Attribute) -> &'static str {
     }
 }
 
-fn query_value(attribute: Attribute, value: i64) -> AttrValue {
-    match attribute {
-        Attribute::UserId => AttrValue::Int(value),
-        Attribute::CreationTime => AttrValue::Time(value),
+fn query_value(attr_type: AttrType, value: i64) -> AttrValue {
+    match attr_type {
+        AttrType::Time => AttrValue::Time(value),
+        AttrType::Float => AttrValue::Float(value as f64),
+        _ => AttrValue::Int(value),
     }
 }
 
@@ -43,23 +74,33 @@ impl SiftIndexEngine {
     ) -> Result<Box<dyn IndexEngine>, BenchError> {
         let mut options = DatabaseOptions::default();
         options.engine.block_cache_bytes = config.cache_bytes;
+        let slots: Vec<IndexSlot> = config.indexes.iter().map(IndexSlot::for_tweets).collect();
+        Self::open_slots(dir, options, "tweet_id", &slots)
+    }
+
+    /// Opens a database in `dir` with `options`, one collection whose primary key is at
+    /// `primary_key`, and one index per slot (the study sets engine options and, on its own
+    /// data, the paths).
+    pub fn open_slots(
+        dir: &Path,
+        options: DatabaseOptions,
+        primary_key: &str,
+        slots: &[IndexSlot],
+    ) -> Result<Box<dyn IndexEngine>, BenchError> {
         let database = Database::open(dir, options).map_err(error)?;
         database
-            .create_collection(COLLECTION, "tweet_id")
+            .create_collection(COLLECTION, primary_key)
             .map_err(error)?;
         let mut indexes = Vec::new();
-        for spec in &config.indexes {
-            if spec.kind == "none" {
+        let mut value_types = Vec::new();
+        for slot in slots {
+            if slot.kind == "none" {
                 continue; // a baseline without a secondary index (its queries are skipped)
             }
-            let kind: IndexKind = spec.kind.parse().map_err(error)?;
-            let attr_type = match spec.attribute {
-                Attribute::UserId => AttrType::Int,
-                Attribute::CreationTime => AttrType::Time,
-            };
-            let name = index_name(spec.attribute);
-            let mut index_spec = IndexSpec::new(name, spec.attribute.path(), attr_type, kind);
-            if let Some(m) = &spec.maintenance {
+            let kind: IndexKind = slot.kind.parse().map_err(error)?;
+            let name = index_name(slot.attribute);
+            let mut index_spec = IndexSpec::new(name, &slot.path, slot.attr_type, kind);
+            if let Some(m) = &slot.maintenance {
                 // sst-local / next: the third part may name the validation (memo, get-lite).
                 match m.parse::<sift_index::Validation>() {
                     Ok(validation) if matches!(kind, IndexKind::Next | IndexKind::SstLocal) => {
@@ -72,13 +113,27 @@ impl SiftIndexEngine {
                 .create_index(COLLECTION, index_spec)
                 .map_err(error)?;
             indexes.push((
-                spec.attribute,
+                slot.attribute,
                 name.to_owned(),
                 record.kind,
                 record.maintenance,
             ));
+            value_types.push((slot.attribute, slot.attr_type));
         }
-        Ok(Box::new(SiftIndexEngine { database, indexes }))
+        Ok(Box::new(SiftIndexEngine {
+            database,
+            indexes,
+            value_types,
+        }))
+    }
+
+    fn value(&self, attribute: Attribute, value: i64) -> AttrValue {
+        let attr_type = self
+            .value_types
+            .iter()
+            .find(|(a, _)| *a == attribute)
+            .map_or(AttrType::Int, |(_, t)| *t);
+        query_value(attr_type, value)
     }
 
     fn index(&self, attribute: Attribute) -> Result<&str, BenchError> {
@@ -148,7 +203,7 @@ impl IndexEngine for SiftIndexEngine {
         let index = self.index(attribute)?;
         let result = self
             .database
-            .lookup(COLLECTION, index, &query_value(attribute, value), top_k)
+            .lookup(COLLECTION, index, &self.value(attribute, value), top_k)
             .map_err(error)?;
         Self::report(&result, hit_ids)
     }
@@ -167,8 +222,8 @@ impl IndexEngine for SiftIndexEngine {
             .range(
                 COLLECTION,
                 index,
-                &query_value(attribute, lo),
-                &query_value(attribute, hi),
+                &self.value(attribute, lo),
+                &self.value(attribute, hi),
                 top_k,
             )
             .map_err(error)?;
