@@ -29,6 +29,9 @@ pub enum IndexKind {
     Lazy,
     /// In memory only, rebuilt from the collection at open.
     Memory,
+    /// No index tree: bloom filters and zone maps in the primary tree's SSTables (LevelDB++
+    /// Embedded Index; see `embedded/mod.rs`).
+    Embedded,
 }
 
 impl IndexKind {
@@ -38,6 +41,7 @@ impl IndexKind {
             IndexKind::Eager => "eager",
             IndexKind::Lazy => "lazy",
             IndexKind::Memory => "memory",
+            IndexKind::Embedded => "embedded",
         }
     }
 
@@ -45,7 +49,8 @@ impl IndexKind {
     pub fn default_maintenance(self) -> Maintenance {
         match self {
             IndexKind::Eager | IndexKind::Memory => Maintenance::SyncFull,
-            IndexKind::Composite | IndexKind::Lazy => Maintenance::SyncInsert,
+            // Embedded: nothing is written at write time; queries validate every candidate.
+            IndexKind::Composite | IndexKind::Lazy | IndexKind::Embedded => Maintenance::SyncInsert,
         }
     }
 }
@@ -64,8 +69,9 @@ impl FromStr for IndexKind {
             "eager" => Ok(IndexKind::Eager),
             "lazy" => Ok(IndexKind::Lazy),
             "memory" => Ok(IndexKind::Memory),
+            "embedded" => Ok(IndexKind::Embedded),
             other => Err(format!(
-                "unknown index kind {other:?} (expected composite, eager, lazy or memory)"
+                "unknown index kind {other:?} (expected composite, eager, lazy, memory or embedded)"
             )),
         }
     }
@@ -130,6 +136,8 @@ pub struct IndexSpec {
     pub maintenance: Option<Maintenance>,
     /// sync-insert only: queries delete the stale entries they meet.
     pub read_repair: bool,
+    /// `embedded` only: bits per value of the per-block bloom filters (`None`: 10).
+    pub bloom_bits_per_key: Option<u32>,
 }
 
 impl IndexSpec {
@@ -141,7 +149,12 @@ impl IndexSpec {
             kind,
             maintenance: None,
             read_repair: false,
+            bloom_bits_per_key: None,
         }
+    }
+    pub fn with_bloom_bits_per_key(mut self, bits_per_key: u32) -> IndexSpec {
+        self.bloom_bits_per_key = Some(bits_per_key);
+        self
     }
     pub fn with_maintenance(mut self, maintenance: Maintenance) -> IndexSpec {
         self.maintenance = Some(maintenance);
@@ -185,8 +198,19 @@ pub struct IndexRecord {
     /// Documents whose live version has a sequence number `<=` this were written before the
     /// index existed: their envelopes lack `attr_id`, so the value is taken from their JSON.
     pub first_seq: SeqNo,
-    /// Engine tree of a stand-alone index (`None` for `memory`).
+    /// Engine tree of a stand-alone index (`None` for `memory` and `embedded`).
     pub tree: Option<String>,
+    /// `embedded` only: bits per value of the per-block bloom filters (`None`: the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bloom_bits_per_key: Option<u32>,
+}
+
+impl IndexRecord {
+    /// Bits per value of an embedded index's bloom filters.
+    pub fn bloom_bits_per_key(&self) -> u32 {
+        self.bloom_bits_per_key
+            .unwrap_or(crate::embedded::DEFAULT_BLOOM_BITS_PER_KEY)
+    }
 }
 
 pub fn collection_key(name: &str) -> Vec<u8> {

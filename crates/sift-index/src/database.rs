@@ -87,6 +87,8 @@ pub(crate) struct Index {
     pub(crate) path: AttrPath,
     pub(crate) tree: Option<Tree>,
     pub(crate) memory: Option<MemoryIndex>,
+    /// `embedded` only: the map of recent writes and what the collector gathers.
+    pub(crate) embedded: Option<Arc<crate::embedded::EmbeddedIndex>>,
 }
 
 impl Index {
@@ -112,6 +114,12 @@ impl Index {
         }
         let value = AttrValue::from_json(json, self.record.attr_type, self.path.as_str()).ok()?;
         Some(Cow::Owned(encode_value_to_vec(&value)))
+    }
+
+    pub(crate) fn embedded_state(&self) -> Result<&crate::embedded::EmbeddedIndex> {
+        self.embedded.as_deref().ok_or_else(|| {
+            IndexError::Internal(format!("index `{}` is not embedded", self.record.name))
+        })
     }
 
     pub(crate) fn stand_alone_tree(&self) -> Result<&Tree> {
@@ -160,6 +168,10 @@ pub struct Database {
     type_mismatch: TypeMismatchPolicy,
     progress: Option<ProgressCallback>,
     write_options: WriteOptions,
+    /// Embedded indexes in use, read by the block property collector and the flush listener.
+    embedded: Arc<crate::embedded::EmbeddedRegistry>,
+    /// Options of new primary trees (the engine's defaults, with the embedded collector).
+    primary_tree_options: TreeOptions,
 }
 
 impl std::fmt::Debug for Database {
@@ -192,6 +204,17 @@ impl Database {
     pub fn open(path: impl AsRef<Path>, options: DatabaseOptions) -> Result<Database> {
         let mut engine_options = options.engine.clone();
         engine_options.default_tree_options.merge_operator = Some(Arc::new(PostingMergeOperator));
+        let embedded = Arc::new(crate::embedded::EmbeddedRegistry::default());
+        engine_options
+            .default_tree_options
+            .block_property_collectors
+            .push(Arc::new(
+                crate::embedded::collector::EmbeddedCollectorFactory::new(Arc::clone(&embedded)),
+            ));
+        engine_options.version_listeners.push(Arc::new(
+            crate::embedded::EmbeddedFlushListener::new(Arc::clone(&embedded)),
+        ));
+        let primary_tree_options = engine_options.default_tree_options.clone();
         let engine = Db::open(path, engine_options)?;
         let catalog_tree = match engine.tree(CATALOG_TREE) {
             Ok(tree) => tree,
@@ -210,6 +233,8 @@ impl Database {
             write_options: WriteOptions {
                 sync: options.sync_writes,
             },
+            embedded,
+            primary_tree_options,
         };
         database.load_catalog()?;
         Ok(database)
@@ -397,12 +422,29 @@ impl Database {
 
     fn open_ready_index(&self, collection: &Collection, record: IndexRecord) -> Result<Index> {
         let path = AttrPath::parse(&record.path)?;
+        if record.kind == IndexKind::Embedded {
+            let mut index = Index {
+                record,
+                path,
+                tree: None,
+                memory: None,
+                embedded: None,
+            };
+            index.embedded = Some(crate::embedded::start(
+                &self.engine,
+                &self.embedded,
+                &collection.primary,
+                &index,
+            )?);
+            return Ok(index);
+        }
         if record.kind == IndexKind::Memory {
             let index = Index {
                 record,
                 path,
                 tree: None,
                 memory: Some(MemoryIndex::default()),
+                embedded: None,
             };
             let progress = self.progress.clone();
             self.backfill(collection, &index, &mut |p| {
@@ -426,6 +468,7 @@ impl Database {
             path,
             tree: Some(tree),
             memory: None,
+            embedded: None,
         })
     }
 
@@ -470,6 +513,7 @@ impl Database {
             path,
             tree,
             memory,
+            embedded: None,
         })
     }
 
@@ -480,7 +524,24 @@ impl Database {
         mut index: Index,
         progress: &mut dyn FnMut(&BackfillProgress),
     ) -> Result<Index> {
-        self.backfill(collection, &index, progress)?;
+        if index.record.kind == IndexKind::Embedded {
+            // No back-fill: tables without the collector's bytes for the attribute are
+            // scanned by queries; the memtables are read into the index's map.
+            index.embedded = Some(crate::embedded::start(
+                &self.engine,
+                &self.embedded,
+                &collection.primary,
+                &index,
+            )?);
+            progress(&BackfillProgress {
+                collection: collection.record.name.clone(),
+                index: index.record.name.clone(),
+                documents_done: 0,
+                finished: true,
+            });
+        } else {
+            self.backfill(collection, &index, progress)?;
+        }
         index.record.state = IndexState::Ready;
         let mut batch = WriteBatch::new();
         batch.put(
@@ -542,6 +603,7 @@ impl Database {
                             memory.set(pk, Some((&value, seq)));
                         }
                     }
+                    IndexKind::Embedded => {}
                 }
             }
             documents_done += 1;
@@ -583,9 +645,10 @@ impl Database {
             pk_path: pk_path.to_string(),
         };
         catalog.next_id += 1;
-        let primary = self
-            .engine
-            .create_tree(&record.primary_tree_name(), TreeOptions::default())?;
+        let primary = self.engine.create_tree(
+            &record.primary_tree_name(),
+            self.primary_tree_options.clone(),
+        )?;
         let mut batch = WriteBatch::new();
         batch.put(
             &self.catalog_tree,
@@ -663,7 +726,32 @@ impl Database {
             (IndexKind::Memory, Maintenance::SyncInsert) => {
                 return Err(invalid("a memory index is always exact (sync-full)"))
             }
+            (IndexKind::Embedded, Maintenance::SyncFull) => {
+                return Err(invalid(
+                    "an embedded index writes nothing at write time, so there is nothing to \
+                     remove (sync-full); queries validate every candidate (sync-insert)",
+                ))
+            }
             _ => {}
+        }
+        match (spec.kind, spec.bloom_bits_per_key) {
+            (IndexKind::Embedded, Some(bits))
+                if bits == 0 || bits > crate::embedded::BLOOM_BITS_PER_KEY_MAX =>
+            {
+                return Err(invalid(&format!(
+                    "bloom bits per key must be 1 to {}, got {bits}",
+                    crate::embedded::BLOOM_BITS_PER_KEY_MAX
+                )))
+            }
+            (IndexKind::Embedded, _) | (_, None) => {}
+            (_, Some(_)) => {
+                return Err(invalid("bloom bits per key apply to embedded indexes only"))
+            }
+        }
+        if spec.read_repair && spec.kind == IndexKind::Embedded {
+            return Err(invalid(
+                "an embedded index has no entries to repair (read repair does not apply)",
+            ));
         }
         if spec.read_repair && maintenance != Maintenance::SyncInsert {
             return Err(invalid(
@@ -704,8 +792,9 @@ impl Database {
             state: IndexState::Building,
             attr_id,
             first_seq: self.engine.latest_sequence(),
-            tree: (spec.kind != IndexKind::Memory)
+            tree: (!matches!(spec.kind, IndexKind::Memory | IndexKind::Embedded))
                 .then(|| index_tree_name(collection.record.id, id)),
+            bloom_bits_per_key: spec.bloom_bits_per_key,
         };
         let index = self.new_index(record.clone())?;
         let mut batch = WriteBatch::new();
@@ -760,6 +849,10 @@ impl Database {
             .collections
             .insert(collection_name.to_string(), Arc::new(rebuilt));
         self.install(catalog);
+        if index.embedded.is_some() {
+            self.embedded
+                .unregister(collection.primary.id(), index.record.attr_id);
+        }
         if let Some(tree) = &index.tree {
             self.drop_engine_tree(tree.name())?;
         }
@@ -964,6 +1057,12 @@ impl Database {
                             );
                         }
                     }
+                    IndexKind::Embedded => {
+                        // Recorded before the engine write (see `embedded/memtable.rs`).
+                        if let (Some(embedded), Some(value)) = (&index.embedded, &new_value) {
+                            embedded.map.insert(value, seq, &pk);
+                        }
+                    }
                     IndexKind::Memory => {
                         memory_updates.push((
                             position,
@@ -987,7 +1086,20 @@ impl Database {
         if batch.is_empty() {
             return Ok(results);
         }
-        let first = self.engine.write(batch, &self.write_options)?;
+        let last = base + batch.len() as u64 - 1;
+        let written = self.engine.write(batch, &self.write_options);
+        if !matches!(written, Ok(first) if first == base) {
+            // The maps may hold versions that were never written (or at other sequence
+            // numbers): distrust them, so queries scan the memtables until a flush.
+            for index in &collection.indexes {
+                if let Some(embedded) = &index.embedded {
+                    embedded
+                        .map
+                        .prune_through(last.max(self.engine.latest_sequence()));
+                }
+            }
+        }
+        let first = written?;
         if first != base {
             return Err(IndexError::Internal(format!(
                 "the engine gave sequence number {first} to a batch expected at {base}: \
@@ -1040,7 +1152,7 @@ impl Database {
                         &encode_postings(&[Posting::remove(&entry.pk, entry.seq)]),
                     );
                 }
-                IndexKind::Eager | IndexKind::Memory => {}
+                IndexKind::Eager | IndexKind::Memory | IndexKind::Embedded => {}
             }
         }
         let repaired = batch.len() as u64;

@@ -52,6 +52,7 @@
 pub mod catalog;
 pub mod database;
 pub mod document;
+pub mod embedded;
 pub mod encoding;
 pub mod envelope;
 pub mod error;
