@@ -64,7 +64,7 @@ pub struct IndexCreateArgs {
     /// int, float, string, time or geo.
     #[arg(long = "type")]
     pub attr_type: AttrType,
-    /// composite, eager, lazy or memory.
+    /// composite, eager, lazy, memory or embedded.
     #[arg(long)]
     pub kind: IndexKind,
     /// sync-full or sync-insert [default: the kind's default].
@@ -73,6 +73,9 @@ pub struct IndexCreateArgs {
     /// Delete stale entries that queries meet (sync-insert only).
     #[arg(long)]
     pub read_repair: bool,
+    /// Embedded indexes: bits per value of the per-block bloom filters [default: 10].
+    #[arg(long)]
+    pub bloom_bits_per_key: Option<u32>,
 }
 
 #[derive(Debug, Args)]
@@ -291,6 +294,9 @@ pub fn index(command: &IndexCommand) -> Result<(), String> {
                 .with_read_repair(args.read_repair);
             if let Some(m) = args.maintenance {
                 spec = spec.with_maintenance(m);
+            }
+            if let Some(bits) = args.bloom_bits_per_key {
+                spec = spec.with_bloom_bits_per_key(bits);
             }
             let start = Instant::now();
             let bar = indicatif::ProgressBar::new_spinner();

@@ -17,6 +17,9 @@
 //!   `enc(value) ‖ encode_pk(pk)` with empty values; `eager` and `lazy` keys `enc(value)` with
 //!   posting lists / fragments. `memory` indexes have no tree and are rebuilt at open (not
 //!   persisted on close).
+//! - `embedded` indexes have no tree either: bloom filters and zone maps in the primary tree's
+//!   SSTables, written by a block property collector, plus an in-memory map of recent writes
+//!   ([`embedded`], `docs/format/embedded-index.md`). Creating one needs no back-fill.
 //! - Every write (a put, a delete, or a batch of them) is ONE engine `WriteBatch` over the
 //!   primary tree and every stand-alone index tree. Per document the primary entry comes
 //!   first, so the document's sequence number is the one its entry got.

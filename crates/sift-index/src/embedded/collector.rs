@@ -448,6 +448,23 @@ impl AttrRecord<'_> {
     }
 }
 
+/// The largest sequence number a block property records, read without decoding the rest
+/// (the whole record is checked when the block's filters are consulted).
+pub fn block_seq_max(bytes: &[u8]) -> Result<SeqNo, PropertyCorruption> {
+    if bytes.is_empty() {
+        return Ok(SeqNo::MAX);
+    }
+    let mut reader = Reader { bytes, pos: 0 };
+    let version = reader.byte("format version")?;
+    if version != PROPERTY_FORMAT_VERSION {
+        reader.pos = 0;
+        return reader.fail(format!(
+            "unknown embedded-index property version {version} (this build reads {PROPERTY_FORMAT_VERSION})"
+        ));
+    }
+    reader.varint("block's largest sequence number")
+}
+
 /// Finds attribute `attr_id`'s record in the bytes of a block (`block == true`: they start
 /// with the block's largest sequence number) or of a table. `Ok(None)`: the bytes do not
 /// describe the attribute (empty bytes, or written before the index existed): read it.

@@ -17,7 +17,7 @@
 //! tables by key range and bloom filter); on "maybe" a point read decides. A document is
 //! returned once, in its live version; stale versions never count toward K.
 
-use super::collector::{find_attr, value_hash, PropertyCorruption, COLLECTOR_NAME};
+use super::collector::{block_seq_max, find_attr, value_hash, PropertyCorruption, COLLECTOR_NAME};
 use super::EmbeddedIndex;
 use crate::database::{Collection, Index};
 use crate::envelope::EnvelopeRef;
@@ -29,7 +29,7 @@ use sift_lsm::sstable::{ReadContext, Table};
 use sift_lsm::version::FileMetaData;
 use sift_lsm::{ComponentId, Db, NewerVersion, ReadOptions, SeqNo, ValueKind};
 use std::cmp::Reverse;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -49,15 +49,6 @@ pub(crate) struct Request<'a> {
     pub stats: &'a mut QueryStats,
 }
 
-/// The last data block read in the current component: its place and its last entry.
-struct LastBlock {
-    file_number: u64,
-    ordinal: usize,
-    last_of_file: bool,
-    last_key: Vec<u8>,
-    last_seq: SeqNo,
-}
-
 /// What the previous block of a component says about a key's newer versions.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Before {
@@ -66,9 +57,13 @@ enum Before {
     Clean,
     /// It was read and ends with a visible version of the key.
     Newer,
-    /// It was skipped: only a point read can tell.
+    /// It was not read (skipped, or not yet): only a point read can tell.
     Unknown,
 }
+
+/// A table whose blocks are queued: its component, the table, and the block before its first
+/// block in the component (`None`: none; `(u64::MAX, _)`: a file skipped unopened).
+type Source = (ComponentId, Arc<Table>, Option<(u64, usize)>);
 
 struct Scan<'a, 'r> {
     request: &'r mut Request<'a>,
@@ -76,7 +71,8 @@ struct Scan<'a, 'r> {
     context: ReadContext,
     point_hash: Option<u64>,
     emitted: HashSet<Vec<u8>>,
-    last_block: Option<LastBlock>,
+    /// Last entry (user key, sequence number) of every data block read, by (file, ordinal).
+    tails: HashMap<(u64, usize), (Vec<u8>, SeqNo)>,
 }
 
 fn corruption(path: &Path, offset: u64, what: &str, error: &PropertyCorruption) -> sift_lsm::Error {
@@ -103,7 +99,7 @@ pub(crate) fn run(mut request: Request<'_>) -> Result<()> {
         context,
         point_hash,
         emitted: HashSet::new(),
-        last_block: None,
+        tails: HashMap::new(),
     };
     scan.run()
 }
@@ -163,7 +159,8 @@ impl Scan<'_, '_> {
             self.take_map_candidates(candidates)?;
         } else {
             // The map forgot writes that this view still holds in memtables (a flush
-            // finished between the view and the map read, or the map is younger than them).
+            // finished between the view and the map read, or the compaction of the newest
+            // entries lowered the tables' largest sequence number).
             for id in ids.iter().filter(|id| {
                 matches!(
                     id,
@@ -174,23 +171,70 @@ impl Scan<'_, '_> {
             }
         }
 
-        // Tables, newest component first.
-        let mut newest_below: Vec<SeqNo> = vec![0; tables.len() + 1];
-        for (position, (_, files)) in tables.iter().enumerate().rev() {
-            let here = files.iter().map(|f| f.seq_max).max().unwrap_or(0);
-            newest_below[position] = newest_below[position + 1].max(here);
+        // Tables: every block that may hold a hit, newest block first (by its largest
+        // sequence number), so that with a limit the K newest hits are known early and every
+        // block that cannot beat the K-th is left unread. Order does not affect exactness:
+        // each candidate is validated against the components above its own.
+        let mut blocks = std::collections::BinaryHeap::new();
+        let mut sources: Vec<Source> = Vec::new();
+        for (id, files) in &tables {
+            // The last block of the previous file of the level, if that file was opened.
+            let mut previous_file: Option<Option<(u64, usize)>> = None;
+            let mut components_counted = false;
+            for file in files {
+                let predecessor = previous_file.unwrap_or(None);
+                let first_of_level = previous_file.is_none();
+                previous_file = Some(None);
+                if file.seq_min > self.view.sequence() || self.cannot_enter(file.seq_max) {
+                    self.request.stats.tables_skipped += 1;
+                    continue;
+                }
+                if !self.table_may_match(file)? {
+                    self.request.stats.tables_skipped += 1;
+                    continue;
+                }
+                let table = self.view.table(file)?;
+                let count = table.block_count();
+                if count > 0 {
+                    previous_file = Some(Some((file.number, count - 1)));
+                }
+                if !components_counted {
+                    self.request.stats.components_read += 1;
+                    components_counted = true;
+                }
+                let source = sources.len();
+                for ordinal in 0..count {
+                    let seq_max = Self::block_seq_max(&table, ordinal)?;
+                    blocks.push((seq_max, Reverse((source, ordinal))));
+                }
+                let before_first = if first_of_level {
+                    None
+                } else {
+                    // `None` inside: the previous file was skipped unopened.
+                    Some(predecessor.unwrap_or((u64::MAX, usize::MAX)))
+                };
+                sources.push((*id, table, before_first));
+            }
         }
-        for (position, (id, files)) in tables.iter().enumerate() {
-            if self.cannot_enter(newest_below[position]) {
+        while let Some((seq_max, Reverse((source, ordinal)))) = blocks.pop() {
+            if self.cannot_enter(seq_max) {
+                self.request.stats.blocks_skipped += 1 + blocks.len() as u64;
                 break;
             }
-            self.request.stats.components_read += 1;
-            self.last_block = None;
-            let mut previous_file = None;
-            for file in files {
-                self.scan_file(*id, file, previous_file)?;
-                previous_file = Some(file.number);
+            let (component, table, before_first) = &sources[source];
+            let (component, table, before_first) = (*component, Arc::clone(table), *before_first);
+            if !self.block_may_match(&table, ordinal)? {
+                self.request.stats.blocks_skipped += 1;
+                continue;
             }
+            // The block before this one in its component (none: first block of an L0 file or
+            // of a level).
+            let predecessor = if ordinal > 0 {
+                Some((table.file_number(), ordinal - 1))
+            } else {
+                before_first
+            };
+            self.scan_block(component, &table, ordinal, predecessor)?;
         }
         Ok(())
     }
@@ -323,20 +367,13 @@ impl Scan<'_, '_> {
             .join(sift_lsm::version::table_file_name(file.number))
     }
 
-    /// One table of a component. `previous_file`: the file before it in its level.
-    fn scan_file(
-        &mut self,
-        component: ComponentId,
-        file: &Arc<FileMetaData>,
-        previous_file: Option<u64>,
-    ) -> Result<()> {
-        let attr_id = self.request.embedded.attr.attr_id;
-        if file.seq_min > self.view.sequence() || self.cannot_enter(file.seq_max) {
-            self.request.stats.tables_skipped += 1;
-            return Ok(());
-        }
-        if let Some(bytes) = file.properties().get(COLLECTOR_NAME) {
-            let (_, record) = find_attr(bytes, false, attr_id).map_err(|e| {
+    /// The table zone map (from the manifest): may the table hold a value in the range?
+    fn table_may_match(&self, file: &FileMetaData) -> Result<bool> {
+        let Some(bytes) = file.properties().get(COLLECTOR_NAME) else {
+            return Ok(true);
+        };
+        let (_, record) =
+            find_attr(bytes, false, self.request.embedded.attr.attr_id).map_err(|e| {
                 corruption(
                     &self.table_path(file),
                     0,
@@ -344,66 +381,57 @@ impl Scan<'_, '_> {
                     &e,
                 )
             })?;
-            if record.is_some_and(|r| !r.may_match(self.request.start, self.request.end, None)) {
-                self.request.stats.tables_skipped += 1;
-                return Ok(());
-            }
-        }
-        let table = self.view.table(file)?;
-        let blocks = table.block_count();
-        for ordinal in 0..blocks {
-            let handle_offset = table.block_handle(ordinal).map_or(0, |h| h.offset);
-            let (seq_max, record) = match table
-                .block_properties(ordinal)
-                .and_then(|p| p.get(COLLECTOR_NAME))
-            {
-                Some(bytes) => find_attr(bytes, true, attr_id).map_err(|e| {
-                    corruption(
-                        table.path(),
-                        handle_offset,
-                        &format!("block properties of data block {ordinal}"),
-                        &e,
-                    )
-                })?,
-                None => (SeqNo::MAX, None),
-            };
-            let skip = self.cannot_enter(seq_max)
-                || record.is_some_and(|r| {
-                    !r.may_match(self.request.start, self.request.end, self.point_hash)
-                });
-            if skip {
-                self.request.stats.blocks_skipped += 1;
-                continue;
-            }
-            // Which block precedes this one in the component, and was it read?
-            let before = if ordinal == 0 && previous_file.is_none() {
-                Before::Clean
-            } else {
-                let read_before = self.last_block.as_ref().is_some_and(|last| {
-                    if ordinal == 0 {
-                        last.last_of_file && Some(last.file_number) == previous_file
-                    } else {
-                        last.file_number == file.number && last.ordinal + 1 == ordinal
-                    }
-                });
-                if read_before {
-                    Before::Clean // refined per key in `scan_block`
-                } else {
-                    Before::Unknown
-                }
-            };
-            self.scan_block(component, file, &table, ordinal, before)?;
-        }
-        Ok(())
+        Ok(record.is_none_or(|r| r.may_match(self.request.start, self.request.end, None)))
     }
 
+    fn block_property(table: &Table, ordinal: usize) -> Option<&[u8]> {
+        table
+            .block_properties(ordinal)
+            .and_then(|p| p.get(COLLECTOR_NAME))
+    }
+
+    fn block_corruption(
+        table: &Table,
+        ordinal: usize,
+        error: &PropertyCorruption,
+    ) -> sift_lsm::Error {
+        corruption(
+            table.path(),
+            table.block_handle(ordinal).map_or(0, |h| h.offset),
+            &format!("block properties of data block {ordinal}"),
+            error,
+        )
+    }
+
+    /// The block's largest sequence number (`SeqNo::MAX` if its bytes do not say).
+    fn block_seq_max(table: &Table, ordinal: usize) -> Result<SeqNo> {
+        match Self::block_property(table, ordinal) {
+            Some(bytes) => {
+                block_seq_max(bytes).map_err(|e| Self::block_corruption(table, ordinal, &e).into())
+            }
+            None => Ok(SeqNo::MAX),
+        }
+    }
+
+    /// The block's zone map and bloom filter: may it hold a hit?
+    fn block_may_match(&self, table: &Table, ordinal: usize) -> Result<bool> {
+        let Some(bytes) = Self::block_property(table, ordinal) else {
+            return Ok(true);
+        };
+        let (_, record) = find_attr(bytes, true, self.request.embedded.attr.attr_id)
+            .map_err(|e| Self::block_corruption(table, ordinal, &e))?;
+        Ok(record
+            .is_none_or(|r| r.may_match(self.request.start, self.request.end, self.point_hash)))
+    }
+
+    /// Reads one data block and validates its matching versions. `predecessor`: the block
+    /// before it in its component (`None`: it is the component's first block there).
     fn scan_block(
         &mut self,
         component: ComponentId,
-        file: &FileMetaData,
         table: &Arc<Table>,
         ordinal: usize,
-        previous_block: Before,
+        predecessor: Option<(u64, usize)>,
     ) -> Result<()> {
         let entries = table.read_block_entries(ordinal, &self.context)?;
         let handle_offset = table.block_handle(ordinal).map_or(0, |h| h.offset);
@@ -415,11 +443,17 @@ impl Scan<'_, '_> {
                 format!("data block {ordinal}: {message}"),
             )
         };
-        // The key the previous block ends with, if it was read and that version is visible.
-        let previous_tail: Option<Vec<u8>> = match (&self.last_block, previous_block) {
-            (Some(last), Before::Clean) if last.last_seq <= sequence => Some(last.last_key.clone()),
-            _ => None,
+        // What the previous block says about the block's first key (the only key whose newer
+        // versions can sit in another block of the component).
+        let previous_block = match predecessor {
+            None => Before::Clean,
+            Some(place) if self.tails.contains_key(&place) => Before::Clean,
+            Some(_) => Before::Unknown,
         };
+        let previous_tail: Option<Vec<u8>> = predecessor
+            .and_then(|place| self.tails.get(&place))
+            .filter(|(_, seq)| *seq <= sequence)
+            .map(|(key, _)| key.clone());
         let mut first_key: Option<&[u8]> = None;
         let mut previous_visible: Option<&[u8]> = None;
         for (internal_key, value) in &entries {
@@ -472,13 +506,10 @@ impl Scan<'_, '_> {
         if let Some((internal_key, _)) = entries.last() {
             let parsed = parse_internal_key(internal_key)
                 .ok_or_else(|| bad_entry("malformed internal key".to_string()))?;
-            self.last_block = Some(LastBlock {
-                file_number: file.number,
-                ordinal,
-                last_of_file: ordinal + 1 == table.block_count(),
-                last_key: parsed.user_key.to_vec(),
-                last_seq: parsed.seq,
-            });
+            self.tails.insert(
+                (table.file_number(), ordinal),
+                (parsed.user_key.to_vec(), parsed.seq),
+            );
         }
         Ok(())
     }
