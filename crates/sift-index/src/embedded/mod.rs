@@ -136,6 +136,7 @@ pub(crate) fn start(
         attr_type: record.attr_type,
     }));
     let view = engine.components(primary, &ReadOptions::default())?;
+    let mut recent: Vec<(SeqNo, Vec<u8>, Vec<u8>)> = Vec::new();
     for id in view.ids() {
         if !matches!(
             id,
@@ -154,11 +155,16 @@ pub(crate) fn start(
                     ))
                 })?;
                 if let Some(value) = index.encoded_value(&envelope, iter.seq()) {
-                    embedded.map.insert(&value, iter.seq(), iter.user_key());
+                    recent.push((iter.seq(), value.into_owned(), iter.user_key().to_vec()));
                 }
             }
             iter.next()?;
         }
+    }
+    // In sequence order, as the write path records them.
+    recent.sort_unstable_by_key(|(seq, ..)| *seq);
+    for (seq, value, pk) in recent {
+        embedded.map.insert(&value, seq, &pk);
     }
     registry.register(primary.id(), Arc::clone(&embedded));
     Ok(embedded)
