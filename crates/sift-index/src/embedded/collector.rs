@@ -74,12 +74,14 @@ pub fn bloom_probes(bits_per_key: u32) -> u32 {
     k.clamp(1, BLOOM_PROBES_MAX)
 }
 
-/// Probe `i` of hash `h` in a filter of `bits` bits: `(h + i·delta) mod bits` (u64 wrapping),
-/// `delta = rotate_left(h, 32) | 1`.
+/// Probe `i` of hash `h` in a filter of `bits` bits: `x = h + i·delta` (u64 wrapping,
+/// `delta = rotate_left(h, 32) | 1`), mapped to `0..bits` by `(x · bits) >> 64` (a multiply,
+/// not a division).
 #[inline]
 fn probe_bit(h: u64, i: u32, bits: u64) -> u64 {
     let delta = h.rotate_left(32) | 1;
-    h.wrapping_add(u64::from(i).wrapping_mul(delta)) % bits
+    let x = h.wrapping_add(u64::from(i).wrapping_mul(delta));
+    ((u128::from(x) * u128::from(bits)) >> 64) as u64
 }
 
 /// A bloom filter over `hashes` (distinct): `max(n × bits_per_key, BLOOM_BITS_MIN)` bits
@@ -355,6 +357,7 @@ impl<'a> Reader<'a> {
         })
     }
 
+    #[inline]
     fn byte(&mut self, what: &str) -> Result<u8, PropertyCorruption> {
         match self.bytes.get(self.pos) {
             Some(&b) => {
@@ -365,7 +368,20 @@ impl<'a> Reader<'a> {
         }
     }
 
+    #[inline]
     fn varint(&mut self, what: &str) -> Result<u64, PropertyCorruption> {
+        // Most varints here (ids, lengths, probe counts) are one byte.
+        if let Some(&byte) = self.bytes.get(self.pos) {
+            if byte < 0x80 {
+                self.pos += 1;
+                return Ok(u64::from(byte));
+            }
+        }
+        self.varint_multi_byte(what)
+    }
+
+    #[cold]
+    fn varint_multi_byte(&mut self, what: &str) -> Result<u64, PropertyCorruption> {
         let mut value: u64 = 0;
         for shift in 0..10 {
             let byte = self.byte(what)?;
@@ -708,7 +724,7 @@ mod tests {
     /// The first bytes of the golden block above, and its 8 bloom bytes + probe count, as
     /// literals: a change to the layout or to the hash fails here.
     const GOLDEN_BLOCK_HEAD: [u8; 5] = [1, 12, 1, 7, 0x05];
-    const GOLDEN_BLOOM_TAIL: [u8; 10] = [8, 0, 0, 4, 0, 0, 32, 0, 0, 1];
+    const GOLDEN_BLOOM_TAIL: [u8; 10] = [8, 0, 0, 0, 0, 0, 33, 0, 0, 1];
 
     #[test]
     fn decoding_finds_records_and_tests_them() {

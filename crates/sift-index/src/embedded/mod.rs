@@ -46,11 +46,21 @@ pub struct CollectedAttr {
     pub attr_type: AttrType,
 }
 
+/// A table's data blocks by decreasing largest sequence number (`(seq_max, ordinal)`), so a
+/// top-K query visits the newest blocks first without looking at the others. Tables are
+/// immutable, so it is computed once per table and dropped when the table leaves the tree.
+#[derive(Debug)]
+pub struct BlockOrder {
+    pub newest_first: Vec<(SeqNo, u32)>,
+}
+
 /// The in-memory part of one embedded index.
 #[derive(Debug)]
 pub struct EmbeddedIndex {
     pub attr: CollectedAttr,
     pub map: MemtableMap,
+    /// By table file number.
+    block_orders: parking_lot::Mutex<HashMap<u64, Arc<BlockOrder>>>,
 }
 
 impl EmbeddedIndex {
@@ -58,7 +68,28 @@ impl EmbeddedIndex {
         EmbeddedIndex {
             attr,
             map: MemtableMap::default(),
+            block_orders: parking_lot::Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The cached block order of table `file_number`, or the one `build` makes (and caches).
+    pub(crate) fn block_order(
+        &self,
+        file_number: u64,
+        build: impl FnOnce() -> Result<BlockOrder>,
+    ) -> Result<Arc<BlockOrder>> {
+        if let Some(order) = self.block_orders.lock().get(&file_number) {
+            return Ok(Arc::clone(order));
+        }
+        let order = Arc::new(build()?);
+        self.block_orders
+            .lock()
+            .insert(file_number, Arc::clone(&order));
+        Ok(order)
+    }
+
+    fn forget_table(&self, file_number: u64) {
+        self.block_orders.lock().remove(&file_number);
     }
 }
 
@@ -91,7 +122,8 @@ impl EmbeddedRegistry {
     }
 }
 
-/// Prunes the memtable maps of a primary tree when one of its memtables reaches a table.
+/// Prunes the memtable maps of a primary tree when one of its memtables reaches a table, and
+/// drops cached block orders of tables that leave it.
 pub struct EmbeddedFlushListener {
     registry: Arc<EmbeddedRegistry>,
 }
@@ -104,10 +136,17 @@ impl EmbeddedFlushListener {
 
 impl VersionListener for EmbeddedFlushListener {
     fn on_version_change(&self, change: &VersionChange) {
+        let trees = self.registry.trees.read();
+        for removed in &change.removed {
+            if let Some(list) = trees.get(&removed.tree) {
+                for index in list {
+                    index.forget_table(removed.file.number);
+                }
+            }
+        }
         if change.reason != ChangeReason::Flush {
             return;
         }
-        let trees = self.registry.trees.read();
         for added in &change.added {
             if let Some(list) = trees.get(&added.tree) {
                 for index in list {

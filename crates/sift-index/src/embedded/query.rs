@@ -18,7 +18,7 @@
 //! returned once, in its live version; stale versions never count toward K.
 
 use super::collector::{block_seq_max, find_attr, value_hash, PropertyCorruption, COLLECTOR_NAME};
-use super::EmbeddedIndex;
+use super::{BlockOrder, EmbeddedIndex};
 use crate::database::{Collection, Index};
 use crate::envelope::EnvelopeRef;
 use crate::error::Result;
@@ -61,9 +61,17 @@ enum Before {
     Unknown,
 }
 
-/// A table whose blocks are queued: its component, the table, and the block before its first
-/// block in the component (`None`: none; `(u64::MAX, _)`: a file skipped unopened).
-type Source = (ComponentId, Arc<Table>, Option<(u64, usize)>);
+/// A table whose blocks are visited newest first.
+struct Source {
+    component: ComponentId,
+    table: Arc<Table>,
+    /// The block before the table's first block in its component (`None`: none;
+    /// `(u64::MAX, _)`: a file skipped unopened).
+    before_first: Option<(u64, usize)>,
+    order: Arc<BlockOrder>,
+    /// Position in `order` of the next block to visit.
+    next: usize,
+}
 
 struct Scan<'a, 'r> {
     request: &'r mut Request<'a>,
@@ -175,7 +183,6 @@ impl Scan<'_, '_> {
         // sequence number), so that with a limit the K newest hits are known early and every
         // block that cannot beat the K-th is left unread. Order does not affect exactness:
         // each candidate is validated against the components above its own.
-        let mut blocks = std::collections::BinaryHeap::new();
         let mut sources: Vec<Source> = Vec::new();
         for (id, files) in &tables {
             // The last block of the previous file of the level, if that file was opened.
@@ -202,27 +209,51 @@ impl Scan<'_, '_> {
                     self.request.stats.components_read += 1;
                     components_counted = true;
                 }
-                let source = sources.len();
-                for ordinal in 0..count {
-                    let seq_max = Self::block_seq_max(&table, ordinal)?;
-                    blocks.push((seq_max, Reverse((source, ordinal))));
-                }
+                let order = self
+                    .request
+                    .embedded
+                    .block_order(file.number, || Self::build_block_order(&table))?;
                 let before_first = if first_of_level {
                     None
                 } else {
-                    // `None` inside: the previous file was skipped unopened.
+                    // `(u64::MAX, _)`: the previous file was skipped unopened.
                     Some(predecessor.unwrap_or((u64::MAX, usize::MAX)))
                 };
-                sources.push((*id, table, before_first));
+                sources.push(Source {
+                    component: *id,
+                    table,
+                    before_first,
+                    order,
+                    next: 0,
+                });
             }
         }
-        while let Some((seq_max, Reverse((source, ordinal)))) = blocks.pop() {
+        // A k-way merge of the tables' block orders.
+        let mut heap: std::collections::BinaryHeap<(SeqNo, Reverse<usize>)> = sources
+            .iter()
+            .enumerate()
+            .filter_map(|(i, source)| source.order.newest_first.first().map(|b| (b.0, Reverse(i))))
+            .collect();
+        while let Some((seq_max, Reverse(i))) = heap.pop() {
             if self.cannot_enter(seq_max) {
-                self.request.stats.blocks_skipped += 1 + blocks.len() as u64;
+                let unread: usize = sources
+                    .iter()
+                    .map(|s| s.order.newest_first.len() - s.next)
+                    .sum();
+                self.request.stats.blocks_skipped += unread as u64 + 1;
                 break;
             }
-            let (component, table, before_first) = &sources[source];
-            let (component, table, before_first) = (*component, Arc::clone(table), *before_first);
+            let source = &mut sources[i];
+            let ordinal = source.order.newest_first[source.next].1 as usize;
+            source.next += 1;
+            if let Some(next) = source.order.newest_first.get(source.next) {
+                heap.push((next.0, Reverse(i)));
+            }
+            let (component, table, before_first) = (
+                source.component,
+                Arc::clone(&source.table),
+                source.before_first,
+            );
             if !self.block_may_match(&table, ordinal)? {
                 self.request.stats.blocks_skipped += 1;
                 continue;
@@ -403,14 +434,21 @@ impl Scan<'_, '_> {
         )
     }
 
-    /// The block's largest sequence number (`SeqNo::MAX` if its bytes do not say).
-    fn block_seq_max(table: &Table, ordinal: usize) -> Result<SeqNo> {
-        match Self::block_property(table, ordinal) {
-            Some(bytes) => {
-                block_seq_max(bytes).map_err(|e| Self::block_corruption(table, ordinal, &e).into())
-            }
-            None => Ok(SeqNo::MAX),
+    /// The table's blocks by decreasing largest sequence number (a block whose bytes do not
+    /// say counts as newest).
+    fn build_block_order(table: &Table) -> Result<BlockOrder> {
+        let mut newest_first = Vec::with_capacity(table.block_count());
+        for ordinal in 0..table.block_count() {
+            let seq_max = match Self::block_property(table, ordinal) {
+                Some(bytes) => {
+                    block_seq_max(bytes).map_err(|e| Self::block_corruption(table, ordinal, &e))?
+                }
+                None => SeqNo::MAX,
+            };
+            newest_first.push((seq_max, ordinal as u32));
         }
+        newest_first.sort_unstable_by_key(|&(seq, ordinal)| (Reverse(seq), ordinal));
+        Ok(BlockOrder { newest_first })
     }
 
     /// The block's zone map and bloom filter: may it hold a hit?
