@@ -859,11 +859,16 @@ impl Database {
         Ok(())
     }
 
-    /// Memory held by a `memory` index (0 for other kinds).
+    /// Memory held by a `memory` index, or by an `embedded` index's map of recent writes (0
+    /// for other kinds).
     pub fn memory_bytes(&self, collection: &str, index: &str) -> Result<u64> {
         let collection = self.collection_arc(collection)?;
         let index = collection.index(index)?;
-        Ok(index.memory.as_ref().map_or(0, MemoryIndex::memory_bytes))
+        Ok(index.memory.as_ref().map_or(0, MemoryIndex::memory_bytes)
+            + index
+                .embedded
+                .as_ref()
+                .map_or(0, |embedded| embedded.map.memory_bytes()))
     }
 
     // ---- writes ----------------------------------------------------------------------------

@@ -18,9 +18,10 @@
 //! binary-search each run. The sorting work is done once per written entry (plus the merges),
 //! by the first query that needs it.
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 use sift_lsm::SeqNo;
 use std::cmp::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 
 /// Bookkeeping bytes charged per entry on top of the value and pk bytes.
 const ENTRY_OVERHEAD_BYTES: usize = 48;
@@ -99,6 +100,48 @@ struct Maps {
 }
 
 impl Maps {
+    /// Forgets every write `<= seq`.
+    fn prune_through(&mut self, seq: SeqNo) {
+        let maps = self;
+        if seq <= maps.pruned_through {
+            return;
+        }
+        maps.pruned_through = seq;
+        let mut freed_bytes = 0;
+        let mut freed_entries = 0;
+        let mut forget = |entry: &Entry| {
+            freed_bytes += entry.charge();
+            freed_entries += 1;
+        };
+        let whole = maps
+            .runs
+            .iter()
+            .take_while(|run| run.seq_max <= seq)
+            .count();
+        for run in maps.runs.drain(..whole) {
+            run.entries.iter().for_each(&mut forget);
+        }
+        if let Some(run) = maps.runs.first_mut().filter(|run| run.seq_min <= seq) {
+            run.entries.retain(|entry| {
+                let keep = entry.seq > seq;
+                if !keep {
+                    forget(entry);
+                }
+                keep
+            });
+            run.seq_min = seq + 1;
+        }
+        maps.buffer.retain(|entry| {
+            let keep = entry.seq > seq;
+            if !keep {
+                forget(entry);
+            }
+            keep
+        });
+        maps.bytes = maps.bytes.saturating_sub(freed_bytes);
+        maps.entries = maps.entries.saturating_sub(freed_entries);
+    }
+
     fn seal_buffer(&mut self) {
         if self.buffer.is_empty() {
             return;
@@ -149,6 +192,8 @@ fn merge(older: Run, newer: Run) -> Run {
 #[derive(Debug, Default)]
 pub struct MemtableMap {
     maps: Mutex<Maps>,
+    /// A prune asked for (see `prune_through`), applied by the next user of `maps`.
+    prune_requested: AtomicU64,
 }
 
 impl MemtableMap {
@@ -156,7 +201,7 @@ impl MemtableMap {
     /// engine, so no query can see the version without the map knowing it.
     pub fn insert(&self, value: &[u8], seq: SeqNo, pk: &[u8]) {
         let entry = Entry::new(value, seq, pk);
-        let mut maps = self.maps.lock();
+        let mut maps = self.lock();
         if seq <= maps.pruned_through {
             return;
         }
@@ -165,47 +210,21 @@ impl MemtableMap {
         maps.buffer.push(entry);
     }
 
-    /// Forgets every write `<= seq` (they are in tables now, or cannot be trusted).
-    pub fn prune_through(&self, seq: SeqNo) {
+    /// The maps, with any requested prune applied.
+    fn lock(&self) -> MutexGuard<'_, Maps> {
         let mut maps = self.maps.lock();
-        let maps = &mut *maps;
-        if seq <= maps.pruned_through {
-            return;
+        let requested = self.prune_requested.load(AtomicOrdering::Acquire);
+        if requested > maps.pruned_through {
+            maps.prune_through(requested);
         }
-        maps.pruned_through = seq;
-        let mut freed_bytes = 0;
-        let mut freed_entries = 0;
-        let mut forget = |entry: &Entry| {
-            freed_bytes += entry.charge();
-            freed_entries += 1;
-        };
-        let whole = maps
-            .runs
-            .iter()
-            .take_while(|run| run.seq_max <= seq)
-            .count();
-        for run in maps.runs.drain(..whole) {
-            run.entries.iter().for_each(&mut forget);
-        }
-        if let Some(run) = maps.runs.first_mut().filter(|run| run.seq_min <= seq) {
-            run.entries.retain(|entry| {
-                let keep = entry.seq > seq;
-                if !keep {
-                    forget(entry);
-                }
-                keep
-            });
-            run.seq_min = seq + 1;
-        }
-        maps.buffer.retain(|entry| {
-            let keep = entry.seq > seq;
-            if !keep {
-                forget(entry);
-            }
-            keep
-        });
-        maps.bytes = maps.bytes.saturating_sub(freed_bytes);
-        maps.entries = maps.entries.saturating_sub(freed_entries);
+        maps
+    }
+
+    /// Forgets every write `<= seq` (they are in tables now, or cannot be trusted), at the
+    /// latest when the map is next used: the flush listener calls this inside the engine's
+    /// version install, which must not wait for a query holding the map.
+    pub fn prune_through(&self, seq: SeqNo) {
+        self.prune_requested.fetch_max(seq, AtomicOrdering::AcqRel);
     }
 
     /// `(seq, pk)` of the recorded writes with encoded value in `[start, end)` and sequence
@@ -226,7 +245,7 @@ impl MemtableMap {
                     .is_none_or(|(end, p)| entry.value_cmp(p, end) == Ordering::Less)
         };
         let wanted = |entry: &Entry| entry.seq > above && entry.seq <= through;
-        let mut maps = self.maps.lock();
+        let mut maps = self.lock();
         maps.seal_buffer();
         let mut found = Vec::new();
         for run in &maps.runs {
@@ -246,11 +265,11 @@ impl MemtableMap {
     }
 
     pub fn pruned_through(&self) -> SeqNo {
-        self.maps.lock().pruned_through
+        self.lock().pruned_through
     }
 
     pub fn len(&self) -> usize {
-        self.maps.lock().entries
+        self.lock().entries
     }
 
     pub fn is_empty(&self) -> bool {
@@ -259,7 +278,7 @@ impl MemtableMap {
 
     /// Approximate heap bytes held.
     pub fn memory_bytes(&self) -> u64 {
-        self.maps.lock().bytes as u64
+        self.lock().bytes as u64
     }
 }
 
