@@ -64,7 +64,7 @@ pub struct IndexCreateArgs {
     /// int, float, string, time or geo.
     #[arg(long = "type")]
     pub attr_type: AttrType,
-    /// composite, eager, lazy, memory, sst-local or next.
+    /// composite, eager, lazy, memory, embedded, sst-local or next.
     #[arg(long)]
     pub kind: IndexKind,
     /// sst-local / next: δ of the value-aware split of secondary blocks (int/float: a value
@@ -80,6 +80,9 @@ pub struct IndexCreateArgs {
     /// Delete stale entries that queries meet (sync-insert only).
     #[arg(long)]
     pub read_repair: bool,
+    /// Embedded indexes: bits per value of the per-block bloom filters [default: 10].
+    #[arg(long)]
+    pub bloom_bits_per_key: Option<u32>,
 }
 
 #[derive(Debug, Args)]
@@ -323,6 +326,9 @@ pub fn index(command: &IndexCommand) -> Result<(), String> {
             }
             if let Some(validation) = args.validation {
                 spec = spec.with_validation(validation);
+            }
+            if let Some(bits) = args.bloom_bits_per_key {
+                spec = spec.with_bloom_bits_per_key(bits);
             }
             let start = Instant::now();
             let bar = indicatif::ProgressBar::new_spinner();

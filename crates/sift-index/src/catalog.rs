@@ -37,6 +37,9 @@ pub enum IndexKind {
     /// NEXT: the per-table secondary blocks plus an in-memory global index over them
     /// (`next/`).
     Next,
+    /// No index tree: bloom filters and zone maps in the primary tree's SSTables (LevelDB++
+    /// Embedded Index; see `embedded/mod.rs`).
+    Embedded,
 }
 
 impl IndexKind {
@@ -48,6 +51,7 @@ impl IndexKind {
             IndexKind::Memory => "memory",
             IndexKind::SstLocal => "sst-local",
             IndexKind::Next => "next",
+            IndexKind::Embedded => "embedded",
         }
     }
 
@@ -55,9 +59,12 @@ impl IndexKind {
     pub fn default_maintenance(self) -> Maintenance {
         match self {
             IndexKind::Eager | IndexKind::Memory => Maintenance::SyncFull,
-            IndexKind::Composite | IndexKind::Lazy | IndexKind::SstLocal | IndexKind::Next => {
-                Maintenance::SyncInsert
-            }
+            // Embedded: nothing is written at write time; queries validate every candidate.
+            IndexKind::Composite
+            | IndexKind::Lazy
+            | IndexKind::SstLocal
+            | IndexKind::Next
+            | IndexKind::Embedded => Maintenance::SyncInsert,
         }
     }
 
@@ -87,9 +94,10 @@ impl FromStr for IndexKind {
             "memory" => Ok(IndexKind::Memory),
             "sst-local" => Ok(IndexKind::SstLocal),
             "next" => Ok(IndexKind::Next),
+            "embedded" => Ok(IndexKind::Embedded),
             other => Err(format!(
                 "unknown index kind {other:?} (expected composite, eager, lazy, memory, \
-                 sst-local or next)"
+                 embedded, sst-local or next)"
             )),
         }
     }
@@ -158,6 +166,8 @@ pub struct IndexSpec {
     pub split_delta: Option<SplitDelta>,
     /// `next` / `sst-local`: how queries validate candidates (`None`: GetLite).
     pub validation: Option<Validation>,
+    /// `embedded` only: bits per value of the per-block bloom filters (`None`: 10).
+    pub bloom_bits_per_key: Option<u32>,
 }
 
 impl IndexSpec {
@@ -171,7 +181,12 @@ impl IndexSpec {
             read_repair: false,
             split_delta: None,
             validation: None,
+            bloom_bits_per_key: None,
         }
+    }
+    pub fn with_bloom_bits_per_key(mut self, bits_per_key: u32) -> IndexSpec {
+        self.bloom_bits_per_key = Some(bits_per_key);
+        self
     }
     pub fn with_maintenance(mut self, maintenance: Maintenance) -> IndexSpec {
         self.maintenance = Some(maintenance);
@@ -223,7 +238,7 @@ pub struct IndexRecord {
     /// Documents whose live version has a sequence number `<=` this were written before the
     /// index existed: their envelopes lack `attr_id`, so the value is taken from their JSON.
     pub first_seq: SeqNo,
-    /// Engine tree of a stand-alone index (`None` for `memory`, `sst-local`, `next`).
+    /// Engine tree of a stand-alone index (`None` for `memory`, `embedded`, `sst-local`, `next`).
     pub tree: Option<String>,
     /// `next` / `sst-local`: δ of the value-aware split.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -231,6 +246,17 @@ pub struct IndexRecord {
     /// `next` / `sst-local`: validation strategy (`None`: GetLite).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub validation: Option<Validation>,
+    /// `embedded` only: bits per value of the per-block bloom filters (`None`: the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bloom_bits_per_key: Option<u32>,
+}
+
+impl IndexRecord {
+    /// Bits per value of an embedded index's bloom filters.
+    pub fn bloom_bits_per_key(&self) -> u32 {
+        self.bloom_bits_per_key
+            .unwrap_or(crate::embedded::DEFAULT_BLOOM_BITS_PER_KEY)
+    }
 }
 
 pub fn collection_key(name: &str) -> Vec<u8> {

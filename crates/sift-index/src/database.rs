@@ -90,6 +90,8 @@ pub(crate) struct Index {
     pub(crate) path: AttrPath,
     pub(crate) tree: Option<Tree>,
     pub(crate) memory: Option<MemoryIndex>,
+    /// `embedded` only: the map of recent writes and what the collector gathers.
+    pub(crate) embedded: Option<Arc<crate::embedded::EmbeddedIndex>>,
 }
 
 impl Index {
@@ -115,6 +117,12 @@ impl Index {
         }
         let value = AttrValue::from_json(json, self.record.attr_type, self.path.as_str()).ok()?;
         Some(Cow::Owned(encode_value_to_vec(&value)))
+    }
+
+    pub(crate) fn embedded_state(&self) -> Result<&crate::embedded::EmbeddedIndex> {
+        self.embedded.as_deref().ok_or_else(|| {
+            IndexError::Internal(format!("index `{}` is not embedded", self.record.name))
+        })
     }
 
     pub(crate) fn stand_alone_tree(&self) -> Result<&Tree> {
@@ -170,6 +178,10 @@ pub struct Database {
     opened_sequence: SeqNo,
     /// `next` / `sst-local` indexes: what the collector writes, global indexes, memos.
     pub(crate) next: Arc<NextRegistry>,
+    /// Embedded indexes in use, read by the block property collector and the flush listener.
+    embedded: Arc<crate::embedded::EmbeddedRegistry>,
+    /// Options of new primary trees (the engine's defaults, with the embedded collector).
+    primary_tree_options: TreeOptions,
 }
 
 impl std::fmt::Debug for Database {
@@ -215,6 +227,17 @@ impl Database {
         engine_options
             .compaction_observers
             .push(Arc::new(NextObserver(Arc::clone(&next))));
+        let embedded = Arc::new(crate::embedded::EmbeddedRegistry::default());
+        engine_options
+            .default_tree_options
+            .block_property_collectors
+            .push(Arc::new(
+                crate::embedded::collector::EmbeddedCollectorFactory::new(Arc::clone(&embedded)),
+            ));
+        engine_options.version_listeners.push(Arc::new(
+            crate::embedded::EmbeddedFlushListener::new(Arc::clone(&embedded)),
+        ));
+        let primary_tree_options = engine_options.default_tree_options.clone();
         let engine = Db::open(path, engine_options)?;
         let catalog_tree = match engine.tree(CATALOG_TREE) {
             Ok(tree) => tree,
@@ -237,6 +260,8 @@ impl Database {
             file_system: Arc::clone(&options.engine.file_system),
             opened_sequence,
             next,
+            embedded,
+            primary_tree_options,
         };
         database.load_catalog()?;
         Ok(database)
@@ -442,12 +467,29 @@ impl Database {
 
     fn open_ready_index(&self, collection: &Collection, record: IndexRecord) -> Result<Index> {
         let path = AttrPath::parse(&record.path)?;
+        if record.kind == IndexKind::Embedded {
+            let mut index = Index {
+                record,
+                path,
+                tree: None,
+                memory: None,
+                embedded: None,
+            };
+            index.embedded = Some(crate::embedded::start(
+                &self.engine,
+                &self.embedded,
+                &collection.primary,
+                &index,
+            )?);
+            return Ok(index);
+        }
         if record.kind == IndexKind::Memory {
             let index = Index {
                 record,
                 path,
                 tree: None,
                 memory: Some(MemoryIndex::default()),
+                embedded: None,
             };
             if let Some(memory) = &index.memory {
                 match memory_snapshot::restore(
@@ -495,6 +537,7 @@ impl Database {
                 path,
                 tree: None,
                 memory: None,
+                embedded: None,
             });
         }
         let tree_name = record.tree.clone().unwrap_or_default();
@@ -511,6 +554,7 @@ impl Database {
             path,
             tree: Some(tree),
             memory: None,
+            embedded: None,
         })
     }
 
@@ -555,6 +599,7 @@ impl Database {
             path,
             tree,
             memory,
+            embedded: None,
         })
     }
 
@@ -565,7 +610,24 @@ impl Database {
         mut index: Index,
         progress: &mut dyn FnMut(&BackfillProgress),
     ) -> Result<Index> {
-        self.backfill(collection, &index, progress)?;
+        if index.record.kind == IndexKind::Embedded {
+            // No back-fill: tables without the collector's bytes for the attribute are
+            // scanned by queries; the memtables are read into the index's map.
+            index.embedded = Some(crate::embedded::start(
+                &self.engine,
+                &self.embedded,
+                &collection.primary,
+                &index,
+            )?);
+            progress(&BackfillProgress {
+                collection: collection.record.name.clone(),
+                index: index.record.name.clone(),
+                documents_done: 0,
+                finished: true,
+            });
+        } else {
+            self.backfill(collection, &index, progress)?;
+        }
         index.record.state = IndexState::Ready;
         let mut batch = WriteBatch::new();
         batch.put(
@@ -635,7 +697,7 @@ impl Database {
                             memory.set(pk, Some((&value, seq)));
                         }
                     }
-                    IndexKind::SstLocal | IndexKind::Next => {}
+                    IndexKind::SstLocal | IndexKind::Next | IndexKind::Embedded => {}
                 }
             }
             documents_done += 1;
@@ -677,17 +739,10 @@ impl Database {
             pk_path: pk_path.to_string(),
         };
         catalog.next_id += 1;
-        // The collector of `next` / `sst-local` indexes; after a reopen the default tree
-        // options give it again.
-        let primary_options = TreeOptions {
-            block_property_collectors: vec![Arc::new(NextCollectorFactory {
-                registry: Arc::clone(&self.next),
-            })],
-            ..TreeOptions::default()
-        };
-        let primary = self
-            .engine
-            .create_tree(&record.primary_tree_name(), primary_options)?;
+        let primary = self.engine.create_tree(
+            &record.primary_tree_name(),
+            self.primary_tree_options.clone(),
+        )?;
         let mut batch = WriteBatch::new();
         batch.put(
             &self.catalog_tree,
@@ -770,9 +825,34 @@ impl Database {
                     "sst-local and next indexes are maintained sync-insert (queries validate)",
                 ))
             }
+            (IndexKind::Embedded, Maintenance::SyncFull) => {
+                return Err(invalid(
+                    "an embedded index writes nothing at write time, so there is nothing to \
+                     remove (sync-full); queries validate every candidate (sync-insert)",
+                ))
+            }
             _ => {}
         }
         crate::next::check_spec(&spec).map_err(|reason| invalid(&reason))?;
+        match (spec.kind, spec.bloom_bits_per_key) {
+            (IndexKind::Embedded, Some(bits))
+                if bits == 0 || bits > crate::embedded::BLOOM_BITS_PER_KEY_MAX =>
+            {
+                return Err(invalid(&format!(
+                    "bloom bits per key must be 1 to {}, got {bits}",
+                    crate::embedded::BLOOM_BITS_PER_KEY_MAX
+                )))
+            }
+            (IndexKind::Embedded, _) | (_, None) => {}
+            (_, Some(_)) => {
+                return Err(invalid("bloom bits per key apply to embedded indexes only"))
+            }
+        }
+        if spec.read_repair && spec.kind == IndexKind::Embedded {
+            return Err(invalid(
+                "an embedded index has no entries to repair (read repair does not apply)",
+            ));
+        }
         if spec.read_repair && maintenance != Maintenance::SyncInsert {
             return Err(invalid(
                 "read repair applies to sync-insert maintenance only",
@@ -818,6 +898,7 @@ impl Database {
                 .then(|| index_tree_name(collection.record.id, id)),
             split_delta: spec.split_delta,
             validation: spec.validation,
+            bloom_bits_per_key: spec.bloom_bits_per_key,
         };
         let index = self.new_index(record.clone())?;
         let mut batch = WriteBatch::new();
@@ -872,6 +953,10 @@ impl Database {
             .collections
             .insert(collection_name.to_string(), Arc::new(rebuilt));
         self.install(catalog);
+        if index.embedded.is_some() {
+            self.embedded
+                .unregister(collection.primary.id(), index.record.attr_id);
+        }
         if let Some(tree) = &index.tree {
             self.drop_engine_tree(tree.name())?;
         }
@@ -880,14 +965,19 @@ impl Database {
         Ok(())
     }
 
-    /// Memory held by a `memory` index (0 for other kinds).
+    /// Memory held by a `memory` index, or by an `embedded` index's map of recent writes (0
+    /// for other kinds).
     pub fn memory_bytes(&self, collection: &str, index: &str) -> Result<u64> {
         let collection = self.collection_arc(collection)?;
         let index = collection.index(index)?;
         Ok(index.memory.as_ref().map_or(0, MemoryIndex::memory_bytes)
             + self
                 .next
-                .memory_bytes(collection.primary.id(), index.record.id))
+                .memory_bytes(collection.primary.id(), index.record.id)
+            + index
+                .embedded
+                .as_ref()
+                .map_or(0, |embedded| embedded.map.memory_bytes()))
     }
 
     // ---- writes ----------------------------------------------------------------------------
@@ -961,6 +1051,7 @@ impl Database {
         // engine's commit lock: postings and memory entries carry their version's number.
         let memo_tree = collection.primary.id();
         let mut memo_undo = None;
+        let mut attempted_last: Option<SeqNo> = None;
         let written = self.engine.write_sequenced(&self.write_options, |base| {
             // (pk, seq, an older version surely exists) for the update memo of `next` indexes.
             let mut memo_writes: Vec<(Vec<u8>, SeqNo, bool)> = Vec::new();
@@ -972,6 +1063,9 @@ impl Database {
                 &mut memory_updates,
                 &mut memo_writes,
             )?;
+            if !batch.is_empty() {
+                attempted_last = Some(base + batch.len() as u64 - 1);
+            }
             if !batch.is_empty() && !memo_writes.is_empty() {
                 // The memo learns of the writes before they become visible (see
                 // `next/memo.rs`); undone below if the commit fails.
@@ -995,6 +1089,18 @@ impl Database {
         if let Err(error) = written {
             if let Some(undo) = memo_undo {
                 self.next.undo_writes(memo_tree, undo);
+            }
+            // The embedded maps may hold versions that were never written (their sequence
+            // numbers may go to other writes): distrust them, so queries scan the memtables
+            // until a flush.
+            if let Some(last) = attempted_last {
+                for index in &collection.indexes {
+                    if let Some(embedded) = &index.embedded {
+                        embedded
+                            .map
+                            .prune_through(last.max(self.engine.latest_sequence()));
+                    }
+                }
             }
             return Err(error);
         }
@@ -1147,6 +1253,12 @@ impl Database {
                         }
                     }
                     IndexKind::SstLocal | IndexKind::Next => {}
+                    IndexKind::Embedded => {
+                        // Recorded before the engine write (see `embedded/memtable.rs`).
+                        if let (Some(embedded), Some(value)) = (&index.embedded, &new_value) {
+                            embedded.map.insert(value, seq, &pk);
+                        }
+                    }
                     IndexKind::Memory => {
                         memory_updates.push((
                             position,
@@ -1208,7 +1320,11 @@ impl Database {
                         &encode_postings(&[Posting::remove(&entry.pk, entry.seq)]),
                     );
                 }
-                IndexKind::Eager | IndexKind::Memory | IndexKind::SstLocal | IndexKind::Next => {}
+                IndexKind::Eager
+                | IndexKind::Memory
+                | IndexKind::SstLocal
+                | IndexKind::Next
+                | IndexKind::Embedded => {}
             }
         }
         let repaired = batch.len() as u64;

@@ -22,6 +22,9 @@
 //!   secondary index blocks into every SSTable of the primary tree, and `next` keeps an
 //!   in-memory global index over them, rebuilt at open ([`next`];
 //!   `docs/format/secondary-index-blocks.md`).
+//! - `embedded` indexes have no tree either: bloom filters and zone maps in the primary tree's
+//!   SSTables, written by a block property collector, plus an in-memory map of recent writes
+//!   ([`embedded`], `docs/format/embedded-index.md`). Creating one needs no back-fill.
 //! - Every write (a put, a delete, or a batch of them) is ONE engine `WriteBatch` over the
 //!   primary tree and every stand-alone index tree. Per document the primary entry comes
 //!   first, so the document's sequence number is the one its entry got.
@@ -59,6 +62,7 @@
 pub mod catalog;
 pub mod database;
 pub mod document;
+pub mod embedded;
 pub mod encoding;
 pub mod envelope;
 pub mod error;

@@ -369,6 +369,7 @@ mod tests {
             tree: None,
             split_delta: None,
             validation: None,
+            bloom_bits_per_key: None,
         }
     }
 

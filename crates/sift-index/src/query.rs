@@ -41,8 +41,15 @@ pub struct QueryStats {
     pub stale_entries: u64,
     /// Stale entries deleted by read repair.
     pub entries_repaired: u64,
-    /// Components visited by a lazy-index query.
+    /// Components visited by a lazy- or embedded-index query.
     pub components_read: u64,
+    /// Embedded: candidates validated from memory (GetLite, or a memtable read), without a
+    /// data-block read.
+    pub lite_validations: u64,
+    /// Embedded: data blocks ruled out by their bloom filters, zone maps or sequence numbers.
+    pub blocks_skipped: u64,
+    /// Embedded: tables ruled out by their zone maps (from the manifest) or sequence numbers.
+    pub tables_skipped: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -83,7 +90,7 @@ impl Ord for BySeq {
 }
 
 /// The K newest hits so far (Algorithm 1): a min-heap on sequence number.
-struct TopK {
+pub(crate) struct TopK {
     limit: Option<usize>,
     heap: BinaryHeap<Reverse<BySeq>>,
 }
@@ -95,17 +102,17 @@ impl TopK {
             heap: BinaryHeap::new(),
         }
     }
-    fn is_full(&self) -> bool {
+    pub(crate) fn is_full(&self) -> bool {
         self.limit.is_some_and(|k| self.heap.len() >= k)
     }
-    fn min_seq(&self) -> Option<SeqNo> {
+    pub(crate) fn min_seq(&self) -> Option<SeqNo> {
         self.heap.peek().map(|Reverse(BySeq(hit))| hit.seq)
     }
     /// Whether a hit with this sequence number would enter the heap.
-    fn would_accept(&self, seq: SeqNo) -> bool {
+    pub(crate) fn would_accept(&self, seq: SeqNo) -> bool {
         !self.is_full() || self.min_seq().is_some_and(|min| seq > min)
     }
-    fn push(&mut self, hit: Hit) {
+    pub(crate) fn push(&mut self, hit: Hit) {
         if self.limit == Some(0) || !self.would_accept(hit.seq) {
             return;
         }
@@ -515,6 +522,20 @@ impl Database {
                     for hit in output.hits {
                         query.top.push(hit);
                     }
+                }
+                IndexKind::Embedded => {
+                    crate::embedded::query::run(crate::embedded::query::Request {
+                        engine: &self.engine,
+                        collection,
+                        index,
+                        embedded: index.embedded_state()?,
+                        start: &query.start,
+                        end: query.end.as_deref(),
+                        point,
+                        read: &query.read,
+                        top: &mut query.top,
+                        stats: &mut query.stats,
+                    })?;
                 }
             }
         }

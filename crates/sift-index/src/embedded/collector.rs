@@ -1,0 +1,837 @@
+//! The `embedded` index's bytes in the SSTables of a primary tree: the block property
+//! collector that writes them while a table is built, and the decoders queries use to skip
+//! tables and blocks. Byte layout: `docs/format/embedded-index.md` (the constants here are the
+//! truth; the page is written from them).
+//!
+//! Per data block and per indexed attribute: a zone map (smallest and largest encoded value)
+//! and, unless the block holds a single value, a bloom filter on the encoded values. Per table:
+//! a zone map per attribute, which the engine copies into the manifest so whole files are
+//! skipped without being opened. Values are read from the envelope's pre-encoded attributes;
+//! the JSON text is parsed only for versions written before the index existed (the same rule
+//! as `Index::encoded_value`), so old files converge to being fully described by compaction.
+//!
+//! A block or table whose bytes do not mention an attribute (written before the index
+//! existed, or holding an entry whose envelope did not decode) must be read: queries never
+//! skip what they know nothing about.
+
+use super::EmbeddedIndex;
+use crate::encoding::encode_value_to_vec;
+use crate::envelope::EnvelopeRef;
+use crate::value::AttrValue;
+use sift_lsm::extension::{
+    BlockPropertyCollector, BlockPropertyCollectorFactory, CollectorEntry, FinishedBlock,
+    TableCollectorOutput, TableContext,
+};
+use sift_lsm::{SeqNo, ValueKind};
+use std::sync::Arc;
+
+/// Name of the collector; identifies its bytes in every table. Stable across restarts.
+pub const COLLECTOR_NAME: &str = "sift.embedded";
+/// First byte of every block and table property this code writes (and the only one it reads).
+pub const PROPERTY_FORMAT_VERSION: u8 = 1;
+/// Flag: the record carries a zone map (the block or table holds at least one value).
+pub const FLAG_ZONE_MAP: u8 = 0x01;
+/// Flag: the stored maximum is a prefix of the true maximum (see `ZONE_VALUE_BYTES_MAX`).
+pub const FLAG_MAX_TRUNCATED: u8 = 0x02;
+/// Flag: the record carries a bloom filter (absent when the block holds exactly one value,
+/// which the zone map then describes exactly).
+pub const FLAG_BLOOM: u8 = 0x04;
+/// Every flag this code knows; others are corruption.
+pub const FLAGS_KNOWN: u8 = FLAG_ZONE_MAP | FLAG_MAX_TRUNCATED | FLAG_BLOOM;
+/// Zone-map bounds longer than this are cut to this many bytes: a prefix of the minimum is
+/// still a lower bound; a cut maximum is flagged and read as "anything with this prefix".
+pub const ZONE_VALUE_BYTES_MAX: usize = 64;
+/// Bloom filters have at least this many bits.
+pub const BLOOM_BITS_MIN: u64 = 64;
+/// Probe counts are `round(bits_per_key × ln 2)` clamped to `1..=BLOOM_PROBES_MAX`.
+pub const BLOOM_PROBES_MAX: u32 = 30;
+/// Bits per key of an index that does not name its own.
+pub const DEFAULT_BLOOM_BITS_PER_KEY: u32 = 10;
+/// Largest bits per key an index may ask for.
+pub const BLOOM_BITS_PER_KEY_MAX: u32 = 1000;
+
+const FNV_OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+
+/// The hash of an encoded value: FNV-1a 64 over the bytes, then MurmurHash3's `fmix64`
+/// finaliser (so the low bits mix well).
+pub fn value_hash(encoded: &[u8]) -> u64 {
+    let mut h = FNV_OFFSET_BASIS;
+    for &byte in encoded {
+        h ^= u64::from(byte);
+        h = h.wrapping_mul(FNV_PRIME);
+    }
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
+}
+
+/// `round(bits_per_key × ln 2)` clamped to `1..=BLOOM_PROBES_MAX`.
+pub fn bloom_probes(bits_per_key: u32) -> u32 {
+    let k = (f64::from(bits_per_key) * std::f64::consts::LN_2).round() as u32;
+    k.clamp(1, BLOOM_PROBES_MAX)
+}
+
+/// Probe `i` of hash `h` in a filter of `bits` bits: `x = h + i·delta` (u64 wrapping,
+/// `delta = rotate_left(h, 32) | 1`), mapped to `0..bits` by `(x · bits) >> 64` (a multiply,
+/// not a division).
+#[inline]
+fn probe_bit(h: u64, i: u32, bits: u64) -> u64 {
+    let delta = h.rotate_left(32) | 1;
+    let x = h.wrapping_add(u64::from(i).wrapping_mul(delta));
+    ((u128::from(x) * u128::from(bits)) >> 64) as u64
+}
+
+/// A bloom filter over `hashes` (distinct): `max(n × bits_per_key, BLOOM_BITS_MIN)` bits
+/// rounded up to whole bytes, bit `b` being bit `b % 8` of byte `b / 8`.
+pub fn build_bloom(hashes: &[u64], bits_per_key: u32) -> (Vec<u8>, u8) {
+    let bits = (hashes.len() as u64)
+        .saturating_mul(u64::from(bits_per_key))
+        .max(BLOOM_BITS_MIN)
+        .div_ceil(8)
+        * 8;
+    let probes = bloom_probes(bits_per_key);
+    let mut filter = vec![0u8; (bits / 8) as usize];
+    for &h in hashes {
+        for i in 0..probes {
+            let bit = probe_bit(h, i, bits);
+            filter[(bit / 8) as usize] |= 1 << (bit % 8);
+        }
+    }
+    (filter, probes as u8)
+}
+
+/// False means no value with this hash was added.
+pub fn bloom_may_contain(filter: &[u8], probes: u8, h: u64) -> bool {
+    let bits = filter.len() as u64 * 8;
+    if bits == 0 {
+        return true;
+    }
+    (0..u32::from(probes)).all(|i| {
+        let bit = probe_bit(h, i, bits);
+        filter[(bit / 8) as usize] & (1 << (bit % 8)) != 0
+    })
+}
+
+fn put_varint(out: &mut Vec<u8>, mut value: u64) {
+    while value >= 0x80 {
+        out.push((value as u8) | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+}
+
+fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+    put_varint(out, bytes.len() as u64);
+    out.extend_from_slice(bytes);
+}
+
+/// Smallest and largest value seen (full encodings; cut only when written).
+#[derive(Debug, Default, Clone)]
+struct ZoneMap {
+    min: Vec<u8>,
+    max: Vec<u8>,
+    seen: bool,
+}
+
+impl ZoneMap {
+    fn add(&mut self, value: &[u8]) {
+        if !self.seen {
+            self.seen = true;
+            self.min.extend_from_slice(value);
+            self.max.extend_from_slice(value);
+            return;
+        }
+        if value < self.min.as_slice() {
+            self.min.clear();
+            self.min.extend_from_slice(value);
+        } else if value > self.max.as_slice() {
+            self.max.clear();
+            self.max.extend_from_slice(value);
+        }
+    }
+
+    fn clear(&mut self) {
+        self.min.clear();
+        self.max.clear();
+        self.seen = false;
+    }
+
+    /// Flags and the zone-map bytes of a record.
+    fn encode(&self, out: &mut Vec<u8>, extra_flags: u8) {
+        if !self.seen {
+            out.push(extra_flags);
+            return;
+        }
+        let truncated = self.max.len() > ZONE_VALUE_BYTES_MAX;
+        let flags = FLAG_ZONE_MAP | extra_flags | if truncated { FLAG_MAX_TRUNCATED } else { 0 };
+        out.push(flags);
+        put_bytes(out, &self.min[..self.min.len().min(ZONE_VALUE_BYTES_MAX)]);
+        put_bytes(out, &self.max[..self.max.len().min(ZONE_VALUE_BYTES_MAX)]);
+    }
+}
+
+/// What one attribute gathers in the current block and table.
+#[derive(Debug, Default)]
+struct AttrState {
+    block: ZoneMap,
+    hashes: Vec<u64>,
+    table: ZoneMap,
+}
+
+/// Collects the embedded-index bytes of one table.
+pub struct EmbeddedCollector {
+    /// Sorted by attribute id.
+    indexes: Vec<Arc<EmbeddedIndex>>,
+    states: Vec<AttrState>,
+    block_seq_max: SeqNo,
+    /// An entry of the block had an envelope that did not decode: the block's values are
+    /// unknown, so its record names no attribute (queries read it and report the corruption).
+    block_unknown: bool,
+    table_unknown: bool,
+}
+
+impl EmbeddedCollector {
+    pub(crate) fn new(mut indexes: Vec<Arc<EmbeddedIndex>>) -> EmbeddedCollector {
+        indexes.sort_by_key(|index| index.attr.attr_id);
+        indexes.dedup_by_key(|index| index.attr.attr_id);
+        let states = indexes.iter().map(|_| AttrState::default()).collect();
+        EmbeddedCollector {
+            indexes,
+            states,
+            block_seq_max: 0,
+            block_unknown: false,
+            table_unknown: false,
+        }
+    }
+}
+
+/// The encoded value of one collected attribute in a stored version (see
+/// `Index::encoded_value`: versions older than the index carry it only in their JSON).
+fn collected_value<'a>(
+    index: &EmbeddedIndex,
+    envelope: &EnvelopeRef<'a>,
+    seq: SeqNo,
+) -> Option<std::borrow::Cow<'a, [u8]>> {
+    let attr = &index.attr;
+    if let Some(encoded) = envelope.attr_encoded(attr.attr_id) {
+        return Some(std::borrow::Cow::Borrowed(encoded));
+    }
+    if seq > attr.first_seq {
+        return None;
+    }
+    let document: serde_json::Value = serde_json::from_slice(envelope.doc()).ok()?;
+    let json = attr.path.lookup(&document)?;
+    if json.is_null() {
+        return None;
+    }
+    let value = AttrValue::from_json(json, attr.attr_type, attr.path.as_str()).ok()?;
+    Some(std::borrow::Cow::Owned(encode_value_to_vec(&value)))
+}
+
+impl BlockPropertyCollector for EmbeddedCollector {
+    fn add(&mut self, entry: &CollectorEntry<'_>) {
+        self.block_seq_max = self.block_seq_max.max(entry.seq);
+        // Deletes carry no value; merge operands never reach a primary tree.
+        if entry.kind != ValueKind::Put || self.indexes.is_empty() {
+            return;
+        }
+        let Ok(envelope) = EnvelopeRef::decode(entry.value) else {
+            self.block_unknown = true;
+            self.table_unknown = true;
+            return;
+        };
+        for (index, state) in self.indexes.iter().zip(self.states.iter_mut()) {
+            if let Some(value) = collected_value(index, &envelope, entry.seq) {
+                state.block.add(&value);
+                state.table.add(&value);
+                state.hashes.push(value_hash(&value));
+            }
+        }
+    }
+
+    fn finish_block(&mut self, _block: &FinishedBlock) -> Vec<u8> {
+        if self.indexes.is_empty() {
+            return Vec::new();
+        }
+        let mut out = Vec::with_capacity(16 + self.indexes.len() * 48);
+        out.push(PROPERTY_FORMAT_VERSION);
+        put_varint(&mut out, self.block_seq_max);
+        if self.block_unknown {
+            put_varint(&mut out, 0);
+        } else {
+            put_varint(&mut out, self.indexes.len() as u64);
+            for (index, state) in self.indexes.iter().zip(self.states.iter_mut()) {
+                put_varint(&mut out, u64::from(index.attr.attr_id));
+                state.hashes.sort_unstable();
+                state.hashes.dedup();
+                let exact = state.hashes.len() == 1
+                    && state.block.min == state.block.max
+                    && state.block.max.len() <= ZONE_VALUE_BYTES_MAX;
+                if state.block.seen && !exact {
+                    state.block.encode(&mut out, FLAG_BLOOM);
+                    let (filter, probes) =
+                        build_bloom(&state.hashes, index.attr.bloom_bits_per_key);
+                    put_bytes(&mut out, &filter);
+                    out.push(probes);
+                } else {
+                    state.block.encode(&mut out, 0);
+                }
+            }
+        }
+        for state in &mut self.states {
+            state.block.clear();
+            state.hashes.clear();
+        }
+        self.block_seq_max = 0;
+        self.block_unknown = false;
+        out
+    }
+
+    fn finish_table(&mut self) -> TableCollectorOutput {
+        if self.indexes.is_empty() {
+            return TableCollectorOutput::default();
+        }
+        let mut out = vec![PROPERTY_FORMAT_VERSION];
+        if self.table_unknown {
+            put_varint(&mut out, 0);
+        } else {
+            put_varint(&mut out, self.indexes.len() as u64);
+            for (index, state) in self.indexes.iter().zip(&self.states) {
+                put_varint(&mut out, u64::from(index.attr.attr_id));
+                state.table.encode(&mut out, 0);
+            }
+        }
+        TableCollectorOutput {
+            table_property: out,
+            meta_blocks: Vec::new(),
+        }
+    }
+}
+
+/// Installed once in the engine's default tree options; makes a collector for every table of
+/// every tree, gathering the attributes the registry lists for that tree (none: empty bytes).
+pub struct EmbeddedCollectorFactory {
+    registry: Arc<super::EmbeddedRegistry>,
+}
+
+impl EmbeddedCollectorFactory {
+    pub(crate) fn new(registry: Arc<super::EmbeddedRegistry>) -> EmbeddedCollectorFactory {
+        EmbeddedCollectorFactory { registry }
+    }
+}
+
+impl BlockPropertyCollectorFactory for EmbeddedCollectorFactory {
+    fn name(&self) -> &str {
+        COLLECTOR_NAME
+    }
+
+    fn create(&self, context: &TableContext) -> Box<dyn BlockPropertyCollector> {
+        Box::new(EmbeddedCollector::new(
+            self.registry.indexes_of(context.tree),
+        ))
+    }
+}
+
+// ---- decoding ------------------------------------------------------------------------------
+
+/// A decoding failure: what and where (byte offset inside the property bytes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PropertyCorruption {
+    pub offset: usize,
+    pub message: String,
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn fail<T>(&self, message: impl Into<String>) -> Result<T, PropertyCorruption> {
+        Err(PropertyCorruption {
+            offset: self.pos,
+            message: message.into(),
+        })
+    }
+
+    #[inline]
+    fn byte(&mut self, what: &str) -> Result<u8, PropertyCorruption> {
+        match self.bytes.get(self.pos) {
+            Some(&b) => {
+                self.pos += 1;
+                Ok(b)
+            }
+            None => self.fail(format!("ends before the {what}")),
+        }
+    }
+
+    #[inline]
+    fn varint(&mut self, what: &str) -> Result<u64, PropertyCorruption> {
+        // Most varints here (ids, lengths, probe counts) are one byte.
+        if let Some(&byte) = self.bytes.get(self.pos) {
+            if byte < 0x80 {
+                self.pos += 1;
+                return Ok(u64::from(byte));
+            }
+        }
+        self.varint_multi_byte(what)
+    }
+
+    #[cold]
+    fn varint_multi_byte(&mut self, what: &str) -> Result<u64, PropertyCorruption> {
+        let mut value: u64 = 0;
+        for shift in 0..10 {
+            let byte = self.byte(what)?;
+            let part = u64::from(byte & 0x7F);
+            if shift == 9 && byte > 1 {
+                return self.fail(format!("{what} varint overflows 64 bits"));
+            }
+            value |= part << (7 * shift);
+            if byte & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        self.fail(format!("{what} varint is longer than 10 bytes"))
+    }
+
+    fn bytes(&mut self, what: &str) -> Result<&'a [u8], PropertyCorruption> {
+        let length = self.varint(what)?;
+        let start = self.pos;
+        match usize::try_from(length)
+            .ok()
+            .and_then(|l| start.checked_add(l))
+            .filter(|&end| end <= self.bytes.len())
+        {
+            Some(end) => {
+                self.pos = end;
+                Ok(&self.bytes[start..end])
+            }
+            None => self.fail(format!(
+                "{what} of {length} bytes runs past the end ({} bytes left)",
+                self.bytes.len() - start
+            )),
+        }
+    }
+}
+
+/// A zone map as stored (bounds possibly cut).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoredZone<'a> {
+    pub min: &'a [u8],
+    pub max: &'a [u8],
+    pub max_truncated: bool,
+}
+
+impl StoredZone<'_> {
+    /// Whether some value `v` with `start <= v < end` (`end == None`: unbounded) may lie in
+    /// `[min, true max]`.
+    pub fn intersects(&self, start: &[u8], end: Option<&[u8]>) -> bool {
+        // min is a lower bound of every value (a prefix of the true minimum is <= it).
+        if end.is_some_and(|end| self.min >= end) {
+            return false;
+        }
+        // The true maximum is <= max, or (cut) starts with max.
+        start <= self.max || (self.max_truncated && start.starts_with(self.max))
+    }
+}
+
+/// One attribute's record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttrRecord<'a> {
+    /// `None`: the block or table holds no value of the attribute.
+    pub zone: Option<StoredZone<'a>>,
+    /// `(filter bits, probes)`.
+    pub bloom: Option<(&'a [u8], u8)>,
+}
+
+impl AttrRecord<'_> {
+    /// Whether the block or table may hold a value in `[start, end)`; `point_hash` (a LOOKUP
+    /// of exactly `start`) also consults the bloom filter.
+    pub fn may_match(&self, start: &[u8], end: Option<&[u8]>, point_hash: Option<u64>) -> bool {
+        let Some(zone) = self.zone else {
+            return false;
+        };
+        if !zone.intersects(start, end) {
+            return false;
+        }
+        match (self.bloom, point_hash) {
+            (Some((filter, probes)), Some(h)) => bloom_may_contain(filter, probes, h),
+            _ => true,
+        }
+    }
+}
+
+/// The largest sequence number a block property records, read without decoding the rest
+/// (the whole record is checked when the block's filters are consulted).
+pub fn block_seq_max(bytes: &[u8]) -> Result<SeqNo, PropertyCorruption> {
+    if bytes.is_empty() {
+        return Ok(SeqNo::MAX);
+    }
+    let mut reader = Reader { bytes, pos: 0 };
+    let version = reader.byte("format version")?;
+    if version != PROPERTY_FORMAT_VERSION {
+        reader.pos = 0;
+        return reader.fail(format!(
+            "unknown embedded-index property version {version} (this build reads {PROPERTY_FORMAT_VERSION})"
+        ));
+    }
+    reader.varint("block's largest sequence number")
+}
+
+/// Finds attribute `attr_id`'s record in the bytes of a block (`block == true`: they start
+/// with the block's largest sequence number) or of a table. `Ok(None)`: the bytes do not
+/// describe the attribute (empty bytes, or written before the index existed): read it.
+/// Returns the block's largest sequence number too (0 for tables).
+pub fn find_attr(
+    bytes: &[u8],
+    block: bool,
+    attr_id: u32,
+) -> Result<(SeqNo, Option<AttrRecord<'_>>), PropertyCorruption> {
+    if bytes.is_empty() {
+        return Ok((SeqNo::MAX, None));
+    }
+    let mut reader = Reader { bytes, pos: 0 };
+    let version = reader.byte("format version")?;
+    if version != PROPERTY_FORMAT_VERSION {
+        reader.pos = 0;
+        return reader.fail(format!(
+            "unknown embedded-index property version {version} (this build reads {PROPERTY_FORMAT_VERSION})"
+        ));
+    }
+    let seq_max = if block {
+        reader.varint("block's largest sequence number")?
+    } else {
+        0
+    };
+    let count = reader.varint("attribute count")?;
+    let mut found = None;
+    let mut previous: Option<u64> = None;
+    for _ in 0..count {
+        let at = reader.pos;
+        let id = reader.varint("attribute id")?;
+        if id > u64::from(u32::MAX) || previous.is_some_and(|p| id <= p) {
+            reader.pos = at;
+            return reader.fail(format!(
+                "attribute id {id} out of order or too large (after {previous:?})"
+            ));
+        }
+        previous = Some(id);
+        let flags_at = reader.pos;
+        let flags = reader.byte("flags")?;
+        if flags & !FLAGS_KNOWN != 0
+            || (flags & FLAG_ZONE_MAP == 0 && flags & (FLAG_MAX_TRUNCATED | FLAG_BLOOM) != 0)
+            || (!block && flags & FLAG_BLOOM != 0)
+        {
+            reader.pos = flags_at;
+            return reader.fail(format!("bad flags 0x{flags:02X} for attribute {id}"));
+        }
+        let zone = if flags & FLAG_ZONE_MAP == 0 {
+            None
+        } else {
+            let min = reader.bytes("zone-map minimum")?;
+            let max = reader.bytes("zone-map maximum")?;
+            if min > max {
+                return reader.fail(format!("zone map of attribute {id} has min > max"));
+            }
+            Some(StoredZone {
+                min,
+                max,
+                max_truncated: flags & FLAG_MAX_TRUNCATED != 0,
+            })
+        };
+        let bloom = if flags & FLAG_BLOOM == 0 {
+            None
+        } else {
+            let filter = reader.bytes("bloom filter")?;
+            let probes_at = reader.pos;
+            let probes = reader.byte("bloom probe count")?;
+            if filter.is_empty() || !(1..=BLOOM_PROBES_MAX).contains(&u32::from(probes)) {
+                reader.pos = probes_at;
+                return reader.fail(format!(
+                    "bloom filter of attribute {id}: {} bytes, {probes} probes",
+                    filter.len()
+                ));
+            }
+            Some((filter, probes))
+        };
+        if id == u64::from(attr_id) {
+            found = Some(AttrRecord { zone, bloom });
+        }
+    }
+    if reader.pos != bytes.len() {
+        return reader.fail(format!(
+            "{} bytes left after the last record",
+            bytes.len() - reader.pos
+        ));
+    }
+    Ok((seq_max, found))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::embedded::{CollectedAttr, EmbeddedIndex};
+    use crate::envelope::Envelope;
+    use crate::path::AttrPath;
+    use crate::value::AttrType;
+    use sift_lsm::sstable::BlockHandle;
+
+    fn index(attr_id: u32, bits: u32) -> Arc<EmbeddedIndex> {
+        Arc::new(EmbeddedIndex::new(CollectedAttr {
+            attr_id,
+            bloom_bits_per_key: bits,
+            first_seq: 0,
+            path: AttrPath::parse("v").unwrap(),
+            attr_type: AttrType::Int,
+        }))
+    }
+
+    fn put(collector: &mut EmbeddedCollector, pk: &[u8], seq: SeqNo, value: Option<i64>) {
+        let envelope = Envelope {
+            attrs: value.map(|v| (7, AttrValue::Int(v))).into_iter().collect(),
+            doc: b"{}".to_vec(),
+        }
+        .encode();
+        collector.add(&CollectorEntry {
+            user_key: pk,
+            seq,
+            kind: ValueKind::Put,
+            value: &envelope,
+        });
+    }
+
+    const BLOCK: FinishedBlock = FinishedBlock {
+        ordinal: 0,
+        handle: BlockHandle { offset: 0, size: 0 },
+    };
+
+    #[test]
+    fn hash_golden_values() {
+        // Computed by an independent implementation of the documented algorithm.
+        assert_eq!(value_hash(b""), 0xefd0_1f60_ba99_2926);
+        assert_eq!(value_hash(b"a"), 0x82a2_a958_a9be_ce5b);
+        assert_eq!(bloom_probes(10), 7);
+        assert_eq!(bloom_probes(1), 1);
+        assert_eq!(bloom_probes(1000), 30);
+    }
+
+    #[test]
+    fn golden_block_and_table_bytes() {
+        let mut collector = EmbeddedCollector::new(vec![index(7, 1)]);
+        put(&mut collector, b"a", 5, Some(1));
+        put(&mut collector, b"b", 9, Some(2));
+        collector.add(&CollectorEntry {
+            user_key: b"c",
+            seq: 12,
+            kind: ValueKind::Delete,
+            value: b"",
+        });
+        let block = collector.finish_block(&BLOCK);
+        let mut expected = vec![
+            PROPERTY_FORMAT_VERSION,
+            12,
+            1,
+            7,
+            FLAG_ZONE_MAP | FLAG_BLOOM,
+        ];
+        expected.extend_from_slice(&[8, 0x80, 0, 0, 0, 0, 0, 0, 1]);
+        expected.extend_from_slice(&[8, 0x80, 0, 0, 0, 0, 0, 0, 2]);
+        let (filter, probes) = build_bloom(
+            &{
+                let mut h = vec![
+                    value_hash(&[0x80, 0, 0, 0, 0, 0, 0, 1]),
+                    value_hash(&[0x80, 0, 0, 0, 0, 0, 0, 2]),
+                ];
+                h.sort_unstable();
+                h
+            },
+            1,
+        );
+        assert_eq!((filter.len(), probes), (8, 1));
+        expected.push(8);
+        expected.extend_from_slice(&filter);
+        expected.push(1);
+        assert_eq!(block, expected);
+        assert_eq!(block[..5], GOLDEN_BLOCK_HEAD);
+        assert_eq!(&block[block.len() - 10..], &GOLDEN_BLOOM_TAIL);
+
+        // A block with one value: no bloom (the zone map is exact). A block without values.
+        put(&mut collector, b"d", 20, Some(3));
+        put(&mut collector, b"e", 21, Some(3));
+        assert_eq!(
+            collector.finish_block(&BLOCK),
+            vec![
+                1,
+                21,
+                1,
+                7,
+                FLAG_ZONE_MAP,
+                8,
+                0x80,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                3,
+                8,
+                0x80,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                3
+            ]
+        );
+        put(&mut collector, b"f", 300, None);
+        assert_eq!(collector.finish_block(&BLOCK), vec![1, 0xAC, 0x02, 1, 7, 0]);
+        let table = collector.finish_table().table_property;
+        assert_eq!(
+            table,
+            vec![
+                1,
+                1,
+                7,
+                FLAG_ZONE_MAP,
+                8,
+                0x80,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                1,
+                8,
+                0x80,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                3
+            ]
+        );
+    }
+
+    /// The first bytes of the golden block above, and its 8 bloom bytes + probe count, as
+    /// literals: a change to the layout or to the hash fails here.
+    const GOLDEN_BLOCK_HEAD: [u8; 5] = [1, 12, 1, 7, 0x05];
+    const GOLDEN_BLOOM_TAIL: [u8; 10] = [8, 0, 0, 0, 0, 0, 33, 0, 0, 1];
+
+    #[test]
+    fn decoding_finds_records_and_tests_them() {
+        let mut collector = EmbeddedCollector::new(vec![index(3, 10), index(7, 10)]);
+        for i in 0..50 {
+            put(
+                &mut collector,
+                format!("k{i}").as_bytes(),
+                i,
+                Some(i as i64 * 2),
+            );
+        }
+        let block = collector.finish_block(&BLOCK);
+        let (seq_max, record) = find_attr(&block, true, 7).unwrap();
+        assert_eq!(seq_max, 49);
+        let record = record.unwrap();
+        for v in 0..100i64 {
+            let encoded = encode_value_to_vec(&AttrValue::Int(v));
+            let end = crate::encoding::prefix_successor(&encoded);
+            let may = record.may_match(&encoded, end.as_deref(), Some(value_hash(&encoded)));
+            if v % 2 == 0 {
+                assert!(may, "value {v} must pass");
+            }
+        }
+        let outside = encode_value_to_vec(&AttrValue::Int(1000));
+        assert!(!record.may_match(&outside, None, None));
+        // Attribute 3 has no values in any entry (the envelopes carry only 7).
+        let (_, record3) = find_attr(&block, true, 3).unwrap();
+        assert_eq!(record3.unwrap().zone, None);
+        // An attribute the bytes do not mention is unknown.
+        assert_eq!(find_attr(&block, true, 5).unwrap().1, None);
+        assert_eq!(find_attr(&[], true, 7).unwrap().1, None);
+    }
+
+    #[test]
+    fn every_truncation_and_byte_flip_is_an_error_or_harmless() {
+        let mut collector = EmbeddedCollector::new(vec![index(7, 10)]);
+        for i in 0..20 {
+            put(
+                &mut collector,
+                format!("k{i}").as_bytes(),
+                i,
+                Some(i as i64),
+            );
+        }
+        let block = collector.finish_block(&BLOCK);
+        for cut in 1..block.len() {
+            assert!(
+                find_attr(&block[..cut], true, 7).is_err(),
+                "truncation at {cut} accepted"
+            );
+        }
+        let mut longer = block.clone();
+        longer.push(0);
+        assert!(find_attr(&longer, true, 7).is_err());
+        let mut bad_version = block.clone();
+        bad_version[0] = 9;
+        assert_eq!(find_attr(&bad_version, true, 7).unwrap_err().offset, 0);
+        for at in 0..block.len() {
+            let mut flipped = block.clone();
+            flipped[at] ^= 0xFF;
+            let _ = find_attr(&flipped, true, 7); // never panics
+        }
+    }
+
+    #[test]
+    fn long_values_are_cut_and_still_match() {
+        let long_a = format!("{}a", "x".repeat(100));
+        let long_b = format!("{}b", "x".repeat(100));
+        let enc = |s: &str| encode_value_to_vec(&AttrValue::String(s.to_string()));
+        let mut zone = ZoneMap::default();
+        zone.add(&enc(&long_a));
+        zone.add(&enc(&long_b));
+        let mut out = Vec::new();
+        zone.encode(&mut out, 0);
+        let mut bytes = vec![PROPERTY_FORMAT_VERSION, 1, 1];
+        bytes.extend_from_slice(&out);
+        let (_, record) = find_attr(&bytes, false, 1).unwrap();
+        let record = record.unwrap();
+        assert!(record.zone.unwrap().max_truncated);
+        for s in [&long_a, &long_b] {
+            let e = enc(s);
+            let end = crate::encoding::prefix_successor(&e);
+            assert!(record.may_match(&e, end.as_deref(), None));
+        }
+        let after = enc("y");
+        assert!(!record.may_match(&after, None, None));
+        let before = enc("w");
+        assert!(!record.may_match(&before, Some(&enc("wz")), None));
+    }
+
+    #[test]
+    fn bloom_has_no_false_negatives_for_long_values() {
+        let values: Vec<Vec<u8>> = (0..500)
+            .map(|i| encode_value_to_vec(&AttrValue::String(format!("value number {i:08}"))))
+            .collect();
+        let hashes: Vec<u64> = values.iter().map(|v| value_hash(v)).collect();
+        let (filter, probes) = build_bloom(&hashes, 10);
+        assert!(values
+            .iter()
+            .all(|v| bloom_may_contain(&filter, probes, value_hash(v))));
+        let false_positives = (0..10_000)
+            .filter(|i| {
+                let v = encode_value_to_vec(&AttrValue::String(format!("absent {i}")));
+                bloom_may_contain(&filter, probes, value_hash(&v))
+            })
+            .count();
+        assert!(false_positives < 300, "{false_positives} false positives");
+    }
+}

@@ -1,0 +1,365 @@
+//! The in-memory ordered map of recent writes of one `embedded` index (LevelDB++ keeps a
+//! B-tree per memtable): `(encoded value, seq) → pk` for every put that carries the
+//! attribute, so queries find memtable candidates without scanning the memtables.
+//!
+//! Instead of one map per engine memtable, one map holds the writes by sequence number and
+//! forgets those a flush of the primary tree has put into a table: memtables are filled in
+//! sequence order, so after a flush whose file's largest sequence number is `S`, every write
+//! `<= S` is in tables. `pruned_through` is the largest sequence number forgotten (or never
+//! recorded: writes made before the map existed, or of a failed batch). A query that sees a
+//! tree state whose tables do not yet reach `pruned_through` cannot trust the map and scans
+//! its memtables instead (see `query.rs`), so answers stay exact whatever the timing.
+//!
+//! Layout, chosen so a write costs an append (a B-tree insert of a random key cost about a
+//! microsecond, a large part of a put): writes are appended to an unsorted buffer. A query
+//! first sorts the buffer into a run; runs are merged pairwise when a newer run is as large as
+//! the one before it (a binary counter), so there are O(log n) runs and every run covers a
+//! contiguous range of sequence numbers — which makes pruning drop whole runs. Queries then
+//! binary-search each run. The sorting work is done once per written entry (plus the merges),
+//! by the first query that needs it.
+
+use parking_lot::{Mutex, MutexGuard};
+use sift_lsm::SeqNo;
+use std::cmp::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+
+/// Bookkeeping bytes charged per entry on top of the value and pk bytes.
+const ENTRY_OVERHEAD_BYTES: usize = 48;
+
+/// One recorded write.
+#[derive(Debug)]
+struct Entry {
+    /// The value's first 8 bytes, big-endian, zero-padded: most comparisons end here.
+    prefix: u64,
+    seq: SeqNo,
+    /// The encoded value, then the pk.
+    bytes: Box<[u8]>,
+    value_bytes: u32,
+}
+
+impl Entry {
+    fn new(value: &[u8], seq: SeqNo, pk: &[u8]) -> Entry {
+        let mut bytes = Vec::with_capacity(value.len() + pk.len());
+        bytes.extend_from_slice(value);
+        bytes.extend_from_slice(pk);
+        Entry {
+            prefix: prefix_of(value),
+            seq,
+            bytes: bytes.into_boxed_slice(),
+            value_bytes: value.len() as u32,
+        }
+    }
+    fn value(&self) -> &[u8] {
+        &self.bytes[..self.value_bytes as usize]
+    }
+    fn pk(&self) -> &[u8] {
+        &self.bytes[self.value_bytes as usize..]
+    }
+    fn charge(&self) -> usize {
+        self.bytes.len() + ENTRY_OVERHEAD_BYTES
+    }
+    /// Order of a run: value, then sequence number.
+    fn order(&self, other: &Entry) -> Ordering {
+        self.prefix
+            .cmp(&other.prefix)
+            .then_with(|| self.value().cmp(other.value()))
+            .then(self.seq.cmp(&other.seq))
+    }
+    /// How the entry's value compares with `value` (whose prefix is `prefix`).
+    fn value_cmp(&self, prefix: u64, value: &[u8]) -> Ordering {
+        self.prefix
+            .cmp(&prefix)
+            .then_with(|| self.value().cmp(value))
+    }
+}
+
+fn prefix_of(value: &[u8]) -> u64 {
+    let mut prefix = [0u8; 8];
+    let n = value.len().min(8);
+    prefix[..n].copy_from_slice(&value[..n]);
+    u64::from_be_bytes(prefix)
+}
+
+/// Entries sorted by `Entry::order`, with sequence numbers in `[seq_min, seq_max]`.
+#[derive(Debug)]
+struct Run {
+    entries: Vec<Entry>,
+    seq_min: SeqNo,
+    seq_max: SeqNo,
+}
+
+#[derive(Debug, Default)]
+struct Maps {
+    /// In increasing sequence order (writes are recorded under the database's write lock).
+    buffer: Vec<Entry>,
+    /// Oldest first; sequence ranges do not overlap and increase.
+    runs: Vec<Run>,
+    pruned_through: SeqNo,
+    bytes: usize,
+    entries: usize,
+}
+
+impl Maps {
+    /// Forgets every write `<= seq`.
+    fn prune_through(&mut self, seq: SeqNo) {
+        let maps = self;
+        if seq <= maps.pruned_through {
+            return;
+        }
+        maps.pruned_through = seq;
+        let mut freed_bytes = 0;
+        let mut freed_entries = 0;
+        let mut forget = |entry: &Entry| {
+            freed_bytes += entry.charge();
+            freed_entries += 1;
+        };
+        let whole = maps
+            .runs
+            .iter()
+            .take_while(|run| run.seq_max <= seq)
+            .count();
+        for run in maps.runs.drain(..whole) {
+            run.entries.iter().for_each(&mut forget);
+        }
+        if let Some(run) = maps.runs.first_mut().filter(|run| run.seq_min <= seq) {
+            run.entries.retain(|entry| {
+                let keep = entry.seq > seq;
+                if !keep {
+                    forget(entry);
+                }
+                keep
+            });
+            run.seq_min = seq + 1;
+        }
+        maps.buffer.retain(|entry| {
+            let keep = entry.seq > seq;
+            if !keep {
+                forget(entry);
+            }
+            keep
+        });
+        maps.bytes = maps.bytes.saturating_sub(freed_bytes);
+        maps.entries = maps.entries.saturating_sub(freed_entries);
+    }
+
+    fn seal_buffer(&mut self) {
+        if self.buffer.is_empty() {
+            return;
+        }
+        let mut entries = std::mem::take(&mut self.buffer);
+        entries.sort_unstable_by(Entry::order);
+        let seq_min = entries.iter().map(|e| e.seq).min().unwrap_or(0);
+        let seq_max = entries.iter().map(|e| e.seq).max().unwrap_or(0);
+        self.runs.push(Run {
+            entries,
+            seq_min,
+            seq_max,
+        });
+        while self.runs.len() >= 2 {
+            let last = self.runs.len() - 1;
+            if self.runs[last].entries.len() < self.runs[last - 1].entries.len() {
+                break;
+            }
+            let (Some(newer), Some(older)) = (self.runs.pop(), self.runs.pop()) else {
+                break;
+            };
+            self.runs.push(merge(older, newer));
+        }
+    }
+}
+
+fn merge(older: Run, newer: Run) -> Run {
+    let mut entries = Vec::with_capacity(older.entries.len() + newer.entries.len());
+    let mut a = older.entries.into_iter().peekable();
+    let mut b = newer.entries.into_iter().peekable();
+    loop {
+        let take_a = match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) => x.order(y) != Ordering::Greater,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => break,
+        };
+        let next = if take_a { a.next() } else { b.next() };
+        entries.extend(next);
+    }
+    Run {
+        entries,
+        seq_min: older.seq_min.min(newer.seq_min),
+        seq_max: older.seq_max.max(newer.seq_max),
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct MemtableMap {
+    maps: Mutex<Maps>,
+    /// A prune asked for (see `prune_through`), applied by the next user of `maps`.
+    prune_requested: AtomicU64,
+}
+
+impl MemtableMap {
+    /// Records a put of `pk` at `seq` carrying `value`. Called before the write reaches the
+    /// engine, so no query can see the version without the map knowing it.
+    pub fn insert(&self, value: &[u8], seq: SeqNo, pk: &[u8]) {
+        let entry = Entry::new(value, seq, pk);
+        let mut maps = self.lock();
+        if seq <= maps.pruned_through {
+            return;
+        }
+        maps.bytes += entry.charge();
+        maps.entries += 1;
+        maps.buffer.push(entry);
+    }
+
+    /// The maps, with any requested prune applied.
+    fn lock(&self) -> MutexGuard<'_, Maps> {
+        let mut maps = self.maps.lock();
+        let requested = self.prune_requested.load(AtomicOrdering::Acquire);
+        if requested > maps.pruned_through {
+            maps.prune_through(requested);
+        }
+        maps
+    }
+
+    /// Forgets every write `<= seq` (they are in tables now, or cannot be trusted), at the
+    /// latest when the map is next used: the flush listener calls this inside the engine's
+    /// version install, which must not wait for a query holding the map.
+    pub fn prune_through(&self, seq: SeqNo) {
+        self.prune_requested.fetch_max(seq, AtomicOrdering::AcqRel);
+    }
+
+    /// `(seq, pk)` of the recorded writes with encoded value in `[start, end)` and sequence
+    /// number in `(above, through]`, and the map's `pruned_through`, read together.
+    pub fn candidates(
+        &self,
+        start: &[u8],
+        end: Option<&[u8]>,
+        above: SeqNo,
+        through: SeqNo,
+    ) -> (Vec<(SeqNo, Vec<u8>)>, SeqNo) {
+        let start_prefix = prefix_of(start);
+        let end_prefix = end.map(prefix_of);
+        let in_range = |entry: &Entry| {
+            entry.value_cmp(start_prefix, start) != Ordering::Less
+                && end
+                    .zip(end_prefix)
+                    .is_none_or(|(end, p)| entry.value_cmp(p, end) == Ordering::Less)
+        };
+        let wanted = |entry: &Entry| entry.seq > above && entry.seq <= through;
+        let mut maps = self.lock();
+        maps.seal_buffer();
+        let mut found = Vec::new();
+        for run in &maps.runs {
+            if run.seq_max <= above || run.seq_min > through {
+                continue;
+            }
+            let first = run
+                .entries
+                .partition_point(|e| e.value_cmp(start_prefix, start) == Ordering::Less);
+            for entry in run.entries[first..].iter().take_while(|e| in_range(e)) {
+                if wanted(entry) {
+                    found.push((entry.seq, entry.pk().to_vec()));
+                }
+            }
+        }
+        (found, maps.pruned_through)
+    }
+
+    pub fn pruned_through(&self) -> SeqNo {
+        self.lock().pruned_through
+    }
+
+    pub fn len(&self) -> usize {
+        self.lock().entries
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Approximate heap bytes held.
+    pub fn memory_bytes(&self) -> u64 {
+        self.lock().bytes as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+    use std::collections::BTreeMap;
+
+    fn sorted(mut v: Vec<(SeqNo, Vec<u8>)>) -> Vec<(SeqNo, Vec<u8>)> {
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn candidates_prune_and_order() {
+        let map = MemtableMap::default();
+        map.insert(b"b", 1, b"p1");
+        map.insert(b"a", 2, b"p2");
+        map.insert(b"b", 3, b"p3");
+        map.insert(b"c", 4, b"p4");
+        let (found, pruned) = map.candidates(b"b", Some(b"c"), 0, 10);
+        assert_eq!(
+            sorted(found),
+            vec![(1, b"p1".to_vec()), (3, b"p3".to_vec())]
+        );
+        assert_eq!(pruned, 0);
+        assert_eq!(map.candidates(b"a", None, 1, 3).0.len(), 2);
+        map.prune_through(2);
+        assert_eq!(map.len(), 2);
+        assert_eq!(map.pruned_through(), 2);
+        let (found, pruned) = map.candidates(b"", None, 0, 10);
+        assert_eq!(found.len(), 2);
+        assert_eq!(pruned, 2);
+        // Writes at or below the pruned sequence are not recorded again.
+        map.insert(b"z", 2, b"late");
+        assert_eq!(map.len(), 2);
+        map.prune_through(100);
+        assert!(map.is_empty());
+        assert_eq!(map.memory_bytes(), 0);
+    }
+
+    /// Against a BTreeMap model, through many runs, merges and prunes.
+    #[test]
+    fn matches_a_model() {
+        let seed = 7;
+        let mut rng = StdRng::seed_from_u64(seed);
+        let map = MemtableMap::default();
+        let mut model: BTreeMap<(Vec<u8>, SeqNo), Vec<u8>> = BTreeMap::new();
+        let mut seq = 0;
+        let mut pruned = 0;
+        let value = |rng: &mut StdRng| -> Vec<u8> {
+            let len = rng.gen_range(0..12);
+            (0..len).map(|_| rng.gen_range(0..4u8)).collect()
+        };
+        for step in 0..6000 {
+            seq += 1;
+            let v = value(&mut rng);
+            map.insert(&v, seq, format!("pk{step}").as_bytes());
+            model.insert((v, seq), format!("pk{step}").into_bytes());
+            if rng.gen_ratio(1, 500) {
+                pruned = rng.gen_range(pruned..=seq);
+                map.prune_through(pruned);
+                model.retain(|(_, s), _| *s > pruned);
+            }
+            if step % 97 == 0 {
+                let mut bounds = [value(&mut rng), value(&mut rng)];
+                bounds.sort();
+                let [start, end] = bounds;
+                let above = rng.gen_range(0..=seq);
+                let (found, p) = map.candidates(&start, Some(&end), above, seq);
+                assert_eq!(p, pruned);
+                let want: Vec<(SeqNo, Vec<u8>)> = model
+                    .iter()
+                    .filter(|((v, s), _)| *v >= start && *v < end && *s > above)
+                    .map(|((_, s), pk)| (*s, pk.clone()))
+                    .collect();
+                assert_eq!(sorted(found), sorted(want), "step {step} seed {seed}");
+                assert_eq!(map.len(), model.len());
+            }
+        }
+    }
+}
