@@ -79,6 +79,10 @@ pub enum Maintenance {
     SyncFull,
     /// Never read at write; queries validate every candidate against the primary.
     SyncInsert,
+    /// Never read at write (blind replaces and deletes); entries carry their version's
+    /// sequence number and the primary's flushes and compactions emit DELETEs for the versions
+    /// they drop (Vinyl). Non-unique composite indexes only; see `deferred.rs`.
+    Deferred,
 }
 
 impl Maintenance {
@@ -86,6 +90,7 @@ impl Maintenance {
         match self {
             Maintenance::SyncFull => "sync-full",
             Maintenance::SyncInsert => "sync-insert",
+            Maintenance::Deferred => "deferred",
         }
     }
 }
@@ -102,8 +107,9 @@ impl FromStr for Maintenance {
         match text {
             "sync-full" => Ok(Maintenance::SyncFull),
             "sync-insert" => Ok(Maintenance::SyncInsert),
+            "deferred" => Ok(Maintenance::Deferred),
             other => Err(format!(
-                "unknown maintenance {other:?} (expected sync-full or sync-insert)"
+                "unknown maintenance {other:?} (expected sync-full, sync-insert or deferred)"
             )),
         }
     }
@@ -130,6 +136,8 @@ pub struct IndexSpec {
     pub maintenance: Option<Maintenance>,
     /// sync-insert only: queries delete the stale entries they meet.
     pub read_repair: bool,
+    /// No two live documents may share a value (composite or eager, sync-full only).
+    pub unique: bool,
 }
 
 impl IndexSpec {
@@ -141,6 +149,7 @@ impl IndexSpec {
             kind,
             maintenance: None,
             read_repair: false,
+            unique: false,
         }
     }
     pub fn with_maintenance(mut self, maintenance: Maintenance) -> IndexSpec {
@@ -149,6 +158,10 @@ impl IndexSpec {
     }
     pub fn with_read_repair(mut self, read_repair: bool) -> IndexSpec {
         self.read_repair = read_repair;
+        self
+    }
+    pub fn with_unique(mut self, unique: bool) -> IndexSpec {
+        self.unique = unique;
         self
     }
 }
@@ -187,6 +200,9 @@ pub struct IndexRecord {
     pub first_seq: SeqNo,
     /// Engine tree of a stand-alone index (`None` for `memory`).
     pub tree: Option<String>,
+    /// Writes giving a value that another live document holds are rejected.
+    #[serde(default)]
+    pub unique: bool,
 }
 
 pub fn collection_key(name: &str) -> Vec<u8> {

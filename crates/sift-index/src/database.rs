@@ -9,6 +9,7 @@ use crate::catalog::{
     CollectionRecord, IndexKind, IndexRecord, IndexSpec, IndexState, Maintenance, CATALOG_TREE,
     NEXT_ID_KEY, TREE_PREFIX,
 };
+use crate::deferred::{deferred_key, is_deferred, DeferredObserver, DeferredRegistry};
 use crate::document::{DocumentParser, IndexedAttribute, TypeMismatchPolicy};
 use crate::encoding::{encode_pk, encode_value_to_vec};
 use crate::envelope::EnvelopeRef;
@@ -160,6 +161,8 @@ pub struct Database {
     type_mismatch: TypeMismatchPolicy,
     progress: Option<ProgressCallback>,
     write_options: WriteOptions,
+    /// Deferred indexes by primary tree, for the compaction observer (`deferred.rs`).
+    pub(crate) deferred: Arc<DeferredRegistry>,
 }
 
 impl std::fmt::Debug for Database {
@@ -192,7 +195,20 @@ impl Database {
     pub fn open(path: impl AsRef<Path>, options: DatabaseOptions) -> Result<Database> {
         let mut engine_options = options.engine.clone();
         engine_options.default_tree_options.merge_operator = Some(Arc::new(PostingMergeOperator));
+        let deferred = Arc::new(DeferredRegistry::default());
+        engine_options
+            .compaction_observers
+            .push(Arc::new(DeferredObserver {
+                registry: Arc::clone(&deferred),
+            }));
+        // Deferred indexes accumulate DELETEs: let compaction push tombstone-heavy files down.
+        engine_options.compaction_prefer_tombstones = true;
         let engine = Db::open(path, engine_options)?;
+        if engine.default_tree().id() != crate::deferred::DEFAULT_TREE_ID {
+            return Err(IndexError::Internal(
+                "the engine's default tree does not have id 0".into(),
+            ));
+        }
         let catalog_tree = match engine.tree(CATALOG_TREE) {
             Ok(tree) => tree,
             Err(sift_lsm::Error::TreeNotFound(_)) => {
@@ -210,8 +226,13 @@ impl Database {
             write_options: WriteOptions {
                 sync: options.sync_writes,
             },
+            deferred,
         };
         database.load_catalog()?;
+        {
+            let _guard = database.lock_writes();
+            database.apply_pending_drops()?;
+        }
         Ok(database)
     }
 
@@ -256,6 +277,7 @@ impl Database {
     }
 
     fn install(&self, catalog: Catalog) {
+        self.deferred.replace(catalog.collections.values());
         *self.catalog.write() = Arc::new(catalog);
     }
 
@@ -523,8 +545,13 @@ impl Database {
             if let Some(value) = index.encoded_value(&envelope, seq) {
                 match index.record.kind {
                     IndexKind::Composite => {
-                        let mut key = value.to_vec();
-                        encode_pk(pk, &mut key);
+                        let key = if is_deferred(index) {
+                            deferred_key(&value, seq, pk)
+                        } else {
+                            let mut key = value.to_vec();
+                            encode_pk(pk, &mut key);
+                            key
+                        };
                         batch.put(index.stand_alone_tree()?, &key, b"");
                         if batch.len() >= BACKFILL_BATCH_ENTRIES {
                             self.engine
@@ -663,7 +690,29 @@ impl Database {
             (IndexKind::Memory, Maintenance::SyncInsert) => {
                 return Err(invalid("a memory index is always exact (sync-full)"))
             }
+            (IndexKind::Eager | IndexKind::Lazy | IndexKind::Memory, Maintenance::Deferred) => {
+                return Err(invalid(
+                    "deferred maintenance applies to composite indexes only (its DELETEs cancel entries that carry their version's sequence number)",
+                ))
+            }
             _ => {}
+        }
+        let maintenance = if spec.unique && spec.maintenance.is_none() {
+            Maintenance::SyncFull
+        } else {
+            maintenance
+        };
+        if spec.unique {
+            if maintenance != Maintenance::SyncFull {
+                return Err(invalid(
+                    "a unique index must be sync-full: checking that no other live document has the value needs an exact index, read at write (deferred and insert-only maintenance leave stale entries that would make the check wrong)",
+                ));
+            }
+            if !matches!(spec.kind, IndexKind::Composite | IndexKind::Eager) {
+                return Err(invalid(
+                    "unique indexes are composite or eager (the kinds whose sync-full entries are read at write)",
+                ));
+            }
         }
         if spec.read_repair && maintenance != Maintenance::SyncInsert {
             return Err(invalid(
@@ -706,7 +755,18 @@ impl Database {
             first_seq: self.engine.latest_sequence(),
             tree: (spec.kind != IndexKind::Memory)
                 .then(|| index_tree_name(collection.record.id, id)),
+            unique: spec.unique,
         };
+        if record.unique {
+            // Before anything is created, so a failure leaves nothing behind.
+            let probe = Index {
+                record: record.clone(),
+                path: path.clone(),
+                tree: None,
+                memory: None,
+            };
+            crate::unique::check_no_duplicates(&self.engine, &collection, &probe)?;
+        }
         let index = self.new_index(record.clone())?;
         let mut batch = WriteBatch::new();
         batch.put(
@@ -874,6 +934,10 @@ impl Database {
             index.record.maintenance == Maintenance::SyncFull
                 && index.record.kind != IndexKind::Memory
         });
+        // Deferred indexes make deletes blind when no index needs the old version: a tombstone
+        // is written (and a sequence number returned) whether or not the document existed.
+        let blind_deletes = !needs_old && collection.indexes.iter().any(|i| is_deferred(i));
+        let mut unique_claims = crate::unique::UniqueClaims::default();
         let mut batch = WriteBatch::new();
         // Versions written earlier in this batch, so a second write of a pk sees the first.
         let mut pending: HashMap<Vec<u8>, Option<(Vec<u8>, SeqNo)>> = HashMap::new();
@@ -884,7 +948,7 @@ impl Database {
                 Prepared::Put { pk, envelope } => (pk, Some(envelope)),
                 Prepared::Delete { pk } => (pk, None),
             };
-            let old = if needs_old || new_envelope.is_none() {
+            let old = if needs_old || (new_envelope.is_none() && !blind_deletes) {
                 match pending.get(&pk) {
                     Some(version) => version.clone(),
                     None => self
@@ -895,7 +959,7 @@ impl Database {
             } else {
                 None
             };
-            if new_envelope.is_none() && old.is_none() {
+            if new_envelope.is_none() && old.is_none() && !blind_deletes {
                 results.push(None);
                 continue;
             }
@@ -928,8 +992,28 @@ impl Database {
                     .and_then(|envelope| index.encoded_value(envelope, seq));
                 let sync_full = index.record.maintenance == Maintenance::SyncFull;
                 match index.record.kind {
+                    IndexKind::Composite if is_deferred(index) => {
+                        // Blind: the old version's entry is cancelled when the primary drops it.
+                        if let Some(new_value) = &new_value {
+                            batch.put(
+                                index.stand_alone_tree()?,
+                                &deferred_key(new_value, seq, &pk),
+                                b"",
+                            );
+                        }
+                    }
                     IndexKind::Composite => {
                         let tree = index.stand_alone_tree()?;
+                        if index.record.unique {
+                            unique_claims.claim_composite(
+                                &self.engine,
+                                position,
+                                index,
+                                &pk,
+                                old_value.as_ref().map(|(v, _)| v.as_ref()),
+                                new_value.as_deref(),
+                            )?;
+                        }
                         if let (true, Some((old_value, _))) = (sync_full, &old_value) {
                             if new_value.as_deref() != Some(old_value.as_ref()) {
                                 let mut key = old_value.to_vec();
@@ -962,6 +1046,14 @@ impl Database {
                         }
                         if let Some(new_value) = &new_value {
                             load(new_value)?;
+                        }
+                        if let (true, Some(new_value)) = (index.record.unique, &new_value) {
+                            let taken = lists
+                                .get(&(position, new_value.to_vec()))
+                                .is_some_and(|list| list.iter().any(|p| p.pk != pk));
+                            if taken {
+                                return Err(crate::unique::violation(index, new_value));
+                            }
                         }
                         if let Some((old_value, _)) = &old_value {
                             if let Some(list) = lists.get_mut(&(position, old_value.to_vec())) {

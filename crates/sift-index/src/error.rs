@@ -137,6 +137,9 @@ pub enum IndexError {
         given: AttrType,
     },
 
+    #[error("unique index `{index}` already holds the value {value} for another document; nothing was written")]
+    UniqueViolation { index: String, value: String },
+
     #[error("catalog record `{key}` is corrupt: {message}")]
     CorruptCatalog { key: String, message: String },
 

@@ -53,6 +53,7 @@
 
 pub mod catalog;
 pub mod database;
+pub mod deferred;
 pub mod document;
 pub mod encoding;
 pub mod envelope;
@@ -62,12 +63,14 @@ pub mod path;
 pub mod postings;
 pub mod query;
 mod time;
+pub mod unique;
 pub mod value;
 
 pub use catalog::{IndexKind, IndexRecord, IndexSpec, IndexState, Maintenance};
 pub use database::{
     BackfillProgress, CollectionInfo, Database, DatabaseOptions, ProgressCallback, WriteOp,
 };
+pub use deferred::DeferredGarbage;
 pub use document::{DocumentParser, IndexedAttribute, ParsedDocument, TypeMismatchPolicy};
 pub use encoding::{
     checked_range_bounds, composite_key, decode_pk, decode_value, encode_pk, encode_value,

@@ -63,6 +63,14 @@ fn key_range(files: &[Arc<FileMetaData>]) -> Option<(Vec<u8>, Vec<u8>)> {
     Some((smallest?.to_vec(), largest?.to_vec()))
 }
 
+/// The idle file with the most tombstones, if at least half of its entries are tombstones.
+fn tombstone_heavy_file(files: &[Arc<FileMetaData>]) -> Option<&Arc<FileMetaData>> {
+    files
+        .iter()
+        .filter(|f| !f.is_being_compacted() && f.deletions > 0 && f.deletions * 2 >= f.entries)
+        .max_by_key(|f| f.deletions)
+}
+
 impl DbInner {
     pub(crate) fn level_bytes_max(&self, level: usize) -> u64 {
         let mut bytes = self.options.level1_bytes_max;
@@ -116,10 +124,18 @@ impl DbInner {
             let start = pointer.map_or(0, |p| {
                 files.partition_point(|f| compare_internal_keys(&f.largest, p).is_le())
             });
-            let pick = files[start..]
-                .iter()
-                .chain(files[..start].iter())
-                .find(|f| !f.is_being_compacted())?;
+            let tombstone_heavy = self
+                .options
+                .compaction_prefer_tombstones
+                .then(|| tombstone_heavy_file(files))
+                .flatten();
+            let pick = match tombstone_heavy {
+                Some(file) => file,
+                None => files[start..]
+                    .iter()
+                    .chain(files[..start].iter())
+                    .find(|f| !f.is_being_compacted())?,
+            };
             vec![Arc::clone(pick)]
         };
         self.setup_compaction(tree, tv, level, first)
