@@ -100,6 +100,8 @@ pub(crate) struct DeferredRegistry {
     deletes_emitted: AtomicU64,
     /// Dropped versions whose envelope did not decode (no delete could be emitted).
     undecodable_versions: AtomicU64,
+    /// Versions recorded before the catalog was loaded and turned into deletes at open.
+    pending_applied: AtomicU64,
 }
 
 impl DeferredRegistry {
@@ -195,6 +197,11 @@ pub struct DeferredGarbage {
     pub stored_tombstones: u64,
     /// DELETEs the observer emitted since open, over every deferred index.
     pub deletes_emitted: u64,
+    /// Dropped versions recorded before the catalog was loaded and handled at open, since open.
+    pub pending_versions_applied: u64,
+    /// Dropped versions whose stored envelope did not decode, since open (their entries stay
+    /// as garbage; queries still validate them away).
+    pub undecodable_versions: u64,
 }
 
 impl Database {
@@ -252,6 +259,8 @@ impl Database {
             }
         }
         report.deletes_emitted = self.deferred.deletes_emitted.load(Ordering::Relaxed);
+        report.pending_versions_applied = self.deferred.pending_applied.load(Ordering::Relaxed);
+        report.undecodable_versions = self.deferred.undecodable_versions.load(Ordering::Relaxed);
         Ok(report)
     }
 
@@ -295,6 +304,9 @@ impl Database {
                 return Ok(applied);
             }
             applied += records as u64;
+            self.deferred
+                .pending_applied
+                .fetch_add(records as u64, Ordering::Relaxed);
             self.engine
                 .write(batch, &sift_lsm::WriteOptions { sync: true })?;
         }
