@@ -254,7 +254,14 @@ impl Database {
 
     /// Compacts every tree of the database fully.
     pub fn compact_all(&self) -> Result<()> {
-        for name in self.engine.tree_names() {
+        {
+            let _guard = self.lock_writes();
+            self.apply_pending_drops()?;
+        }
+        // Primaries first: their compactions emit the DELETEs of deferred indexes.
+        let mut names = self.engine.tree_names();
+        names.sort_by_key(|name| !name.ends_with(".docs"));
+        for name in names {
             let tree = self.engine.tree(&name)?;
             self.engine.compact_range(&tree, None, None)?;
         }

@@ -16,7 +16,11 @@
 //! - One tree per stand-alone index (`sift.c{id}.i{index id}`): `composite` keys
 //!   `enc(value) ‖ encode_pk(pk)` with empty values; `eager` and `lazy` keys `enc(value)` with
 //!   posting lists / fragments. `memory` indexes have no tree and are rebuilt at open (not
-//!   persisted on close).
+//!   persisted on close). `deferred` composite indexes key each version's entry
+//!   `enc(value) ‖ !seq ‖ encode_pk(pk)` and are cleaned by DELETEs that the primary's
+//!   flushes and compactions emit through a compaction observer ([`deferred`]).
+//! - Unique indexes (composite or eager, sync-full) reject a write whose value another live
+//!   document holds ([`unique`]).
 //! - Every write (a put, a delete, or a batch of them) is ONE engine `WriteBatch` over the
 //!   primary tree and every stand-alone index tree. Per document the primary entry comes
 //!   first, so the document's sequence number is the one its entry got.
