@@ -10,3 +10,5 @@
 
 pub mod index;
 pub mod kv;
+#[cfg(feature = "sift")]
+pub mod vinyl;

@@ -34,12 +34,14 @@ struct ModelDoc {
 }
 
 type Model = BTreeMap<Vec<u8>, ModelDoc>;
+/// A random document: JSON, `n`, `s`.
+type RandomDoc = (Vec<u8>, Option<i64>, Option<String>);
 
 fn pk_name(pk: u32) -> String {
     format!("pk{pk:02}")
 }
 
-fn random_doc(rng: &mut StdRng, pk: u32, tag: u64) -> (Vec<u8>, Option<i64>, Option<String>) {
+fn random_doc(rng: &mut StdRng, pk: u32, tag: u64) -> RandomDoc {
     let n = (rng.gen_range(0..10) > 0).then(|| rng.gen_range(-1..INT_VALUES - 1));
     let s = (rng.gen_range(0..6) > 0).then(|| STRINGS[rng.gen_range(0..STRINGS.len())].to_string());
     let mut doc = serde_json::json!({
@@ -272,8 +274,7 @@ fn deferred_matches_the_model() {
             60..=71 => {
                 // A batch, possibly touching one pk twice; sometimes with a bad document.
                 let count = rng.gen_range(1..7);
-                let mut docs: Vec<(Vec<u8>, Option<(Vec<u8>, Option<i64>, Option<String>)>)> =
-                    Vec::new();
+                let mut docs: Vec<(Vec<u8>, Option<RandomDoc>)> = Vec::new();
                 for _ in 0..count {
                     let pk = rng.gen_range(0..PKS);
                     if rng.gen_bool(0.3) {
