@@ -852,7 +852,9 @@ impl Database {
             .ok_or_else(|| IndexError::Internal("a put returned no sequence number".into()))
     }
 
-    /// Deletes a document; `None` if there was none.
+    /// Deletes a document; `None` if there was none. In a collection with a `deferred` index
+    /// and no index that needs the old version, deletes are blind: a tombstone is written and
+    /// its sequence number returned whether or not the document existed.
     pub fn delete(&self, collection: &str, pk: &[u8]) -> Result<Option<SeqNo>> {
         Ok(self
             .write(collection, &[WriteOp::Delete(pk)])?
@@ -862,8 +864,9 @@ impl Database {
     }
 
     /// Applies the writes atomically, in order (one engine batch). Returns each write's
-    /// sequence number (`None` for a delete of a missing document). If any document is bad,
-    /// nothing is written.
+    /// sequence number (`None` for a delete of a missing document, unless deletes are blind:
+    /// see [`Database::delete`]). If any document is bad, or a unique index would get a value
+    /// another live document holds (`IndexError::UniqueViolation`), nothing is written.
     pub fn write(&self, collection_name: &str, ops: &[WriteOp<'_>]) -> Result<Vec<Option<SeqNo>>> {
         let mut collection = self.collection_arc(collection_name)?;
         let mut prepared = Self::prepare(&collection, ops)?;

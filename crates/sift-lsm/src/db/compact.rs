@@ -491,3 +491,38 @@ impl DbInner {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tombstone_preference_tests {
+    use super::*;
+
+    fn file(number: u64, entries: u64, deletions: u64) -> Arc<FileMetaData> {
+        Arc::new(FileMetaData::new(
+            number,
+            1000,
+            Vec::new(),
+            Vec::new(),
+            0,
+            0,
+            entries,
+            deletions,
+            Vec::new(),
+            Vec::new(),
+        ))
+    }
+
+    #[test]
+    fn the_file_with_most_tombstones_is_preferred_only_if_half_are_tombstones() {
+        let files = vec![
+            file(1, 100, 10),
+            file(2, 100, 60),
+            file(3, 200, 100),
+            file(4, 10, 9),
+        ];
+        assert_eq!(tombstone_heavy_file(&files).map(|f| f.number), Some(3));
+        files[2].being_compacted.store(true, Ordering::Release);
+        assert_eq!(tombstone_heavy_file(&files).map(|f| f.number), Some(2));
+        let light = vec![file(1, 100, 49), file(2, 100, 0)];
+        assert!(tombstone_heavy_file(&light).is_none());
+    }
+}
