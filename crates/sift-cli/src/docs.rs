@@ -1,11 +1,11 @@
 //! Document and index commands: `import`, `index create|list|drop`, `get`, `put`, `delete`,
-//! `lookup`, `range`, `stats`. Each opens the database, does one thing, and closes it.
+//! `lookup`, `range`, `within`, `stats`. Each opens the database, does one thing, and closes it.
 //! Tables for people on stdout; `--json` for scripts; errors are returned to `main`, which
 //! prints them to stderr and exits non-zero.
 
 use clap::{Args, Subcommand};
 use sift_index::{
-    AttrType, AttrValue, Database, DatabaseOptions, Hit, IndexKind, IndexSpec, Maintenance,
+    AttrType, AttrValue, Database, DatabaseOptions, GeoBox, Hit, IndexKind, IndexSpec, Maintenance,
     QueryResult, WriteOp,
 };
 use std::io::{BufRead, BufReader, Write};
@@ -156,6 +156,25 @@ pub struct RangeArgs {
     /// Upper bound, inclusive.
     #[arg(long)]
     pub to: String,
+    #[arg(long)]
+    pub limit: Option<usize>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct WithinArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    #[arg(long)]
+    pub collection: String,
+    /// A geo index (kind memory or composite).
+    #[arg(long)]
+    pub index: String,
+    /// The box `min_lon,min_lat,max_lon,max_lat` in degrees; points on its edges are inside.
+    #[arg(long, allow_hyphen_values = true)]
+    pub bbox: String,
+    /// At most this many hits, newest first [default: all].
     #[arg(long)]
     pub limit: Option<usize>,
     #[arg(long)]
@@ -483,6 +502,16 @@ pub fn range(args: &RangeArgs) -> Result<(), String> {
     let hi = AttrValue::parse_cli(&args.to, attr_type).map_err(|e| format!("--to: {e}"))?;
     let result = database
         .range(&args.collection, &args.index, &lo, &hi, args.limit)
+        .map_err(|e| e.to_string())?;
+    close(database)?;
+    print_result(&result, args.json)
+}
+
+pub fn within(args: &WithinArgs) -> Result<(), String> {
+    let geo_box = GeoBox::parse(&args.bbox).map_err(|e| format!("--bbox: {e}"))?;
+    let database = open(&args.db)?;
+    let result = database
+        .within(&args.collection, &args.index, &geo_box, args.limit)
         .map_err(|e| e.to_string())?;
     close(database)?;
     print_result(&result, args.json)

@@ -53,6 +53,9 @@ enum Command {
     Lookup(docs::LookupArgs),
     /// RANGELOOKUP: documents whose indexed attribute is within [--from, --to], newest first.
     Range(docs::RangeArgs),
+    /// Spatial query: documents whose geo attribute lies in --bbox (edges included), newest
+    /// first.
+    Within(docs::WithinArgs),
     /// Documents, bytes on disk and files per level, per collection and index.
     Stats(docs::StatsArgs),
 }
@@ -109,6 +112,7 @@ fn main() -> ExitCode {
         Command::Delete(args) => docs::delete(&args),
         Command::Lookup(args) => docs::lookup(&args),
         Command::Range(args) => docs::range(&args),
+        Command::Within(args) => docs::within(&args),
         Command::Stats(args) => docs::stats(&args),
     };
     match result {

@@ -27,7 +27,8 @@ pub enum IndexKind {
     Eager,
     /// Key `value`, value = posting-list fragments combined by a merge operator.
     Lazy,
-    /// In memory only, rebuilt from the collection at open.
+    /// In memory only: loaded at open from the snapshot of a clean close, else rebuilt from the
+    /// collection.
     Memory,
 }
 

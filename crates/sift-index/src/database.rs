@@ -15,6 +15,7 @@ use crate::encoding::{encode_pk, encode_value_to_vec};
 use crate::envelope::EnvelopeRef;
 use crate::error::{IndexError, Result};
 use crate::memory::MemoryIndex;
+use crate::memory_snapshot::{self, MemoryIndexOrigin};
 use crate::path::AttrPath;
 use crate::postings::{decode_postings, encode_postings, Posting, PostingMergeOperator};
 use crate::value::AttrValue;
@@ -163,6 +164,11 @@ pub struct Database {
     write_options: WriteOptions,
     /// Deferred indexes by primary tree, for the compaction observer (`deferred.rs`).
     pub(crate) deferred: Arc<DeferredRegistry>,
+    /// The engine's file system: memory-index snapshots are written through it.
+    pub(crate) file_system: Arc<dyn sift_lsm::fs::FileSystem>,
+    /// The engine's latest sequence number right after recovery, before this layer wrote
+    /// anything: a memory-index snapshot is current only if written at exactly this number.
+    opened_sequence: SeqNo,
 }
 
 impl std::fmt::Debug for Database {
@@ -195,7 +201,10 @@ impl Database {
     pub fn open(path: impl AsRef<Path>, options: DatabaseOptions) -> Result<Database> {
         let mut engine_options = options.engine.clone();
         engine_options.default_tree_options.merge_operator = Some(Arc::new(PostingMergeOperator));
-        let deferred = Arc::new(DeferredRegistry::default());
+        let deferred = Arc::new(DeferredRegistry::new(crate::deferred::read_marker(
+            options.engine.file_system.as_ref(),
+            path.as_ref(),
+        )));
         engine_options
             .compaction_observers
             .push(Arc::new(DeferredObserver {
@@ -216,6 +225,7 @@ impl Database {
             }
             Err(error) => return Err(error.into()),
         };
+        let opened_sequence = engine.latest_sequence();
         let database = Database {
             engine,
             catalog_tree,
@@ -227,18 +237,38 @@ impl Database {
                 sync: options.sync_writes,
             },
             deferred,
+            file_system: Arc::clone(&options.engine.file_system),
+            opened_sequence,
         };
         database.load_catalog()?;
         {
             let _guard = database.lock_writes();
             database.apply_pending_drops()?;
+            database.update_deferred_marker(None)?;
         }
         Ok(database)
     }
 
-    /// Stops background work and syncs the WAL.
+    /// Stops background work, syncs the WAL, then saves each memory index to a snapshot so
+    /// the next open loads it instead of scanning (`memory_snapshot.rs`).
     pub fn close(self) -> Result<()> {
-        Ok(self.engine.close()?)
+        let catalog = Arc::clone(&self.catalog.read());
+        // No write can run: `self` is owned here, so this is the state the snapshots reflect.
+        let sequence = self.engine.latest_sequence();
+        let directory = self.engine.path().to_path_buf();
+        self.engine.close()?;
+        let memory_indexes = catalog.collections.values().flat_map(|collection| {
+            collection
+                .indexes
+                .iter()
+                .filter_map(|index| index.memory.as_ref().map(|memory| (&index.record, memory)))
+        });
+        memory_snapshot::write_snapshots(
+            self.file_system.as_ref(),
+            &directory,
+            memory_indexes,
+            sequence,
+        )
     }
 
     /// The engine underneath, for statistics, flushes and compactions. Writing to it directly
@@ -421,6 +451,7 @@ impl Database {
             }
         }
         self.install(catalog);
+        memory_snapshot::remove_snapshots(self.file_system.as_ref(), self.engine.path())?;
         Ok(())
     }
 
@@ -433,6 +464,36 @@ impl Database {
                 tree: None,
                 memory: Some(MemoryIndex::default()),
             };
+            if let Some(memory) = &index.memory {
+                match memory_snapshot::restore(
+                    self.file_system.as_ref(),
+                    self.engine.path(),
+                    &index.record,
+                    self.opened_sequence,
+                    memory,
+                ) {
+                    Ok(entries) => {
+                        memory.set_origin(MemoryIndexOrigin::Snapshot {
+                            seq: self.opened_sequence,
+                            entries,
+                        });
+                        return Ok(index);
+                    }
+                    Err(rejection) => {
+                        if let memory_snapshot::SnapshotRejection::Corrupt(_) = rejection {
+                            // Damage on disk deserves a word to the operator; a missing or
+                            // stale snapshot after a crash is routine and only recorded.
+                            eprintln!(
+                                "sift: memory index `{}` of `{}`: {rejection}; rebuilding it",
+                                index.record.name, index.record.collection
+                            );
+                        }
+                        memory.set_origin(MemoryIndexOrigin::Rebuilt {
+                            reason: rejection.to_string(),
+                        });
+                    }
+                }
+            }
             let progress = self.progress.clone();
             self.backfill(collection, &index, &mut |p| {
                 if let Some(callback) = &progress {
@@ -764,6 +825,11 @@ impl Database {
                 .then(|| index_tree_name(collection.record.id, id)),
             unique: spec.unique,
         };
+        if record.maintenance == Maintenance::Deferred {
+            // Before the index can get entries: the observer must know this primary at the
+            // next open even before the catalog is loaded (`deferred.rs`).
+            self.update_deferred_marker(Some(collection.primary.id()))?;
+        }
         if record.unique {
             // Before anything is created, so a failure leaves nothing behind.
             let probe = Index {

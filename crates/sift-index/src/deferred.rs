@@ -15,9 +15,12 @@
 //! entry's sequence number (`deferred_query.rs`).
 //!
 //! Before the catalog is loaded at open the observer does not know which trees are primaries
-//! with deferred indexes (a compaction may start as soon as the engine is open). It then
-//! records every dropped put durably, in the engine's default tree under [`PENDING_PREFIX`],
-//! with the job; `Database::open` turns those records into deletes once the catalog is loaded.
+//! with deferred indexes (a compaction may start as soon as the engine is open). A small file
+//! in the database directory ([`MARKER_FILE`], read before the engine opens) names the primary
+//! trees that have (or had) deferred indexes; until the catalog is loaded, the observer
+//! records every put dropped from those trees durably, in the engine's default tree under
+//! [`PENDING_PREFIX`], with the job, and `Database::open` turns the records into deletes once
+//! the catalog is loaded. Databases without deferred indexes write nothing at open.
 
 use crate::database::{Collection, Database, Index};
 use crate::encoding::{decode_pk, decode_value};
@@ -26,7 +29,8 @@ use crate::error::{IndexError, Result};
 use parking_lot::RwLock;
 use sift_lsm::extension::{CompactionObserver, DroppedEntry, JobKind};
 use sift_lsm::{ReadOptions, SeqNo, TreeId, ValueKind, WriteBatch};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -37,6 +41,49 @@ pub(crate) const DEFAULT_TREE_ID: TreeId = 0;
 /// Pending records handled per engine batch at open.
 const PENDING_BATCH_RECORDS: usize = 256;
 const SEQ_BYTES: usize = 8;
+/// File in the database directory naming the primary trees with deferred indexes.
+pub const MARKER_FILE: &str = "sift-deferred-primaries";
+const MARKER_HEADER: &str = "sift deferred primaries v1";
+
+/// The primary tree ids named by the marker file: empty if there is none, `None` if it cannot
+/// be read or parsed (then every dropped put is recorded until the catalog is loaded).
+pub(crate) fn read_marker(
+    file_system: &dyn sift_lsm::fs::FileSystem,
+    directory: &Path,
+) -> Option<BTreeSet<TreeId>> {
+    let path = directory.join(MARKER_FILE);
+    if !file_system.exists(&path) {
+        return Some(BTreeSet::new());
+    }
+    let bytes = file_system.read_all(&path).ok()?;
+    let text = std::str::from_utf8(&bytes).ok()?;
+    let mut lines = text.lines();
+    if lines.next()? != MARKER_HEADER {
+        return None;
+    }
+    lines.map(|line| line.parse::<TreeId>().ok()).collect()
+}
+
+/// Replaces the marker file (temporary file, sync, rename, directory sync).
+pub(crate) fn write_marker(
+    file_system: &dyn sift_lsm::fs::FileSystem,
+    directory: &Path,
+    primaries: &BTreeSet<TreeId>,
+) -> Result<()> {
+    let mut text = format!("{MARKER_HEADER}\n");
+    for id in primaries {
+        text.push_str(&id.to_string());
+        text.push('\n');
+    }
+    let temporary = directory.join(format!("{MARKER_FILE}.tmp"));
+    let mut file = file_system.create(&temporary)?;
+    file.append(text.as_bytes())?;
+    file.sync()?;
+    drop(file);
+    file_system.rename(&temporary, &directory.join(MARKER_FILE))?;
+    file_system.sync_dir(directory)?;
+    Ok(())
+}
 
 /// The index key of a deferred entry: `value ‖ !seq (BE) ‖ encode_pk(pk)`, so one value's
 /// entries sort newest version first.
@@ -88,6 +135,10 @@ fn split_pending_key(key: &[u8]) -> Option<(TreeId, SeqNo, &[u8])> {
 struct RegistryState {
     /// False until `Database::open` has loaded the catalog.
     loaded: bool,
+    /// Before `loaded`: the primaries whose dropped puts are recorded (`None`: all).
+    recorded_before_load: Option<BTreeSet<TreeId>>,
+    /// What the marker file names now.
+    marker: BTreeSet<TreeId>,
     /// Primary tree id → its ready deferred indexes.
     by_primary: HashMap<TreeId, Vec<Arc<Index>>>,
 }
@@ -105,6 +156,36 @@ pub(crate) struct DeferredRegistry {
 }
 
 impl DeferredRegistry {
+    /// A registry for a database whose marker file says `marker` (see [`read_marker`]).
+    pub(crate) fn new(marker: Option<BTreeSet<TreeId>>) -> DeferredRegistry {
+        let registry = DeferredRegistry::default();
+        {
+            let mut state = registry.state.write();
+            state.marker = marker.clone().unwrap_or_default();
+            state.recorded_before_load = marker;
+        }
+        registry
+    }
+
+    /// The primaries the marker file must name: those with deferred indexes, plus `extra`.
+    /// `None` if the file already names exactly these (or, with `extra`, a superset).
+    pub(crate) fn marker_update(&self, extra: Option<TreeId>) -> Option<BTreeSet<TreeId>> {
+        let state = self.state.read();
+        if let Some(id) = extra {
+            return (!state.marker.contains(&id)).then(|| {
+                let mut wanted = state.marker.clone();
+                wanted.insert(id);
+                wanted
+            });
+        }
+        let wanted: BTreeSet<TreeId> = state.by_primary.keys().copied().collect();
+        (wanted != state.marker).then_some(wanted)
+    }
+
+    pub(crate) fn marker_written(&self, primaries: BTreeSet<TreeId>) {
+        self.state.write().marker = primaries;
+    }
+
     /// Installs the deferred indexes of `collections` and marks the catalog loaded.
     pub(crate) fn replace<'a>(&self, collections: impl Iterator<Item = &'a Arc<Collection>>) {
         let mut by_primary: HashMap<TreeId, Vec<Arc<Index>>> = HashMap::new();
@@ -164,7 +245,11 @@ impl CompactionObserver for DeferredObserver {
         }
         let state = self.registry.state.read();
         if !state.loaded {
-            if entry.tree != DEFAULT_TREE_ID {
+            let recorded = state
+                .recorded_before_load
+                .as_ref()
+                .is_none_or(|primaries| primaries.contains(&entry.tree));
+            if recorded && entry.tree != DEFAULT_TREE_ID {
                 emit.put_in(
                     DEFAULT_TREE_ID,
                     &pending_key(entry.tree, entry.seq, entry.user_key),
@@ -262,6 +347,16 @@ impl Database {
         report.pending_versions_applied = self.deferred.pending_applied.load(Ordering::Relaxed);
         report.undecodable_versions = self.deferred.undecodable_versions.load(Ordering::Relaxed);
         Ok(report)
+    }
+
+    /// Rewrites the marker file if it must name `extra` (an index being created) or, without
+    /// `extra`, if it differs from the primaries that have deferred indexes now.
+    pub(crate) fn update_deferred_marker(&self, extra: Option<TreeId>) -> Result<()> {
+        if let Some(primaries) = self.deferred.marker_update(extra) {
+            write_marker(self.file_system.as_ref(), self.engine.path(), &primaries)?;
+            self.deferred.marker_written(primaries);
+        }
+        Ok(())
     }
 
     /// Turns the versions recorded under [`PENDING_PREFIX`] (dropped before the catalog was

@@ -13,6 +13,7 @@ use serde_json::Value;
 use crate::envelope::Envelope;
 use crate::error::{IndexError, Result, MAX_DOCUMENT_BYTES, MAX_PRIMARY_KEY_BYTES};
 use crate::path::AttrPath;
+use crate::projection::PathTrie;
 use crate::value::{describe_json, AttrType, AttrValue};
 
 /// One indexed attribute as the parser sees it.
@@ -50,6 +51,9 @@ pub struct DocumentParser {
     /// Sorted by id, ids unique.
     attributes: Vec<IndexedAttribute>,
     on_type_mismatch: TypeMismatchPolicy,
+    /// The primary key's and attributes' paths: only those parts of a document are parsed
+    /// into values.
+    projection: PathTrie,
 }
 
 impl DocumentParser {
@@ -65,10 +69,14 @@ impl DocumentParser {
                 ),
             });
         }
+        let projection = PathTrie::new(
+            std::iter::once(&pk_path).chain(attributes.iter().map(|attribute| &attribute.path)),
+        );
         Ok(DocumentParser {
             pk_path,
             attributes,
             on_type_mismatch: TypeMismatchPolicy::Reject,
+            projection,
         })
     }
 
@@ -99,7 +107,7 @@ impl DocumentParser {
                 limit_bytes: MAX_DOCUMENT_BYTES,
             });
         }
-        let document: Value = serde_json::from_slice(json).map_err(|e| invalid_json(&e))?;
+        let document: Value = self.projection.parse(json).map_err(|e| invalid_json(&e))?;
         if !document.is_object() {
             return Err(IndexError::NotAnObject {
                 found: describe_json(&document),

@@ -5,7 +5,7 @@
 //! ([`encoding`]), attribute paths ([`path`]), the stored document envelope ([`envelope`]) and
 //! the write-time document parser ([`document`]). On top: the catalog ([`catalog`]), the
 //! [`Database`] with its write path ([`database`]), posting lists and the lazy merge operator
-//! ([`postings`]), the in-memory index ([`memory`]) and the queries ([`query`]). Byte layouts:
+//! ([`postings`]), the in-memory index ([`memory`]) and the queries ([`query`], spatial: [`geo`]). Byte layouts:
 //! `docs/format/index-encodings.md`.
 //!
 //! # Storage
@@ -15,10 +15,12 @@
 //!   (pre-encoded attribute values + the JSON text; the JSON is parsed once, at write).
 //! - One tree per stand-alone index (`sift.c{id}.i{index id}`): `composite` keys
 //!   `enc(value) ‖ encode_pk(pk)` with empty values; `eager` and `lazy` keys `enc(value)` with
-//!   posting lists / fragments. `memory` indexes have no tree and are rebuilt at open (not
-//!   persisted on close). `deferred` composite indexes key each version's entry
-//!   `enc(value) ‖ !seq ‖ encode_pk(pk)` and are cleaned by DELETEs that the primary's
-//!   flushes and compactions emit through a compaction observer ([`deferred`]).
+//!   posting lists / fragments. `memory` indexes have no tree: `Database::close` saves each to
+//!   a snapshot file, loaded at the next open if it matches the engine's state; otherwise
+//!   (crash, damage) they are rebuilt by a scan at open ([`memory_snapshot`]). `deferred`
+//!   composite indexes key each version's entry `enc(value) ‖ !seq ‖ encode_pk(pk)` and are
+//!   cleaned by DELETEs that the primary's flushes and compactions emit through a compaction
+//!   observer ([`deferred`]).
 //! - Unique indexes (composite or eager, sync-full) reject a write whose value another live
 //!   document holds ([`unique`]).
 //! - Every write (a put, a delete, or a batch of them) is ONE engine `WriteBatch` over the
@@ -62,9 +64,12 @@ pub mod document;
 pub mod encoding;
 pub mod envelope;
 pub mod error;
+pub mod geo;
 pub mod memory;
+pub mod memory_snapshot;
 pub mod path;
 pub mod postings;
+mod projection;
 pub mod query;
 mod time;
 pub mod unique;
@@ -85,6 +90,8 @@ pub use error::{
     IndexError, Result, MAX_ATTRIBUTE_PATH_BYTES, MAX_ATTRIBUTE_PATH_SEGMENTS, MAX_DOCUMENT_BYTES,
     MAX_PRIMARY_KEY_BYTES, MAX_STRING_VALUE_BYTES,
 };
+pub use geo::GeoBox;
+pub use memory_snapshot::MemoryIndexOrigin;
 pub use path::AttrPath;
 pub use query::{Hit, QueryResult, QueryStats};
 pub use sift_lsm::SeqNo;

@@ -1,8 +1,10 @@
 //! The `memory` index kind: an ordered map `(encoded value, pk) -> seq` plus a hash map
-//! `pk -> (encoded value, seq)`, maintained under the write path and rebuilt at open by
-//! scanning the collection (it is not persisted).
+//! `pk -> (encoded value, seq)`, maintained under the write path. Saved to a snapshot at clean
+//! close and loaded from it at open, or rebuilt by scanning the collection
+//! (`memory_snapshot.rs`).
 
-use parking_lot::RwLock;
+use crate::memory_snapshot::MemoryIndexOrigin;
+use parking_lot::{Mutex, RwLock};
 use sift_lsm::SeqNo;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
@@ -21,6 +23,8 @@ struct Maps {
 #[derive(Debug, Default)]
 pub struct MemoryIndex {
     maps: RwLock<Maps>,
+    /// How the contents were obtained at open (or by `create_index`).
+    origin: Mutex<MemoryIndexOrigin>,
 }
 
 impl MemoryIndex {
@@ -52,6 +56,42 @@ impl MemoryIndex {
             .take_while(|((value, _), _)| end.is_none_or(|end| value.as_slice() < end))
             .map(|((_, pk), seq)| (*seq, pk.clone()))
             .collect()
+    }
+
+    /// Entries with encoded value in `[start, end)` (`end == None`: unbounded), as
+    /// `(encoded value, pk, seq)`.
+    pub fn entries_in(&self, start: &[u8], end: Option<&[u8]>) -> Vec<(Vec<u8>, Vec<u8>, SeqNo)> {
+        let maps = self.maps.read();
+        maps.by_value
+            .range((
+                Bound::Included((start.to_vec(), Vec::new())),
+                Bound::Unbounded,
+            ))
+            .take_while(|((value, _), _)| end.is_none_or(|end| value.as_slice() < end))
+            .map(|((value, pk), seq)| (value.clone(), pk.clone(), *seq))
+            .collect()
+    }
+
+    /// Calls `visit(pk, encoded value, seq)` for every entry, in value order, under the read
+    /// lock (writers wait meanwhile).
+    pub fn for_each_entry(&self, mut visit: impl FnMut(&[u8], &[u8], SeqNo)) {
+        let maps = self.maps.read();
+        for ((value, pk), seq) in &maps.by_value {
+            visit(pk, value, *seq);
+        }
+    }
+
+    /// Empties the maps.
+    pub fn clear(&self) {
+        *self.maps.write() = Maps::default();
+    }
+
+    pub fn origin(&self) -> MemoryIndexOrigin {
+        self.origin.lock().clone()
+    }
+
+    pub(crate) fn set_origin(&self, origin: MemoryIndexOrigin) {
+        *self.origin.lock() = origin;
     }
 
     /// Approximate heap bytes held.

@@ -244,23 +244,28 @@ impl Query<'_> {
         let attr_type = self.index.record.attr_type;
         let mut iter = self.engine.iter(tree, options)?;
         iter.seek(&self.start.clone())?;
-        let mut candidates: Vec<(SeqNo, Vec<u8>, Vec<u8>)> = Vec::new();
+        // Keys are copied into one arena, (entry seq, key start, value end, key end) per
+        // candidate: no allocation per entry, and only validated candidates decode their pk.
+        let mut arena: Vec<u8> = Vec::new();
+        let mut candidates: Vec<(SeqNo, usize, usize, usize)> = Vec::new();
         while iter.valid() {
             self.stats.candidates_examined += 1;
             let key = iter.key();
             let (_, value_bytes) =
                 decode_value(key, attr_type).map_err(|e| self.corrupt("composite key", &e))?;
-            let (pk, _) =
-                decode_pk(&key[value_bytes..]).map_err(|e| self.corrupt("composite key", &e))?;
-            candidates.push((iter.seq(), pk, key[..value_bytes].to_vec()));
+            let start = arena.len();
+            arena.extend_from_slice(key);
+            candidates.push((iter.seq(), start, start + value_bytes, arena.len()));
             iter.next()?;
         }
         candidates.sort_unstable_by_key(|c| std::cmp::Reverse(c.0));
-        for (entry_seq, pk, value) in candidates {
+        for (entry_seq, start, value_end, end) in candidates {
             if !self.top.would_accept(entry_seq.saturating_sub(1)) {
                 break;
             }
-            self.validate(&pk, &value, None)?;
+            let (pk, _) =
+                decode_pk(&arena[value_end..end]).map_err(|e| self.corrupt("composite key", &e))?;
+            self.validate(&pk, &arena[start..value_end], None)?;
         }
         Ok(())
     }
@@ -435,6 +440,7 @@ impl Database {
     ) -> Result<QueryResult> {
         let collection = self.collection_arc(collection)?;
         let index = collection.index(index)?;
+        crate::geo::reject_geo_index(index, "lookup")?;
         check_type(index, value)?;
         self.run_query(&collection, index, value_bounds(value), true, limit)
     }
@@ -450,6 +456,7 @@ impl Database {
     ) -> Result<QueryResult> {
         let collection = self.collection_arc(collection)?;
         let index = collection.index(index)?;
+        crate::geo::reject_geo_index(index, "range")?;
         check_type(index, lo)?;
         check_type(index, hi)?;
         let bounds = checked_range_bounds(lo, hi)?;

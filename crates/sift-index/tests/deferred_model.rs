@@ -377,6 +377,7 @@ fn garbage_goes_down_after_compactions_of_a_replace_heavy_load() {
         .unwrap();
     db.create_index("docs", deferred_spec("s", "s", AttrType::String))
         .unwrap();
+    assert!(dir.path().join(sift_index::deferred::MARKER_FILE).exists());
     let mut model = Model::new();
     for tag in 0..3000 {
         let pk = rng.gen_range(0..PKS);
@@ -444,6 +445,8 @@ fn deferred_is_refused_where_it_cannot_work() {
         "{:?}",
         db.engine().tree_names()
     );
+    // Without deferred indexes, nothing is recorded at open: no marker file.
+    assert!(!dir.path().join(sift_index::deferred::MARKER_FILE).exists());
 }
 
 // ---- SIGKILL of a writer child ------------------------------------------------------------

@@ -17,7 +17,8 @@ pub struct IndexBenchArgs {
     #[arg(long, default_value_t = 1_000_000)]
     pub n: u64,
     /// A secondary index, `path:kind[:maintenance]` (paths: user.id, created_at); repeat for
-    /// several. Peers index the attribute their one way and report it.
+    /// several; `none` for no secondary index (the baseline of write-cost ratios). Peers index
+    /// the attribute their one way and report it.
     #[arg(long = "index", default_values_t = ["user.id:composite".to_owned(), "created_at:composite".to_owned()])]
     pub indexes: Vec<String>,
     /// static (load, then GETs, LOOKUPs and RANGELOOKUPs), or a mixed workload of Table 7b:
@@ -64,9 +65,16 @@ pub struct IndexBenchArgs {
 impl IndexBenchArgs {
     /// Checks the options and resolves defaults.
     pub fn config(&self) -> Result<IndexBenchConfig, BenchError> {
+        let no_index = self.indexes.iter().any(|text| text == "none");
+        if no_index && self.indexes.len() > 1 {
+            return Err(BenchError::new(
+                "`--index none` means no secondary index: give it alone",
+            ));
+        }
         let indexes = self
             .indexes
             .iter()
+            .filter(|text| *text != "none")
             .map(|text| IndexSpec::parse(text))
             .collect::<Result<Vec<_>, _>>()?;
         for (position, spec) in indexes.iter().enumerate() {
@@ -200,6 +208,14 @@ mod tests {
         assert_eq!(config.indexes.len(), 2);
         assert_eq!(config.mixed_operations, 1_000_000);
         assert_eq!(config.cache_bytes, settings::DEFAULT_CACHE_BYTES);
+    }
+
+    #[test]
+    fn index_none_is_the_no_index_baseline() {
+        let config = parse(&["--index", "none"]).unwrap().config().unwrap();
+        assert!(config.indexes.is_empty());
+        let both = parse(&["--index", "none", "--index", "user.id:lazy"]).unwrap();
+        assert!(both.config().is_err());
     }
 
     #[test]
