@@ -12,3 +12,4 @@ pub mod index;
 pub mod kv;
 #[cfg(feature = "sift")]
 pub mod study;
+pub mod vinyl;

@@ -74,7 +74,8 @@ pub struct IndexCreateArgs {
     /// sst-local / next: memo or get-lite [default: get-lite].
     #[arg(long)]
     pub validation: Option<sift_index::Validation>,
-    /// sync-full or sync-insert [default: the kind's default].
+    /// sync-full, sync-insert or deferred (composite only) [default: the kind's default;
+    /// sync-full for --unique].
     #[arg(long)]
     pub maintenance: Option<Maintenance>,
     /// Delete stale entries that queries meet (sync-insert only).
@@ -83,6 +84,10 @@ pub struct IndexCreateArgs {
     /// Embedded indexes: bits per value of the per-block bloom filters [default: 10].
     #[arg(long)]
     pub bloom_bits_per_key: Option<u32>,
+    /// Reject writes giving a value another live document holds (composite or eager,
+    /// sync-full).
+    #[arg(long)]
+    pub unique: bool,
 }
 
 #[derive(Debug, Args)]
@@ -317,7 +322,8 @@ pub fn index(command: &IndexCommand) -> Result<(), String> {
         IndexCommand::Create(args) => {
             let database = open(&args.db)?;
             let mut spec = IndexSpec::new(&args.name, &args.path, args.attr_type, args.kind)
-                .with_read_repair(args.read_repair);
+                .with_read_repair(args.read_repair)
+                .with_unique(args.unique);
             if let Some(m) = args.maintenance {
                 spec = spec.with_maintenance(m);
             }
@@ -374,6 +380,7 @@ pub fn index(command: &IndexCommand) -> Result<(), String> {
                             "kind": index.kind.name(),
                             "maintenance": index.maintenance.name(),
                             "read_repair": index.read_repair,
+                            "unique": index.unique,
                             "state": format!("{:?}", index.state).to_lowercase(),
                         });
                         writeln!(out, "{row}").map_err(|e| e.to_string())?;
@@ -388,13 +395,14 @@ pub fn index(command: &IndexCommand) -> Result<(), String> {
                     for index in &info.indexes {
                         writeln!(
                             out,
-                            "  {:<20} {:<20} {:<7} {:<10} {:<12} {:?}",
+                            "  {:<20} {:<20} {:<7} {:<10} {:<12} {:?}{}",
                             index.name,
                             index.path,
                             index.attr_type.to_string(),
                             index.kind.name(),
                             index.maintenance.name(),
-                            index.state
+                            index.state,
+                            if index.unique { " unique" } else { "" }
                         )
                         .map_err(|e| e.to_string())?;
                     }
@@ -569,6 +577,26 @@ pub fn stats(args: &StatsArgs) -> Result<(), String> {
             let memory = database
                 .memory_bytes(&info.record.name, &index.name)
                 .unwrap_or(0);
+            let garbage = (index.maintenance == Maintenance::Deferred)
+                .then(|| database.deferred_garbage(&info.record.name, &index.name))
+                .transpose()
+                .map_err(|e| e.to_string())?;
+            if let Some(g) = &garbage {
+                if args.json {
+                    let row = serde_json::json!({"collection": info.record.name,
+                        "index": index.name, "deferred_garbage_entries": g.garbage_entries,
+                        "live_entries": g.live_entries, "stored_entries": g.stored_entries,
+                        "stored_tombstones": g.stored_tombstones});
+                    writeln!(out, "{row}").map_err(|e| e.to_string())?;
+                } else {
+                    writeln!(
+                        out,
+                        "  index {} (deferred): {} garbage entries awaiting their DELETE, {} live; tables store {} entries of which {} DELETEs",
+                        index.name, g.garbage_entries, g.live_entries, g.stored_entries, g.stored_tombstones
+                    )
+                    .map_err(|e| e.to_string())?;
+                }
+            }
             if args.json {
                 let row = serde_json::json!({"collection": info.record.name, "index": index.name,
                     "kind": index.kind.name(), "entries": entries, "bytes_on_disk": bytes,

@@ -78,6 +78,9 @@ enum Benchmark {
     /// Secondary-index benchmark on the LevelDB++ tweet workload: load (PUT throughput per
     /// slice), then GET / LOOKUP / RANGELOOKUP (static) or a Table 7 mixed workload.
     Index(sift_bench::index::IndexBenchArgs),
+    /// The Vinyl deferred-DELETE microbenchmark: four non-unique indexes, batches of 1-500
+    /// replaces and deletes from several threads; statements/s of deferred vs sync-full.
+    Vinyl(sift_bench::vinyl::VinylArgs),
 }
 
 fn main() -> ExitCode {
@@ -96,6 +99,11 @@ fn main() -> ExitCode {
         )
         .map(|_rows| ())
         .map_err(|error| error.to_string()),
+        Command::Bench {
+            benchmark: Benchmark::Vinyl(args),
+        } => sift_bench::vinyl::run(&args, &mut std::io::stdout().lock())
+            .map(|_results| ())
+            .map_err(|error| error.to_string()),
         Command::Generate {
             data_set: DataSet::Tweets(args),
         } => sift_workload::cli::generate_tweets_command(&args)

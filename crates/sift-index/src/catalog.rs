@@ -111,6 +111,10 @@ pub enum Maintenance {
     SyncFull,
     /// Never read at write; queries validate every candidate against the primary.
     SyncInsert,
+    /// Never read at write (blind replaces and deletes); entries carry their version's
+    /// sequence number and the primary's flushes and compactions emit DELETEs for the versions
+    /// they drop (Vinyl). Non-unique composite indexes only; see `deferred.rs`.
+    Deferred,
 }
 
 impl Maintenance {
@@ -118,6 +122,7 @@ impl Maintenance {
         match self {
             Maintenance::SyncFull => "sync-full",
             Maintenance::SyncInsert => "sync-insert",
+            Maintenance::Deferred => "deferred",
         }
     }
 }
@@ -134,8 +139,9 @@ impl FromStr for Maintenance {
         match text {
             "sync-full" => Ok(Maintenance::SyncFull),
             "sync-insert" => Ok(Maintenance::SyncInsert),
+            "deferred" => Ok(Maintenance::Deferred),
             other => Err(format!(
-                "unknown maintenance {other:?} (expected sync-full or sync-insert)"
+                "unknown maintenance {other:?} (expected sync-full, sync-insert or deferred)"
             )),
         }
     }
@@ -168,6 +174,8 @@ pub struct IndexSpec {
     pub validation: Option<Validation>,
     /// `embedded` only: bits per value of the per-block bloom filters (`None`: 10).
     pub bloom_bits_per_key: Option<u32>,
+    /// No two live documents may share a value (composite or eager, sync-full only).
+    pub unique: bool,
 }
 
 impl IndexSpec {
@@ -182,6 +190,7 @@ impl IndexSpec {
             split_delta: None,
             validation: None,
             bloom_bits_per_key: None,
+            unique: false,
         }
     }
     pub fn with_bloom_bits_per_key(mut self, bits_per_key: u32) -> IndexSpec {
@@ -202,6 +211,10 @@ impl IndexSpec {
     }
     pub fn with_validation(mut self, validation: Validation) -> IndexSpec {
         self.validation = Some(validation);
+        self
+    }
+    pub fn with_unique(mut self, unique: bool) -> IndexSpec {
+        self.unique = unique;
         self
     }
 }
@@ -249,6 +262,9 @@ pub struct IndexRecord {
     /// `embedded` only: bits per value of the per-block bloom filters (`None`: the default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bloom_bits_per_key: Option<u32>,
+    /// Writes giving a value that another live document holds are rejected.
+    #[serde(default)]
+    pub unique: bool,
 }
 
 impl IndexRecord {

@@ -9,6 +9,7 @@ use crate::catalog::{
     CollectionRecord, IndexKind, IndexRecord, IndexSpec, IndexState, Maintenance, CATALOG_TREE,
     NEXT_ID_KEY, TREE_PREFIX,
 };
+use crate::deferred::{deferred_key, is_deferred, DeferredObserver, DeferredRegistry};
 use crate::document::{DocumentParser, IndexedAttribute, TypeMismatchPolicy};
 use crate::encoding::{encode_pk, encode_value_to_vec};
 use crate::envelope::EnvelopeRef;
@@ -171,8 +172,10 @@ pub struct Database {
     type_mismatch: TypeMismatchPolicy,
     progress: Option<ProgressCallback>,
     write_options: WriteOptions,
+    /// Deferred indexes by primary tree, for the compaction observer (`deferred.rs`).
+    pub(crate) deferred: Arc<DeferredRegistry>,
     /// The engine's file system: memory-index snapshots are written through it.
-    file_system: Arc<dyn sift_lsm::fs::FileSystem>,
+    pub(crate) file_system: Arc<dyn sift_lsm::fs::FileSystem>,
     /// The engine's latest sequence number right after recovery, before this layer wrote
     /// anything: a memory-index snapshot is current only if written at exactly this number.
     opened_sequence: SeqNo,
@@ -238,7 +241,23 @@ impl Database {
             crate::embedded::EmbeddedFlushListener::new(Arc::clone(&embedded)),
         ));
         let primary_tree_options = engine_options.default_tree_options.clone();
+        let deferred = Arc::new(DeferredRegistry::new(crate::deferred::read_marker(
+            options.engine.file_system.as_ref(),
+            path.as_ref(),
+        )));
+        engine_options
+            .compaction_observers
+            .push(Arc::new(DeferredObserver {
+                registry: Arc::clone(&deferred),
+            }));
+        // Deferred indexes accumulate DELETEs: let compaction push tombstone-heavy files down.
+        engine_options.compaction_prefer_tombstones = true;
         let engine = Db::open(path, engine_options)?;
+        if engine.default_tree().id() != crate::deferred::DEFAULT_TREE_ID {
+            return Err(IndexError::Internal(
+                "the engine's default tree does not have id 0".into(),
+            ));
+        }
         let catalog_tree = match engine.tree(CATALOG_TREE) {
             Ok(tree) => tree,
             Err(sift_lsm::Error::TreeNotFound(_)) => {
@@ -257,6 +276,7 @@ impl Database {
             write_options: WriteOptions {
                 sync: options.sync_writes,
             },
+            deferred,
             file_system: Arc::clone(&options.engine.file_system),
             opened_sequence,
             next,
@@ -264,6 +284,11 @@ impl Database {
             primary_tree_options,
         };
         database.load_catalog()?;
+        {
+            let _guard = database.lock_writes();
+            database.apply_pending_drops()?;
+            database.update_deferred_marker(None)?;
+        }
         Ok(database)
     }
 
@@ -302,7 +327,14 @@ impl Database {
 
     /// Compacts every tree of the database fully.
     pub fn compact_all(&self) -> Result<()> {
-        for name in self.engine.tree_names() {
+        {
+            let _guard = self.lock_writes();
+            self.apply_pending_drops()?;
+        }
+        // Primaries first: their compactions emit the DELETEs of deferred indexes.
+        let mut names = self.engine.tree_names();
+        names.sort_by_key(|name| !name.ends_with(".docs"));
+        for name in names {
             let tree = self.engine.tree(&name)?;
             self.engine.compact_range(&tree, None, None)?;
         }
@@ -325,6 +357,7 @@ impl Database {
     }
 
     fn install(&self, catalog: Catalog) {
+        self.deferred.replace(catalog.collections.values());
         *self.catalog.write() = Arc::new(catalog);
     }
 
@@ -678,8 +711,13 @@ impl Database {
             if let Some(value) = index.encoded_value(&envelope, seq) {
                 match index.record.kind {
                     IndexKind::Composite => {
-                        let mut key = value.to_vec();
-                        encode_pk(pk, &mut key);
+                        let key = if is_deferred(index) {
+                            deferred_key(&value, seq, pk)
+                        } else {
+                            let mut key = value.to_vec();
+                            encode_pk(pk, &mut key);
+                            key
+                        };
                         batch.put(index.stand_alone_tree()?, &key, b"");
                         if batch.len() >= BACKFILL_BATCH_ENTRIES {
                             self.engine
@@ -831,6 +869,19 @@ impl Database {
                      remove (sync-full); queries validate every candidate (sync-insert)",
                 ))
             }
+            (
+                IndexKind::Eager
+                | IndexKind::Lazy
+                | IndexKind::Memory
+                | IndexKind::SstLocal
+                | IndexKind::Next
+                | IndexKind::Embedded,
+                Maintenance::Deferred,
+            ) => {
+                return Err(invalid(
+                    "deferred maintenance applies to composite indexes only (its DELETEs cancel entries that carry their version's sequence number)",
+                ))
+            }
             _ => {}
         }
         crate::next::check_spec(&spec).map_err(|reason| invalid(&reason))?;
@@ -852,6 +903,23 @@ impl Database {
             return Err(invalid(
                 "an embedded index has no entries to repair (read repair does not apply)",
             ));
+        }
+        let maintenance = if spec.unique && spec.maintenance.is_none() {
+            Maintenance::SyncFull
+        } else {
+            maintenance
+        };
+        if spec.unique {
+            if maintenance != Maintenance::SyncFull {
+                return Err(invalid(
+                    "a unique index must be sync-full: checking that no other live document has the value needs an exact index, read at write (deferred and insert-only maintenance leave stale entries that would make the check wrong)",
+                ));
+            }
+            if !matches!(spec.kind, IndexKind::Composite | IndexKind::Eager) {
+                return Err(invalid(
+                    "unique indexes are composite or eager (the kinds whose sync-full entries are read at write)",
+                ));
+            }
         }
         if spec.read_repair && maintenance != Maintenance::SyncInsert {
             return Err(invalid(
@@ -899,7 +967,24 @@ impl Database {
             split_delta: spec.split_delta,
             validation: spec.validation,
             bloom_bits_per_key: spec.bloom_bits_per_key,
+            unique: spec.unique,
         };
+        if record.maintenance == Maintenance::Deferred {
+            // Before the index can get entries: the observer must know this primary at the
+            // next open even before the catalog is loaded (`deferred.rs`).
+            self.update_deferred_marker(Some(collection.primary.id()))?;
+        }
+        if record.unique {
+            // Before anything is created, so a failure leaves nothing behind.
+            let probe = Index {
+                record: record.clone(),
+                path: path.clone(),
+                tree: None,
+                memory: None,
+                embedded: None,
+            };
+            crate::unique::check_no_duplicates(&self.engine, &collection, &probe)?;
+        }
         let index = self.new_index(record.clone())?;
         let mut batch = WriteBatch::new();
         batch.put(
@@ -992,7 +1077,9 @@ impl Database {
             .ok_or_else(|| IndexError::Internal("a put returned no sequence number".into()))
     }
 
-    /// Deletes a document; `None` if there was none.
+    /// Deletes a document; `None` if there was none. In a collection with a `deferred` index
+    /// and no index that needs the old version, deletes are blind: a tombstone is written and
+    /// its sequence number returned whether or not the document existed.
     pub fn delete(&self, collection: &str, pk: &[u8]) -> Result<Option<SeqNo>> {
         Ok(self
             .write(collection, &[WriteOp::Delete(pk)])?
@@ -1002,8 +1089,9 @@ impl Database {
     }
 
     /// Applies the writes atomically, in order (one engine batch). Returns each write's
-    /// sequence number (`None` for a delete of a missing document). If any document is bad,
-    /// nothing is written.
+    /// sequence number (`None` for a delete of a missing document, unless deletes are blind:
+    /// see [`Database::delete`]). If any document is bad, or a unique index would get a value
+    /// another live document holds (`IndexError::UniqueViolation`), nothing is written.
     pub fn write(&self, collection_name: &str, ops: &[WriteOp<'_>]) -> Result<Vec<Option<SeqNo>>> {
         let mut collection = self.collection_arc(collection_name)?;
         let mut prepared = Self::prepare(&collection, ops)?;
@@ -1128,6 +1216,10 @@ impl Database {
             index.record.maintenance == Maintenance::SyncFull
                 && index.record.kind != IndexKind::Memory
         });
+        // Deferred indexes make deletes blind when no index needs the old version: a tombstone
+        // is written (and a sequence number returned) whether or not the document existed.
+        let blind_deletes = !needs_old && collection.indexes.iter().any(|i| is_deferred(i));
+        let mut unique_claims = crate::unique::UniqueClaims::default();
         let mut batch = WriteBatch::new();
         // Versions written earlier in this batch, so a second write of a pk sees the first.
         let mut pending: HashMap<Vec<u8>, Option<(Vec<u8>, SeqNo)>> = HashMap::new();
@@ -1140,7 +1232,7 @@ impl Database {
                 Prepared::Put { pk, envelope } => (pk, Some(envelope)),
                 Prepared::Delete { pk } => (pk, None),
             };
-            let old = if needs_old || new_envelope.is_none() {
+            let old = if needs_old || (new_envelope.is_none() && !blind_deletes) {
                 match pending.get(&pk) {
                     Some(version) => version.clone(),
                     None => self
@@ -1151,7 +1243,7 @@ impl Database {
             } else {
                 None
             };
-            if new_envelope.is_none() && old.is_none() {
+            if new_envelope.is_none() && old.is_none() && !blind_deletes {
                 results.push(None);
                 continue;
             }
@@ -1188,8 +1280,28 @@ impl Database {
                     .and_then(|envelope| index.encoded_value(envelope, seq));
                 let sync_full = index.record.maintenance == Maintenance::SyncFull;
                 match index.record.kind {
+                    IndexKind::Composite if is_deferred(index) => {
+                        // Blind: the old version's entry is cancelled when the primary drops it.
+                        if let Some(new_value) = &new_value {
+                            batch.put(
+                                index.stand_alone_tree()?,
+                                &deferred_key(new_value, seq, &pk),
+                                b"",
+                            );
+                        }
+                    }
                     IndexKind::Composite => {
                         let tree = index.stand_alone_tree()?;
+                        if index.record.unique {
+                            unique_claims.claim_composite(
+                                &self.engine,
+                                position,
+                                index,
+                                &pk,
+                                old_value.as_ref().map(|(v, _)| v.as_ref()),
+                                new_value.as_deref(),
+                            )?;
+                        }
                         if let (true, Some((old_value, _))) = (sync_full, &old_value) {
                             if new_value.as_deref() != Some(old_value.as_ref()) {
                                 let mut key = old_value.to_vec();
@@ -1222,6 +1334,14 @@ impl Database {
                         }
                         if let Some(new_value) = &new_value {
                             load(new_value)?;
+                        }
+                        if let (true, Some(new_value)) = (index.record.unique, &new_value) {
+                            let taken = lists
+                                .get(&(position, new_value.to_vec()))
+                                .is_some_and(|list| list.iter().any(|p| p.pk != pk));
+                            if taken {
+                                return Err(crate::unique::violation(index, new_value));
+                            }
                         }
                         if let Some((old_value, _)) = &old_value {
                             if let Some(list) = lists.get_mut(&(position, old_value.to_vec())) {

@@ -137,6 +137,8 @@ pub enum IndexError {
         given: AttrType,
     },
 
+    #[error("unique index `{index}` already holds the value {value} for another document; nothing was written")]
+    UniqueViolation { index: String, value: String },
     #[error("bad bounding box {found}: {reason} (expected min_lon,min_lat,max_lon,max_lat: finite degrees, longitudes in -180..=180, latitudes in -90..=90, each min <= its max)")]
     InvalidGeoBox { found: String, reason: String },
 

@@ -453,6 +453,15 @@ impl Database {
             });
         }
         match index.record.kind {
+            IndexKind::Composite if crate::deferred::is_deferred(index) => {
+                return Err(IndexError::UnsupportedQuery {
+                    index: index.record.name.clone(),
+                    reason: "`within` does not read deferred composite indexes yet (their keys \
+                             carry a sequence number between value and pk); use `lookup` or \
+                             `range`, or a sync-full / sync-insert composite index"
+                        .to_string(),
+                })
+            }
             IndexKind::Composite | IndexKind::Memory => {}
             #[allow(unreachable_patterns)] // kinds added later land here until they support it
             kind => {

@@ -25,6 +25,11 @@
 //! - `embedded` indexes have no tree either: bloom filters and zone maps in the primary tree's
 //!   SSTables, written by a block property collector, plus an in-memory map of recent writes
 //!   ([`embedded`], `docs/format/embedded-index.md`). Creating one needs no back-fill.
+//! - `deferred` composite indexes key each version's entry `enc(value) ‖ !seq ‖ encode_pk(pk)`
+//!   and are cleaned by DELETEs that the primary's flushes and compactions emit through a
+//!   compaction observer ([`deferred`]).
+//! - Unique indexes (composite or eager, sync-full) reject a write whose value another live
+//!   document holds ([`unique`]).
 //! - Every write (a put, a delete, or a batch of them) is ONE engine `WriteBatch` over the
 //!   primary tree and every stand-alone index tree. Per document the primary entry comes
 //!   first, so the document's sequence number is the one its entry got.
@@ -61,6 +66,7 @@
 
 pub mod catalog;
 pub mod database;
+pub mod deferred;
 pub mod document;
 pub mod embedded;
 pub mod encoding;
@@ -75,12 +81,14 @@ pub mod postings;
 mod projection;
 pub mod query;
 mod time;
+pub mod unique;
 pub mod value;
 
 pub use catalog::{IndexKind, IndexRecord, IndexSpec, IndexState, Maintenance};
 pub use database::{
     BackfillProgress, CollectionInfo, Database, DatabaseOptions, ProgressCallback, WriteOp,
 };
+pub use deferred::DeferredGarbage;
 pub use document::{DocumentParser, IndexedAttribute, ParsedDocument, TypeMismatchPolicy};
 pub use encoding::{
     checked_range_bounds, composite_key, decode_pk, decode_value, encode_pk, encode_value,

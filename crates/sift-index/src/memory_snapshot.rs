@@ -370,6 +370,7 @@ mod tests {
             split_delta: None,
             validation: None,
             bloom_bits_per_key: None,
+            unique: false,
         }
     }
 

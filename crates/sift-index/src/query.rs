@@ -19,6 +19,9 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::sync::Arc;
 
+#[path = "deferred_query.rs"]
+mod deferred_query;
+
 /// One result: the document's live version.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hit {
@@ -502,6 +505,9 @@ impl Database {
         };
         if limit != Some(0) {
             match index.record.kind {
+                IndexKind::Composite if crate::deferred::is_deferred(index) => {
+                    query.run_deferred()?;
+                }
                 IndexKind::Composite => query.run_composite()?,
                 IndexKind::Eager => query.run_eager()?,
                 IndexKind::Lazy => query.run_lazy()?,

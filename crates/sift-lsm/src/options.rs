@@ -106,6 +106,11 @@ pub struct Options {
     /// Compaction output files are cut at this size.
     pub table_file_bytes_target: u64,
     pub compaction_threads: usize,
+    /// When a level (1 and deeper) is compacted, start from its file with the most tombstones
+    /// if at least half of that file's entries are tombstones, instead of the next file in
+    /// round-robin order: pushes deletes down to the entries they cancel sooner (for trees that
+    /// receive many deletes of keys written long ago, such as deferred secondary indexes).
+    pub compaction_prefer_tombstones: bool,
 
     /// Uncompressed data block size target.
     pub block_bytes: usize,
@@ -152,6 +157,7 @@ impl Default for Options {
             level_size_ratio: 10,
             table_file_bytes_target: 64 << 20,
             compaction_threads: 1,
+            compaction_prefer_tombstones: false,
             block_bytes: 4096,
             block_restart_interval: 16,
             bloom_bits_per_key: 10,

@@ -127,6 +127,7 @@ fn options(fs: &FaultFileSystem, rng: &mut StdRng) -> Options {
             [rng.gen_range(0..3)],
         block_cache_bytes: [0, 1 << 20][rng.gen_range(0..2)],
         compaction_threads: rng.gen_range(1..4),
+        compaction_prefer_tombstones: rng.gen_bool(0.5),
         tree_options,
         ..Options::default()
     }

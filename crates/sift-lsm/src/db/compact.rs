@@ -63,6 +63,14 @@ fn key_range(files: &[Arc<FileMetaData>]) -> Option<(Vec<u8>, Vec<u8>)> {
     Some((smallest?.to_vec(), largest?.to_vec()))
 }
 
+/// The idle file with the most tombstones, if at least half of its entries are tombstones.
+fn tombstone_heavy_file(files: &[Arc<FileMetaData>]) -> Option<&Arc<FileMetaData>> {
+    files
+        .iter()
+        .filter(|f| !f.is_being_compacted() && f.deletions > 0 && f.deletions * 2 >= f.entries)
+        .max_by_key(|f| f.deletions)
+}
+
 impl DbInner {
     pub(crate) fn level_bytes_max(&self, level: usize) -> u64 {
         let mut bytes = self.options.level1_bytes_max;
@@ -116,10 +124,18 @@ impl DbInner {
             let start = pointer.map_or(0, |p| {
                 files.partition_point(|f| compare_internal_keys(&f.largest, p).is_le())
             });
-            let pick = files[start..]
-                .iter()
-                .chain(files[..start].iter())
-                .find(|f| !f.is_being_compacted())?;
+            let tombstone_heavy = self
+                .options
+                .compaction_prefer_tombstones
+                .then(|| tombstone_heavy_file(files))
+                .flatten();
+            let pick = match tombstone_heavy {
+                Some(file) => file,
+                None => files[start..]
+                    .iter()
+                    .chain(files[..start].iter())
+                    .find(|f| !f.is_being_compacted())?,
+            };
             vec![Arc::clone(pick)]
         };
         self.setup_compaction(tree, tv, level, first)
@@ -473,5 +489,40 @@ impl DbInner {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tombstone_preference_tests {
+    use super::*;
+
+    fn file(number: u64, entries: u64, deletions: u64) -> Arc<FileMetaData> {
+        Arc::new(FileMetaData::new(
+            number,
+            1000,
+            Vec::new(),
+            Vec::new(),
+            0,
+            0,
+            entries,
+            deletions,
+            Vec::new(),
+            Vec::new(),
+        ))
+    }
+
+    #[test]
+    fn the_file_with_most_tombstones_is_preferred_only_if_half_are_tombstones() {
+        let files = vec![
+            file(1, 100, 10),
+            file(2, 100, 60),
+            file(3, 200, 100),
+            file(4, 10, 9),
+        ];
+        assert_eq!(tombstone_heavy_file(&files).map(|f| f.number), Some(3));
+        files[2].being_compacted.store(true, Ordering::Release);
+        assert_eq!(tombstone_heavy_file(&files).map(|f| f.number), Some(2));
+        let light = vec![file(1, 100, 49), file(2, 100, 0)];
+        assert!(tombstone_heavy_file(&light).is_none());
     }
 }

@@ -1,0 +1,409 @@
+//! `deferred` maintenance of composite indexes (Vinyl's deferred DELETEs, Shpilevoy et al.,
+//! §3): key layout, the compaction observer that turns versions dropped from a primary tree
+//! into DELETEs of their index entries, the registry that tells the observer which indexes a
+//! primary tree has, and the garbage report.
+//!
+//! Writes are blind: a put writes the primary entry and one index entry
+//! `enc(value) ‖ !seq (8 bytes BE) ‖ encode_pk(pk)` per deferred index, with the sequence
+//! number of the version; a delete writes only the primary tombstone. Nothing is read. Every
+//! version that a flush or compaction of the primary drops (a put shadowed by a newer put or
+//! delete) yields, through [`DeferredObserver`], an engine delete of exactly the key its index
+//! entry has: the engine commits those deletes atomically with the job (and a job redone after
+//! a crash emits them again, which is harmless), and the index tree's own compactions cancel
+//! entry and delete where they meet, keeping the delete until the bottom level. Queries
+//! validate each entry against the primary: it counts only if the pk's live version has the
+//! entry's sequence number (`deferred_query.rs`).
+//!
+//! Before the catalog is loaded at open the observer does not know which trees are primaries
+//! with deferred indexes (a compaction may start as soon as the engine is open). A small file
+//! in the database directory ([`MARKER_FILE`], read before the engine opens) names the primary
+//! trees that have (or had) deferred indexes; until the catalog is loaded, the observer
+//! records every put dropped from those trees durably, in the engine's default tree under
+//! [`PENDING_PREFIX`], with the job, and `Database::open` turns the records into deletes once
+//! the catalog is loaded. Databases without deferred indexes write nothing at open.
+
+use crate::database::{Collection, Database, Index};
+use crate::encoding::{decode_pk, decode_value};
+use crate::envelope::EnvelopeRef;
+use crate::error::{IndexError, Result};
+use parking_lot::RwLock;
+use sift_lsm::extension::{CompactionObserver, DroppedEntry, JobKind};
+use sift_lsm::{ReadOptions, SeqNo, TreeId, ValueKind, WriteBatch};
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Key prefix, in the engine's default tree, of versions dropped before the catalog was loaded.
+pub const PENDING_PREFIX: &[u8] = b"sift.deferred-pending/";
+/// The engine's default tree always has id 0 (checked at open).
+pub(crate) const DEFAULT_TREE_ID: TreeId = 0;
+/// Pending records handled per engine batch at open.
+const PENDING_BATCH_RECORDS: usize = 256;
+const SEQ_BYTES: usize = 8;
+/// File in the database directory naming the primary trees with deferred indexes.
+pub const MARKER_FILE: &str = "sift-deferred-primaries";
+const MARKER_HEADER: &str = "sift deferred primaries v1";
+
+/// The primary tree ids named by the marker file: empty if there is none, `None` if it cannot
+/// be read or parsed (then every dropped put is recorded until the catalog is loaded).
+pub(crate) fn read_marker(
+    file_system: &dyn sift_lsm::fs::FileSystem,
+    directory: &Path,
+) -> Option<BTreeSet<TreeId>> {
+    let path = directory.join(MARKER_FILE);
+    if !file_system.exists(&path) {
+        return Some(BTreeSet::new());
+    }
+    let bytes = file_system.read_all(&path).ok()?;
+    let text = std::str::from_utf8(&bytes).ok()?;
+    let mut lines = text.lines();
+    if lines.next()? != MARKER_HEADER {
+        return None;
+    }
+    lines.map(|line| line.parse::<TreeId>().ok()).collect()
+}
+
+/// Replaces the marker file (temporary file, sync, rename, directory sync).
+pub(crate) fn write_marker(
+    file_system: &dyn sift_lsm::fs::FileSystem,
+    directory: &Path,
+    primaries: &BTreeSet<TreeId>,
+) -> Result<()> {
+    let mut text = format!("{MARKER_HEADER}\n");
+    for id in primaries {
+        text.push_str(&id.to_string());
+        text.push('\n');
+    }
+    let temporary = directory.join(format!("{MARKER_FILE}.tmp"));
+    let mut file = file_system.create(&temporary)?;
+    file.append(text.as_bytes())?;
+    file.sync()?;
+    drop(file);
+    file_system.rename(&temporary, &directory.join(MARKER_FILE))?;
+    file_system.sync_dir(directory)?;
+    Ok(())
+}
+
+/// The index key of a deferred entry: `value ‖ !seq (BE) ‖ encode_pk(pk)`, so one value's
+/// entries sort newest version first.
+pub fn deferred_key(encoded_value: &[u8], seq: SeqNo, pk: &[u8]) -> Vec<u8> {
+    let mut key = Vec::with_capacity(encoded_value.len() + SEQ_BYTES + pk.len() + 2);
+    key.extend_from_slice(encoded_value);
+    key.extend_from_slice(&(!seq).to_be_bytes());
+    crate::encoding::encode_pk(pk, &mut key);
+    key
+}
+
+/// Splits a deferred key into (bytes of the encoded value, sequence number, pk).
+pub fn split_deferred_key(
+    key: &[u8],
+    attr_type: crate::value::AttrType,
+) -> Result<(usize, SeqNo, Vec<u8>)> {
+    let (_, value_bytes) = decode_value(key, attr_type)?;
+    let seq_end = value_bytes + SEQ_BYTES;
+    let seq_bytes: [u8; SEQ_BYTES] = key
+        .get(value_bytes..seq_end)
+        .and_then(|bytes| bytes.try_into().ok())
+        .ok_or_else(|| IndexError::corrupt(value_bytes, "deferred key ends inside its sequence"))?;
+    let (pk, pk_bytes) = decode_pk(&key[seq_end..]).map_err(|e| e.shift_offset(seq_end))?;
+    if seq_end + pk_bytes != key.len() {
+        return Err(IndexError::corrupt(
+            seq_end + pk_bytes,
+            "bytes after the primary key of a deferred key",
+        ));
+    }
+    Ok((value_bytes, !u64::from_be_bytes(seq_bytes), pk))
+}
+
+fn pending_key(tree: TreeId, seq: SeqNo, pk: &[u8]) -> Vec<u8> {
+    let mut key = PENDING_PREFIX.to_vec();
+    key.extend_from_slice(&u64::from(tree).to_be_bytes());
+    key.extend_from_slice(&seq.to_be_bytes());
+    key.extend_from_slice(pk);
+    key
+}
+
+fn split_pending_key(key: &[u8]) -> Option<(TreeId, SeqNo, &[u8])> {
+    let rest = key.strip_prefix(PENDING_PREFIX)?;
+    let tree = u64::from_be_bytes(rest.get(..8)?.try_into().ok()?);
+    let seq = u64::from_be_bytes(rest.get(8..16)?.try_into().ok()?);
+    Some((TreeId::try_from(tree).ok()?, seq, rest.get(16..)?))
+}
+
+#[derive(Default)]
+struct RegistryState {
+    /// False until `Database::open` has loaded the catalog.
+    loaded: bool,
+    /// Before `loaded`: the primaries whose dropped puts are recorded (`None`: all).
+    recorded_before_load: Option<BTreeSet<TreeId>>,
+    /// What the marker file names now.
+    marker: BTreeSet<TreeId>,
+    /// Primary tree id → its ready deferred indexes.
+    by_primary: HashMap<TreeId, Vec<Arc<Index>>>,
+}
+
+/// Which deferred indexes each primary tree has; shared by `Database` (which replaces it at
+/// every catalog change, under its write lock) and the compaction observer.
+#[derive(Default)]
+pub(crate) struct DeferredRegistry {
+    state: RwLock<RegistryState>,
+    deletes_emitted: AtomicU64,
+    /// Dropped versions whose envelope did not decode (no delete could be emitted).
+    undecodable_versions: AtomicU64,
+    /// Versions recorded before the catalog was loaded and turned into deletes at open.
+    pending_applied: AtomicU64,
+}
+
+impl DeferredRegistry {
+    /// A registry for a database whose marker file says `marker` (see [`read_marker`]).
+    pub(crate) fn new(marker: Option<BTreeSet<TreeId>>) -> DeferredRegistry {
+        let registry = DeferredRegistry::default();
+        {
+            let mut state = registry.state.write();
+            state.marker = marker.clone().unwrap_or_default();
+            state.recorded_before_load = marker;
+        }
+        registry
+    }
+
+    /// The primaries the marker file must name: those with deferred indexes, plus `extra`.
+    /// `None` if the file already names exactly these (or, with `extra`, a superset).
+    pub(crate) fn marker_update(&self, extra: Option<TreeId>) -> Option<BTreeSet<TreeId>> {
+        let state = self.state.read();
+        if let Some(id) = extra {
+            return (!state.marker.contains(&id)).then(|| {
+                let mut wanted = state.marker.clone();
+                wanted.insert(id);
+                wanted
+            });
+        }
+        let wanted: BTreeSet<TreeId> = state.by_primary.keys().copied().collect();
+        (wanted != state.marker).then_some(wanted)
+    }
+
+    pub(crate) fn marker_written(&self, primaries: BTreeSet<TreeId>) {
+        self.state.write().marker = primaries;
+    }
+
+    /// Installs the deferred indexes of `collections` and marks the catalog loaded.
+    pub(crate) fn replace<'a>(&self, collections: impl Iterator<Item = &'a Arc<Collection>>) {
+        let mut by_primary: HashMap<TreeId, Vec<Arc<Index>>> = HashMap::new();
+        for collection in collections {
+            let deferred: Vec<Arc<Index>> = collection
+                .indexes
+                .iter()
+                .filter(|index| is_deferred(index))
+                .cloned()
+                .collect();
+            if !deferred.is_empty() {
+                by_primary.insert(collection.primary.id(), deferred);
+            }
+        }
+        let mut state = self.state.write();
+        state.by_primary = by_primary;
+        state.loaded = true;
+    }
+
+    fn emit_deletes(
+        &self,
+        indexes: &[Arc<Index>],
+        pk: &[u8],
+        seq: SeqNo,
+        envelope: &[u8],
+        emit: &mut WriteBatch,
+    ) {
+        let Ok(envelope) = EnvelopeRef::decode(envelope) else {
+            self.undecodable_versions.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        for index in indexes {
+            let (Some(tree), Some(value)) = (&index.tree, index.encoded_value(&envelope, seq))
+            else {
+                continue;
+            };
+            emit.delete(tree, &deferred_key(&value, seq, pk));
+            self.deletes_emitted.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+pub(crate) fn is_deferred(index: &Index) -> bool {
+    index.record.maintenance == crate::catalog::Maintenance::Deferred
+}
+
+/// The compaction observer installed by `Database::open`.
+pub(crate) struct DeferredObserver {
+    pub(crate) registry: Arc<DeferredRegistry>,
+}
+
+impl CompactionObserver for DeferredObserver {
+    fn on_drop(&self, _job: JobKind, entry: &DroppedEntry<'_>, emit: &mut WriteBatch) {
+        // Only a put has index entries; a dropped tombstone had none.
+        if entry.kind != ValueKind::Put {
+            return;
+        }
+        let state = self.registry.state.read();
+        if !state.loaded {
+            let recorded = state
+                .recorded_before_load
+                .as_ref()
+                .is_none_or(|primaries| primaries.contains(&entry.tree));
+            if recorded && entry.tree != DEFAULT_TREE_ID {
+                emit.put_in(
+                    DEFAULT_TREE_ID,
+                    &pending_key(entry.tree, entry.seq, entry.user_key),
+                    entry.value,
+                );
+            }
+            return;
+        }
+        if let Some(indexes) = state.by_primary.get(&entry.tree) {
+            self.registry
+                .emit_deletes(indexes, entry.user_key, entry.seq, entry.value, emit);
+        }
+    }
+}
+
+/// What a deferred index holds beyond its live entries.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeferredGarbage {
+    /// Entries a scan of the index tree sees (not cancelled by a DELETE).
+    pub index_entries: u64,
+    /// Documents whose live version carries a value: each has exactly one valid entry.
+    pub live_entries: u64,
+    /// `index_entries - live_entries`: entries of dead versions whose DELETE has not been
+    /// emitted yet (the version is still in the primary, shadowed but not compacted away).
+    pub garbage_entries: u64,
+    /// Entries stored in the index tree's tables (file metadata, no I/O): live entries,
+    /// garbage, cancelled entries not yet compacted away, and DELETEs.
+    pub stored_entries: u64,
+    /// DELETEs stored in the index tree's tables (file metadata).
+    pub stored_tombstones: u64,
+    /// DELETEs the observer emitted since open, over every deferred index.
+    pub deletes_emitted: u64,
+    /// Dropped versions recorded before the catalog was loaded and handled at open, since open.
+    pub pending_versions_applied: u64,
+    /// Dropped versions whose stored envelope did not decode, since open (their entries stay
+    /// as garbage; queries still validate them away).
+    pub undecodable_versions: u64,
+}
+
+impl Database {
+    /// Garbage report of a deferred index: scans the index tree and the collection (at one
+    /// snapshot) and reads the tables' metadata.
+    pub fn deferred_garbage(&self, collection: &str, index: &str) -> Result<DeferredGarbage> {
+        let collection = self.collection_arc(collection)?;
+        let index = collection.index(index)?;
+        if !is_deferred(index) {
+            return Err(IndexError::InvalidIndexSpec {
+                name: index.record.name.clone(),
+                reason: "garbage is reported for deferred indexes only".to_string(),
+            });
+        }
+        let tree = index.stand_alone_tree()?;
+        let read = ReadOptions {
+            snapshot: Some(self.engine.snapshot()),
+            skip_cache_fill: true,
+            ..ReadOptions::default()
+        };
+        let mut report = DeferredGarbage::default();
+        let mut iter = self.engine.iter(tree, read.clone())?;
+        iter.seek_to_first()?;
+        while iter.valid() {
+            report.index_entries += 1;
+            iter.next()?;
+        }
+        let mut iter = self.engine.iter(&collection.primary, read.clone())?;
+        iter.seek_to_first()?;
+        while iter.valid() {
+            let envelope = EnvelopeRef::decode(iter.value()).map_err(|e| {
+                IndexError::Internal(format!(
+                    "stored document {:?} is corrupt: {e}",
+                    String::from_utf8_lossy(iter.key())
+                ))
+            })?;
+            if index.encoded_value(&envelope, iter.seq()).is_some() {
+                report.live_entries += 1;
+            }
+            iter.next()?;
+        }
+        report.garbage_entries = report.index_entries.saturating_sub(report.live_entries);
+        let view = self.engine.components(tree, &read)?;
+        let levels = self
+            .engine
+            .stats()
+            .trees
+            .iter()
+            .find(|stats| stats.name == tree.name())
+            .map_or(0, |stats| stats.levels.len());
+        for level in 0..levels {
+            for file in view.files(level) {
+                report.stored_entries += file.entries;
+                report.stored_tombstones += file.deletions;
+            }
+        }
+        report.deletes_emitted = self.deferred.deletes_emitted.load(Ordering::Relaxed);
+        report.pending_versions_applied = self.deferred.pending_applied.load(Ordering::Relaxed);
+        report.undecodable_versions = self.deferred.undecodable_versions.load(Ordering::Relaxed);
+        Ok(report)
+    }
+
+    /// Rewrites the marker file if it must name `extra` (an index being created) or, without
+    /// `extra`, if it differs from the primaries that have deferred indexes now.
+    pub(crate) fn update_deferred_marker(&self, extra: Option<TreeId>) -> Result<()> {
+        if let Some(primaries) = self.deferred.marker_update(extra) {
+            write_marker(self.file_system.as_ref(), self.engine.path(), &primaries)?;
+            self.deferred.marker_written(primaries);
+        }
+        Ok(())
+    }
+
+    /// Turns the versions recorded under [`PENDING_PREFIX`] (dropped before the catalog was
+    /// loaded) into deletes of their index entries, each record removed in the same batch.
+    /// Called at open, under the write lock, after the catalog is loaded.
+    pub(crate) fn apply_pending_drops(&self) -> Result<u64> {
+        let default_tree = self.engine.default_tree();
+        let mut upper = PENDING_PREFIX.to_vec();
+        if let Some(last) = upper.last_mut() {
+            *last += 1;
+        }
+        let mut applied = 0;
+        loop {
+            let mut iter = self.engine.iter(
+                &default_tree,
+                ReadOptions {
+                    lower_bound: Some(PENDING_PREFIX.to_vec()),
+                    upper_bound: Some(upper.clone()),
+                    ..ReadOptions::default()
+                },
+            )?;
+            iter.seek(PENDING_PREFIX)?;
+            let mut batch = WriteBatch::new();
+            let mut records = 0;
+            {
+                let state = self.deferred.state.read();
+                while iter.valid() && records < PENDING_BATCH_RECORDS {
+                    if let Some((tree, seq, pk)) = split_pending_key(iter.key()) {
+                        if let Some(indexes) = state.by_primary.get(&tree) {
+                            self.deferred
+                                .emit_deletes(indexes, pk, seq, iter.value(), &mut batch);
+                        }
+                    }
+                    batch.delete(&default_tree, iter.key());
+                    records += 1;
+                    iter.next()?;
+                }
+            }
+            if records == 0 {
+                return Ok(applied);
+            }
+            applied += records as u64;
+            self.deferred
+                .pending_applied
+                .fetch_add(records as u64, Ordering::Relaxed);
+            self.engine
+                .write(batch, &sift_lsm::WriteOptions { sync: true })?;
+        }
+    }
+}
