@@ -79,6 +79,12 @@ pub enum Maintenance {
     SyncFull,
     /// Never read at write; queries validate every candidate against the primary.
     SyncInsert,
+    /// The write only queues the index work; background workers do the sync-full work later
+    /// (`async_index`). Queries validate candidates; results may omit recent writes.
+    AsyncSimple,
+    /// `AsyncSimple`, and writes made through a `Session` are also kept in the session's
+    /// overlay so the session's queries see them (read your writes).
+    AsyncSession,
 }
 
 impl Maintenance {
@@ -86,7 +92,14 @@ impl Maintenance {
         match self {
             Maintenance::SyncFull => "sync-full",
             Maintenance::SyncInsert => "sync-insert",
+            Maintenance::AsyncSimple => "async-simple",
+            Maintenance::AsyncSession => "async-session",
         }
+    }
+
+    /// Whether background workers maintain the index (`async_index`).
+    pub fn is_async(self) -> bool {
+        matches!(self, Maintenance::AsyncSimple | Maintenance::AsyncSession)
     }
 }
 
@@ -102,8 +115,10 @@ impl FromStr for Maintenance {
         match text {
             "sync-full" => Ok(Maintenance::SyncFull),
             "sync-insert" => Ok(Maintenance::SyncInsert),
+            "async-simple" => Ok(Maintenance::AsyncSimple),
+            "async-session" => Ok(Maintenance::AsyncSession),
             other => Err(format!(
-                "unknown maintenance {other:?} (expected sync-full or sync-insert)"
+                "unknown maintenance {other:?} (expected sync-full, sync-insert, async-simple or async-session)"
             )),
         }
     }

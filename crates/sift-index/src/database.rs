@@ -52,6 +52,8 @@ pub struct DatabaseOptions {
     pub progress: Option<ProgressCallback>,
     /// fdatasync the WAL before acknowledging each write.
     pub sync_writes: bool,
+    /// Workers, retries and sessions of `async-simple` / `async-session` indexes.
+    pub async_index: crate::async_index::AsyncIndexOptions,
 }
 
 impl std::fmt::Debug for DatabaseOptions {
@@ -144,22 +146,25 @@ impl Collection {
 }
 
 #[derive(Debug, Clone, Default)]
-struct Catalog {
-    collections: BTreeMap<String, Arc<Collection>>,
+pub(crate) struct Catalog {
+    pub(crate) collections: BTreeMap<String, Arc<Collection>>,
     next_id: u64,
 }
 
 /// Documents and their secondary indexes. `Send + Sync`.
 pub struct Database {
-    pub(crate) engine: Db,
-    catalog_tree: Tree,
-    catalog: RwLock<Arc<Catalog>>,
+    /// Shared with the asynchronous index workers.
+    pub(crate) engine: Arc<Db>,
+    pub(crate) catalog_tree: Tree,
+    pub(crate) catalog: Arc<RwLock<Arc<Catalog>>>,
     /// Serialises every engine write made by this layer (see `lib.rs`: read-modify-write
     /// maintenance relies on it).
     write_lock: Mutex<()>,
     type_mismatch: TypeMismatchPolicy,
     progress: Option<ProgressCallback>,
     write_options: WriteOptions,
+    /// Queue and workers of asynchronous indexes (`async_index`).
+    pub(crate) async_index: crate::async_index::AsyncIndexer,
 }
 
 impl std::fmt::Debug for Database {
@@ -192,7 +197,10 @@ impl Database {
     pub fn open(path: impl AsRef<Path>, options: DatabaseOptions) -> Result<Database> {
         let mut engine_options = options.engine.clone();
         engine_options.default_tree_options.merge_operator = Some(Arc::new(PostingMergeOperator));
-        let engine = Db::open(path, engine_options)?;
+        let (async_index, flush_listener) =
+            crate::async_index::AsyncIndexer::new(options.async_index.clone());
+        engine_options.flush_listeners.push(flush_listener);
+        let engine = Arc::new(Db::open(path, engine_options)?);
         let catalog_tree = match engine.tree(CATALOG_TREE) {
             Ok(tree) => tree,
             Err(sift_lsm::Error::TreeNotFound(_)) => {
@@ -203,21 +211,29 @@ impl Database {
         let database = Database {
             engine,
             catalog_tree,
-            catalog: RwLock::new(Arc::new(Catalog::default())),
+            catalog: Arc::new(RwLock::new(Arc::new(Catalog::default()))),
             write_lock: Mutex::new(()),
             type_mismatch: options.type_mismatch,
             progress: options.progress.clone(),
             write_options: WriteOptions {
                 sync: options.sync_writes,
             },
+            async_index,
         };
         database.load_catalog()?;
+        database.start_async_index()?;
         Ok(database)
     }
 
-    /// Stops background work and syncs the WAL.
+    /// Applies the queued asynchronous index updates, stops background work and syncs the WAL.
     pub fn close(self) -> Result<()> {
-        Ok(self.engine.close()?)
+        self.stop_async_index();
+        let Database { engine, .. } = self;
+        match Arc::try_unwrap(engine) {
+            Ok(engine) => Ok(engine.close()?),
+            // Not expected (the workers are joined): the last owner closes it on drop.
+            Err(_) => Ok(()),
+        }
     }
 
     /// The engine underneath, for statistics, flushes and compactions. Writing to it directly
@@ -525,7 +541,13 @@ impl Database {
                     IndexKind::Composite => {
                         let mut key = value.to_vec();
                         encode_pk(pk, &mut key);
-                        batch.put(index.stand_alone_tree()?, &key, b"");
+                        // Asynchronous entries name the version they index (`async_index`).
+                        let entry: &[u8] = if index.record.maintenance.is_async() {
+                            &seq.to_be_bytes()
+                        } else {
+                            b""
+                        };
+                        batch.put(index.stand_alone_tree()?, &key, entry);
                         if batch.len() >= BACKFILL_BATCH_ENTRIES {
                             self.engine
                                 .write(std::mem::take(&mut batch), &self.write_options)?;
@@ -664,6 +686,12 @@ impl Database {
                 return Err(invalid("a memory index is always exact (sync-full)"))
             }
             _ => {}
+        }
+        if let (true, Some(reason)) = (
+            maintenance.is_async(),
+            crate::async_index::unsupported_kind(spec.kind),
+        ) {
+            return Err(invalid(reason));
         }
         if spec.read_repair && maintenance != Maintenance::SyncInsert {
             return Err(invalid(
@@ -840,17 +868,36 @@ impl Database {
     ) -> Result<Vec<Option<SeqNo>>> {
         let mut results = Vec::with_capacity(prepared.len());
         let mut memory_updates: Vec<MemoryUpdate> = Vec::new();
+        let mut queued: Option<(SeqNo, SeqNo)> = None;
         // The batch is built for the first sequence number the engine will give it, under the
         // engine's commit lock: postings and memory entries carry their version's number.
-        self.engine.write_sequenced(&self.write_options, |base| {
-            self.build_batch(
+        let written = self.engine.write_sequenced(&self.write_options, |base| {
+            let mut async_items = Vec::new();
+            let batch = self.build_batch(
                 collection,
                 prepared,
                 base,
                 &mut results,
                 &mut memory_updates,
-            )
-        })?;
+                &mut async_items,
+            )?;
+            if !async_items.is_empty() {
+                // Queued before the sequence numbers are published (see `async_index`).
+                queued = Some((base, base + batch.len() as u64));
+                self.async_index
+                    .enqueue(&collection.record.name, async_items);
+            }
+            Ok::<WriteBatch, IndexError>(batch)
+        });
+        if let Err(error) = written {
+            if let Some((first, last)) = queued {
+                self.async_index.cancel(first, last);
+            }
+            return Err(error);
+        }
+        if queued.is_some() {
+            self.async_index.committed();
+        }
         for (position, pk, value) in memory_updates {
             if let Some(memory) = &collection.indexes[position].memory {
                 memory.set(&pk, value.as_ref().map(|(v, seq)| (v.as_slice(), *seq)));
@@ -868,8 +915,13 @@ impl Database {
         base: SeqNo,
         results: &mut Vec<Option<SeqNo>>,
         memory_updates: &mut Vec<MemoryUpdate>,
+        async_items: &mut Vec<(Vec<u8>, SeqNo, bool)>,
     ) -> Result<WriteBatch> {
         let name = &collection.record.name;
+        let has_async = collection
+            .indexes
+            .iter()
+            .any(|index| index.record.maintenance.is_async());
         let needs_old = collection.indexes.iter().any(|index| {
             index.record.maintenance == Maintenance::SyncFull
                 && index.record.kind != IndexKind::Memory
@@ -917,7 +969,13 @@ impl Database {
                 }
                 None => None,
             };
+            if has_async {
+                async_items.push((pk.clone(), seq, new_ref.is_none()));
+            }
             for (position, index) in collection.indexes.iter().enumerate() {
+                if index.record.maintenance.is_async() {
+                    continue; // applied by the workers (`async_index`)
+                }
                 let old_value = old_envelope.as_ref().and_then(|(envelope, old_seq)| {
                     index
                         .encoded_value(envelope, *old_seq)

@@ -51,6 +51,7 @@
 //! live version's sequence number. Results are newest first by live sequence number; stale
 //! entries never count toward K; no document is returned twice.
 
+pub mod async_index;
 pub mod catalog;
 pub mod database;
 pub mod document;
@@ -64,6 +65,9 @@ pub mod query;
 mod time;
 pub mod value;
 
+pub use async_index::{
+    AsyncIndexOptions, AsyncIndexStats, Session, SessionConsistency, SessionQueryResult,
+};
 pub use catalog::{IndexKind, IndexRecord, IndexSpec, IndexState, Maintenance};
 pub use database::{
     BackfillProgress, CollectionInfo, Database, DatabaseOptions, ProgressCallback, WriteOp,
