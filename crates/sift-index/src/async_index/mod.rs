@@ -20,8 +20,8 @@
 //!   waits for the flush that waits for them.
 //! - Replay: the engine writes the logs it replays at open straight into L0 tables before the
 //!   index layer can run, so instead of observing the replay, the index layer keeps a durable
-//!   watermark `W` in the catalog tree (every base write `<= W` is indexed; written after each
-//!   drain, after the workers' entries, and at close) and, at open, queues again every primary
+//!   watermark `W` in the catalog tree (every base write `<= W` is indexed; written by a
+//!   worker after each drain, after the workers' entries, and at close) and, at open, queues again every primary
 //!   entry with a sequence number above `W` (found by reading only the components whose
 //!   sequence range reaches above `W`). Entries applied twice are harmless (see above).
 //!   A watermark write lost with an unsynced log tail only makes the next open re-queue more.
@@ -35,12 +35,13 @@ pub mod session;
 pub mod worker;
 
 use crate::catalog::IndexKind;
-use crate::database::Database;
+use crate::database::{Collection, Database};
 use crate::error::{IndexError, Result};
 use parking_lot::Mutex;
-use queue::{Item, LagHistogram, UpdateQueue};
+use queue::{Item, LagHistogram, RecoveredVersions, UpdateQueue};
+use std::collections::HashMap;
 use sift_lsm::hooks::{FlushInfo, FlushListener};
-use sift_lsm::{ComponentId, Db, ReadOptions, SeqNo, Tree, WriteBatch, WriteOptions};
+use sift_lsm::{ComponentId, Db, ReadOptions, SeqNo, Tree, ValueKind, WriteBatch, WriteOptions};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::thread::JoinHandle;
@@ -107,8 +108,8 @@ pub struct AsyncIndexStats {
     pub last_error: Option<String>,
     /// Whether some batch has failed `failures_reported_after` times and still waits.
     pub persistent_failure: bool,
-    /// Memtable flushes that waited for the queue, the total wait, and drains that stopped
-    /// waiting because of a persistent failure.
+    /// Memtable flushes that waited for the queue, the total wait, and drains cut short by a
+    /// shutdown (their updates are queued again at the next open).
     pub flush_drains: u64,
     pub flush_drain_wait_us: u64,
     pub flush_drains_abandoned: u64,
@@ -139,11 +140,6 @@ pub(crate) struct Counters {
     pub flush_drains_abandoned: AtomicU64,
 }
 
-/// Where the workers and the flush listener write.
-pub(crate) struct Handles {
-    pub engine: Weak<Db>,
-    pub catalog_tree: Tree,
-}
 
 /// State shared by the database, its workers and the flush listener.
 pub(crate) struct AsyncCore {
@@ -152,8 +148,11 @@ pub(crate) struct AsyncCore {
     pub counters: Counters,
     pub lag: LagHistogram,
     pub last_error: Mutex<Option<String>>,
-    /// Set once the engine is open.
-    pub handles: OnceLock<Handles>,
+    /// Where the watermark is written; set once the engine is open.
+    pub catalog_tree: OnceLock<Tree>,
+    /// A drain asked the first worker to write the watermark (the flush thread must not hold
+    /// the engine: it could end up dropping the last handle and joining itself).
+    pub watermark_requested: AtomicBool,
     /// Whether the watermark is worth writing (some asynchronous index exists or did).
     pub active: AtomicBool,
     pub durable_watermark: AtomicU64,
@@ -169,7 +168,8 @@ impl AsyncCore {
             counters: Counters::default(),
             lag: LagHistogram::default(),
             last_error: Mutex::new(None),
-            handles: OnceLock::new(),
+            catalog_tree: OnceLock::new(),
+            watermark_requested: AtomicBool::new(false),
             active: AtomicBool::new(false),
             durable_watermark: AtomicU64::new(0),
             sessions: Mutex::new(Vec::new()),
@@ -186,23 +186,30 @@ impl AsyncCore {
         }
     }
 
-    /// Waits until no update `<= seq` is pending. `Err((attempts, error))` if a batch holding
-    /// one has failed `failures_reported_after` times; `Ok(false)` on shutdown or timeout.
+    /// Waits until no update `<= seq` is pending. With `report_failures`, returns
+    /// `Err((attempts, error))` once a batch holding one has failed `failures_reported_after`
+    /// times, failing again during this wait. `Ok(false)` on shutdown or timeout.
     pub fn wait_for(
         &self,
         seq: SeqNo,
         timeout: Option<Duration>,
+        report_failures: bool,
     ) -> std::result::Result<bool, (u32, String)> {
         let deadline = timeout.map(|t| Instant::now() + t);
         let mut state = self.queue.state.lock();
+        let attempts_before = state.attempts();
         loop {
             if state.pending_up_to(seq) == 0 {
                 return Ok(true);
             }
-            if let Some(failure) =
-                state.failure_up_to(seq, self.options.failures_reported_after.max(1))
-            {
-                return Err(failure);
+            if report_failures {
+                if let Some(failure) = state.failure_up_to(
+                    seq,
+                    self.options.failures_reported_after.max(1),
+                    &attempts_before,
+                ) {
+                    return Err(failure);
+                }
             }
             if state.shutting_down || deadline.is_some_and(|d| Instant::now() >= d) {
                 return Ok(false);
@@ -215,14 +222,11 @@ impl AsyncCore {
     }
 
     /// Writes the watermark to the catalog tree if it moved (never blocks on a flush).
-    pub fn persist_watermark(&self, visible: SeqNo) -> Result<()> {
+    pub fn persist_watermark(&self, engine: &Db, visible: SeqNo) -> Result<()> {
         if !self.active.load(Ordering::Acquire) {
             return Ok(());
         }
-        let Some(handles) = self.handles.get() else {
-            return Ok(());
-        };
-        let Some(engine) = handles.engine.upgrade() else {
+        let Some(catalog_tree) = self.catalog_tree.get() else {
             return Ok(());
         };
         let watermark = self.indexed_through(visible);
@@ -230,11 +234,19 @@ impl AsyncCore {
             return Ok(());
         }
         let mut batch = WriteBatch::new();
-        batch.put(&handles.catalog_tree, WATERMARK_KEY, &watermark.to_be_bytes());
+        batch.put(catalog_tree, WATERMARK_KEY, &watermark.to_be_bytes());
         engine.write_unthrottled(batch, &WriteOptions::default())?;
         self.durable_watermark
             .fetch_max(watermark, Ordering::AcqRel);
         Ok(())
+    }
+
+    /// Asks the first worker to write the watermark soon.
+    pub fn request_watermark(&self) {
+        if self.active.load(Ordering::Acquire) {
+            self.watermark_requested.store(true, Ordering::Release);
+            self.queue.wake_workers();
+        }
     }
 
     pub fn record_failure(&self, error: &str) {
@@ -250,13 +262,15 @@ impl FlushListener for DrainBeforeFlush {
     fn before_flush(&self, info: &FlushInfo) {
         let core = &self.0;
         if core.queue.state.lock().pending_up_to(info.sequence_upper_bound) == 0 {
-            // Nothing to wait for; still record progress now and then.
-            let _ = core.persist_watermark(info.sequence_upper_bound);
+            // Nothing to wait for; still record progress.
+            core.request_watermark();
             return;
         }
         let started = Instant::now();
         core.counters.flush_drains.fetch_add(1, Ordering::Relaxed);
-        let drained = core.wait_for(info.sequence_upper_bound, None);
+        // Waits through failures (they are retried): a flush that went on would delete the
+        // log of updates not applied yet. Only a shutdown cuts the wait short.
+        let drained = core.wait_for(info.sequence_upper_bound, None, false);
         let waited_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
         core.counters
             .flush_drain_wait_us
@@ -266,9 +280,7 @@ impl FlushListener for DrainBeforeFlush {
                 .flush_drains_abandoned
                 .fetch_add(1, Ordering::Relaxed);
         }
-        if let Err(error) = core.persist_watermark(info.sequence_upper_bound) {
-            core.record_failure(&format!("writing the index watermark: {error}"));
-        }
+        core.request_watermark();
     }
 }
 
@@ -314,6 +326,7 @@ impl AsyncIndexer {
                 seq,
                 delete,
                 queued_at: now,
+                recovered: None,
             }));
         self.core
             .counters
@@ -377,10 +390,7 @@ impl Database {
             None => 0,
         };
         core.durable_watermark.store(watermark, Ordering::Release);
-        let _ = core.handles.set(Handles {
-            engine: Arc::downgrade(&self.engine),
-            catalog_tree: self.catalog_tree.clone(),
-        });
+        let _ = core.catalog_tree.set(self.catalog_tree.clone());
         let catalog = Arc::clone(&self.catalog.read());
         let collections: Vec<_> = catalog
             .collections
@@ -415,21 +425,25 @@ impl Database {
                 .min()
                 .unwrap_or(0)
                 .max(watermark);
-            let items = self.writes_above(&collection.primary, floor)?;
-            core.counters
-                .recovered
-                .fetch_add(items.len() as u64, Ordering::Relaxed);
-            self.async_index.enqueue(&collection.record.name, items);
+            let items = self.writes_above(&collection, floor)?;
+            let pushed = core.queue.push(items) as u64;
+            core.counters.recovered.fetch_add(pushed, Ordering::Relaxed);
+            core.counters.queued.fetch_add(pushed, Ordering::Relaxed);
         }
         self.async_index.committed();
         Ok(())
     }
 
-    /// Every version in `primary` with a sequence number above `floor`, oldest first. Only
+    /// An update for every version in `collection`'s primary with a sequence number above
+    /// `floor`, oldest first, each with its version and the previous one as found now. Only
     /// components whose sequence range reaches above `floor` are read.
-    fn writes_above(&self, primary: &Tree, floor: SeqNo) -> Result<Vec<(Vec<u8>, SeqNo, bool)>> {
+    fn writes_above(&self, collection: &Collection, floor: SeqNo) -> Result<Vec<Item>> {
+        let primary = &collection.primary;
         let view = self.engine.components(primary, &ReadOptions::default())?;
-        let mut found = Vec::new();
+        // pk -> versions above the floor (seq, value; None: delete), and the newest at or
+        // below it seen in the same components.
+        let mut above: HashMap<Vec<u8>, Vec<(SeqNo, Option<Vec<u8>>)>> = HashMap::new();
+        let mut below: HashMap<Vec<u8>, (SeqNo, Option<Vec<u8>>)> = HashMap::new();
         for id in view.ids() {
             let reaches_above = match id {
                 ComponentId::Memtable | ComponentId::ImmutableMemtable(_) => true,
@@ -447,23 +461,59 @@ impl Database {
             let mut iter = view.iter(id)?;
             iter.seek_to_first()?;
             while iter.valid() {
-                if iter.seq() > floor {
-                    let delete = iter.kind() == sift_lsm::ValueKind::Delete;
-                    found.push((iter.user_key().to_vec(), iter.seq(), delete));
+                let seq = iter.seq();
+                let value = (iter.kind() != ValueKind::Delete).then(|| iter.value().to_vec());
+                if seq > floor {
+                    above
+                        .entry(iter.user_key().to_vec())
+                        .or_default()
+                        .push((seq, value));
+                } else if below
+                    .get(iter.user_key())
+                    .is_none_or(|(newest, _)| *newest < seq)
+                {
+                    below.insert(iter.user_key().to_vec(), (seq, value));
                 }
                 iter.next()?;
             }
         }
-        found.sort_by_key(|(_, seq, _)| *seq);
-        Ok(found)
+        let collection_name: Arc<str> = Arc::from(collection.record.name.as_str());
+        let now = Instant::now();
+        let mut items = Vec::new();
+        for (pk, mut versions) in above {
+            versions.sort_by_key(|(seq, _)| *seq);
+            // The version before the first one above the floor: from the scan, or from a
+            // component the scan skipped.
+            let mut previous = match (below.remove(&pk), self.engine.get_at(primary, &pk, floor)?) {
+                (Some((seq, _)), Some(entry)) if entry.seq > seq => {
+                    Some((entry.value, entry.seq))
+                }
+                (Some((seq, value)), _) => value.map(|value| (value, seq)),
+                (None, entry) => entry.map(|entry| (entry.value, entry.seq)),
+            };
+            for (seq, version) in versions {
+                let next_previous = version.clone().map(|value| (value, seq));
+                items.push(Item {
+                    collection: Arc::clone(&collection_name),
+                    pk: pk.clone(),
+                    seq,
+                    delete: version.is_none(),
+                    queued_at: now,
+                    recovered: Some(Arc::new(RecoveredVersions { version, previous })),
+                });
+                previous = next_previous;
+            }
+        }
+        items.sort_by_key(|item| item.seq);
+        Ok(items)
     }
 
     /// Drains the queue (unless a batch fails persistently), records the watermark and stops
     /// the workers. Part of `close`.
     pub(crate) fn stop_async_index(&self) {
         let visible = self.engine.latest_sequence();
-        let _ = self.async_index.core.wait_for(visible, None);
-        let _ = self.async_index.core.persist_watermark(visible);
+        let _ = self.async_index.core.wait_for(visible, None, true);
+        let _ = self.async_index.core.persist_watermark(&self.engine, visible);
         self.async_index.stop();
     }
 
@@ -478,7 +528,7 @@ impl Database {
     /// still pending then.
     pub fn wait_until_indexed_for(&self, timeout: Option<Duration>) -> Result<bool> {
         let target = self.engine.latest_sequence();
-        match self.async_index.core.wait_for(target, timeout) {
+        match self.async_index.core.wait_for(target, timeout, true) {
             Ok(done) => Ok(done),
             Err((attempts, message)) => Err(IndexError::IndexingFailed { attempts, message }),
         }
@@ -498,7 +548,7 @@ impl Database {
                     u64::try_from(at.elapsed().as_micros()).unwrap_or(u64::MAX)
                 });
             let failing = state
-                .failure_up_to(SeqNo::MAX, core.options.failures_reported_after.max(1))
+                .failure_up_to(SeqNo::MAX, core.options.failures_reported_after.max(1), &[])
                 .is_some();
             (state.length() as u64, oldest, failing)
         };

@@ -26,6 +26,18 @@ pub(crate) struct Item {
     pub delete: bool,
     /// When the write queued it (about when it committed): the start of its index lag.
     pub queued_at: Instant,
+    /// For an update queued again at open: its version and the one before, as found then
+    /// (a compaction of the recovered tables may drop them before the update is applied).
+    pub recovered: Option<Arc<RecoveredVersions>>,
+}
+
+/// The versions a recovered update needs, read when it was queued again.
+#[derive(Debug)]
+pub(crate) struct RecoveredVersions {
+    /// The stored value at the update's sequence number (`None`: a delete).
+    pub version: Option<Vec<u8>>,
+    /// The previous version and its sequence number (`None`: none, or deleted).
+    pub previous: Option<(Vec<u8>, SeqNo)>,
 }
 
 /// One worker's share of the queue.
@@ -65,14 +77,24 @@ impl QueueState {
         self.shards.iter().map(|shard| shard.items.len()).sum()
     }
 
+    /// Failed attempts of each shard's front batch.
+    pub fn attempts(&self) -> Vec<u32> {
+        self.shards.iter().map(|shard| shard.attempts).collect()
+    }
+
     /// The first shard, among those holding an item `<= seq`, whose front batch has failed at
-    /// least `attempts` times: (attempts, last error).
-    pub fn failure_up_to(&self, seq: SeqNo, attempts: u32) -> Option<(u32, String)> {
+    /// least `attempts` times, and more often than `since` says (so a failure is reported
+    /// only once it recurred): (attempts, last error).
+    pub fn failure_up_to(&self, seq: SeqNo, attempts: u32, since: &[u32]) -> Option<(u32, String)> {
         self.shards
             .iter()
-            .filter(|shard| shard.items.front().is_some_and(|item| item.seq <= seq))
-            .find(|shard| shard.attempts >= attempts)
-            .map(|shard| {
+            .enumerate()
+            .find(|(i, shard)| {
+                shard.items.front().is_some_and(|item| item.seq <= seq)
+                    && shard.attempts >= attempts
+                    && shard.attempts > since.get(*i).copied().unwrap_or(0)
+            })
+            .map(|(_, shard)| {
                 (
                     shard.attempts,
                     shard.last_error.clone().unwrap_or_default(),
@@ -235,6 +257,7 @@ mod tests {
             seq,
             delete: false,
             queued_at: Instant::now(),
+            recovered: None,
         };
         queue.push((1..=6).map(item));
         queue.cancel(3, 4);

@@ -14,10 +14,8 @@
 //! Why the previous version is still there: an update stays queued until applied, and the
 //! flush of the memtable holding its write waits for that (drain before flush); a compaction
 //! drops a version only for a newer one in its own inputs, and the next version (`s`) is still
-//! in a memtable. After a crash the re-queued updates of recovered tables can race a compaction
-//! of those tables; an update whose own version is gone is skipped (a newer one exists and is
-//! queued too), and an entry whose deletion it would have made stays behind as garbage that
-//! queries reject by validation.
+//! in a memtable. Updates queued again at open carry both versions, read when they were queued
+//! (the recovered tables may be compacted before the updates are applied).
 
 use super::queue::Item;
 use super::AsyncCore;
@@ -73,6 +71,9 @@ impl Worker {
                     if state.shutting_down {
                         return;
                     }
+                    if self.shard == 0 && self.core.watermark_requested.load(Ordering::Acquire) {
+                        break Vec::new();
+                    }
                     let visible = self.engine.latest_sequence();
                     let ready: Vec<Item> = state.shards[self.shard]
                         .items
@@ -87,6 +88,15 @@ impl Worker {
                     queue.work.wait_for(&mut state, IDLE_WAIT);
                 }
             };
+            if batch.is_empty() {
+                self.core.watermark_requested.store(false, Ordering::Release);
+                let visible = self.engine.latest_sequence();
+                if let Err(error) = self.core.persist_watermark(&self.engine, visible) {
+                    self.core
+                        .record_failure(&format!("writing the index watermark: {error}"));
+                }
+                continue;
+            }
             match self.apply(&batch) {
                 Ok(()) => self.finish(&batch),
                 Err(error) => {
@@ -177,17 +187,24 @@ impl Worker {
                 continue;
             }
             let primary = &collection.primary;
-            let at = self.engine.get_at(primary, &item.pk, item.seq)?;
-            let version = match (item.delete, at) {
-                (false, Some(entry)) if entry.seq == item.seq => Some(entry.value),
-                (true, None) => None,
-                // Not this write's version: it never committed, or (after a crash) a
-                // compaction dropped it for a newer version, whose update is queued too.
-                _ => continue,
+            let (version, previous) = match &item.recovered {
+                Some(recovered) => (
+                    recovered.version.clone(),
+                    recovered.previous.clone().map(|(value, seq)| sift_lsm::Entry { value, seq }),
+                ),
+                None => {
+                    let version = match (item.delete, self.engine.get_at(primary, &item.pk, item.seq)?) {
+                        (false, Some(entry)) if entry.seq == item.seq => Some(entry.value),
+                        (true, None) => None,
+                        // Not this write's version: the write never committed.
+                        _ => continue,
+                    };
+                    let previous = self
+                        .engine
+                        .get_at(primary, &item.pk, item.seq.saturating_sub(1))?;
+                    (version, previous)
+                }
             };
-            let previous = self
-                .engine
-                .get_at(primary, &item.pk, item.seq.saturating_sub(1))?;
             let live = self.engine.get(primary, &item.pk)?;
             let corrupt = |e: IndexError| {
                 IndexError::Internal(format!(
