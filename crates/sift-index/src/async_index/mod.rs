@@ -39,9 +39,9 @@ use crate::database::{Collection, Database};
 use crate::error::{IndexError, Result};
 use parking_lot::Mutex;
 use queue::{Item, LagHistogram, RecoveredVersions, UpdateQueue};
-use std::collections::HashMap;
 use sift_lsm::hooks::{FlushInfo, FlushListener};
 use sift_lsm::{ComponentId, Db, ReadOptions, SeqNo, Tree, ValueKind, WriteBatch, WriteOptions};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::thread::JoinHandle;
@@ -83,7 +83,7 @@ impl Default for AsyncIndexOptions {
             retry_backoff_initial: Duration::from_millis(1),
             retry_backoff_max: Duration::from_secs(1),
             failures_reported_after: 5,
-            session_idle_timeout: Duration::from_secs(30 * 60),
+            session_idle_timeout: Duration::from_mins(30),
             session_overlay_bytes_max: 8 << 20,
             inject_failures: Arc::new(AtomicU64::new(0)),
         }
@@ -139,7 +139,6 @@ pub(crate) struct Counters {
     pub flush_drain_wait_us: AtomicU64,
     pub flush_drains_abandoned: AtomicU64,
 }
-
 
 /// State shared by the database, its workers and the flush listener.
 pub(crate) struct AsyncCore {
@@ -250,7 +249,9 @@ impl AsyncCore {
     }
 
     pub fn record_failure(&self, error: &str) {
-        self.counters.failed_attempts.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .failed_attempts
+            .fetch_add(1, Ordering::Relaxed);
         *self.last_error.lock() = Some(error.to_string());
     }
 }
@@ -261,7 +262,13 @@ struct DrainBeforeFlush(Arc<AsyncCore>);
 impl FlushListener for DrainBeforeFlush {
     fn before_flush(&self, info: &FlushInfo) {
         let core = &self.0;
-        if core.queue.state.lock().pending_up_to(info.sequence_upper_bound) == 0 {
+        if core
+            .queue
+            .state
+            .lock()
+            .pending_up_to(info.sequence_upper_bound)
+            == 0
+        {
             // Nothing to wait for; still record progress.
             core.request_watermark();
             return;
@@ -360,6 +367,9 @@ impl Drop for AsyncIndexer {
     }
 }
 
+/// A stored version: sequence number and value (`None`: a delete).
+type Version = (SeqNo, Option<Vec<u8>>);
+
 /// Whether a collection has an asynchronous index.
 fn has_async_index(collection: &crate::database::Collection) -> bool {
     collection
@@ -373,22 +383,23 @@ impl Database {
     /// base writes above the durable watermark (see the module documentation).
     pub(crate) fn start_async_index(&self) -> Result<()> {
         let core = &self.async_index.core;
-        let watermark = match self.engine.get(&self.catalog_tree, WATERMARK_KEY)? {
-            Some(entry) => {
-                let bytes: [u8; 8] = entry.value.as_slice().try_into().map_err(|_| {
-                    IndexError::CorruptCatalog {
-                        key: String::from_utf8_lossy(WATERMARK_KEY).into_owned(),
-                        message: format!(
-                            "the index watermark is {} bytes, expected 8",
-                            entry.value.len()
-                        ),
-                    }
-                })?;
-                core.active.store(true, Ordering::Release);
-                SeqNo::from_be_bytes(bytes)
-            }
-            None => 0,
-        };
+        let watermark =
+            match self.engine.get(&self.catalog_tree, WATERMARK_KEY)? {
+                Some(entry) => {
+                    let bytes: [u8; 8] = entry.value.as_slice().try_into().map_err(|_| {
+                        IndexError::CorruptCatalog {
+                            key: String::from_utf8_lossy(WATERMARK_KEY).into_owned(),
+                            message: format!(
+                                "the index watermark is {} bytes, expected 8",
+                                entry.value.len()
+                            ),
+                        }
+                    })?;
+                    core.active.store(true, Ordering::Release);
+                    SeqNo::from_be_bytes(bytes)
+                }
+                None => 0,
+            };
         core.durable_watermark.store(watermark, Ordering::Release);
         let _ = core.catalog_tree.set(self.catalog_tree.clone());
         let catalog = Arc::clone(&self.catalog.read());
@@ -442,8 +453,8 @@ impl Database {
         let view = self.engine.components(primary, &ReadOptions::default())?;
         // pk -> versions above the floor (seq, value; None: delete), and the newest at or
         // below it seen in the same components.
-        let mut above: HashMap<Vec<u8>, Vec<(SeqNo, Option<Vec<u8>>)>> = HashMap::new();
-        let mut below: HashMap<Vec<u8>, (SeqNo, Option<Vec<u8>>)> = HashMap::new();
+        let mut above: HashMap<Vec<u8>, Vec<Version>> = HashMap::new();
+        let mut below: HashMap<Vec<u8>, Version> = HashMap::new();
         for id in view.ids() {
             let reaches_above = match id {
                 ComponentId::Memtable | ComponentId::ImmutableMemtable(_) => true,
@@ -485,9 +496,7 @@ impl Database {
             // The version before the first one above the floor: from the scan, or from a
             // component the scan skipped.
             let mut previous = match (below.remove(&pk), self.engine.get_at(primary, &pk, floor)?) {
-                (Some((seq, _)), Some(entry)) if entry.seq > seq => {
-                    Some((entry.value, entry.seq))
-                }
+                (Some((seq, _)), Some(entry)) if entry.seq > seq => Some((entry.value, entry.seq)),
                 (Some((seq, value)), _) => value.map(|value| (value, seq)),
                 (None, entry) => entry.map(|entry| (entry.value, entry.seq)),
             };
@@ -513,7 +522,10 @@ impl Database {
     pub(crate) fn stop_async_index(&self) {
         let visible = self.engine.latest_sequence();
         let _ = self.async_index.core.wait_for(visible, None, true);
-        let _ = self.async_index.core.persist_watermark(&self.engine, visible);
+        let _ = self
+            .async_index
+            .core
+            .persist_watermark(&self.engine, visible);
         self.async_index.stop();
     }
 

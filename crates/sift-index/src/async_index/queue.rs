@@ -69,7 +69,13 @@ impl QueueState {
     pub fn pending_up_to(&self, seq: SeqNo) -> usize {
         self.shards
             .iter()
-            .map(|shard| shard.items.iter().take_while(|item| item.seq <= seq).count())
+            .map(|shard| {
+                shard
+                    .items
+                    .iter()
+                    .take_while(|item| item.seq <= seq)
+                    .count()
+            })
             .sum()
     }
 
@@ -94,12 +100,7 @@ impl QueueState {
                     && shard.attempts >= attempts
                     && shard.attempts > since.get(*i).copied().unwrap_or(0)
             })
-            .map(|(_, shard)| {
-                (
-                    shard.attempts,
-                    shard.last_error.clone().unwrap_or_default(),
-                )
-            })
+            .map(|(_, shard)| (shard.attempts, shard.last_error.clone().unwrap_or_default()))
     }
 }
 

@@ -52,11 +52,13 @@ pub struct SessionQueryResult {
     pub overlay_hits: u64,
 }
 
+/// (index id, encoded value) of each `async-session` index of a collection.
+type IndexValues = Vec<(u64, Option<Vec<u8>>)>;
+
 #[derive(Debug)]
 struct OverlayEntry {
     seq: SeqNo,
-    /// (index id, encoded value) of each `async-session` index of the collection.
-    values: Vec<(u64, Option<Vec<u8>>)>,
+    values: IndexValues,
     bytes: usize,
 }
 
@@ -207,7 +209,7 @@ impl Session<'_> {
         let indexes = session_indexes(&collection);
         // What each write files under in each tracked index (parsed before writing, as the
         // write does; a document the write rejects fails the whole call anyway).
-        let mut tracked: Vec<(Vec<u8>, Vec<(u64, Option<Vec<u8>>)>)> = Vec::new();
+        let mut tracked: Vec<(Vec<u8>, IndexValues)> = Vec::new();
         if !indexes.is_empty() {
             for op in ops {
                 tracked.push(match op {
@@ -220,7 +222,9 @@ impl Session<'_> {
                             .map(|index| {
                                 (
                                     index.record.id,
-                                    envelope.attr_encoded(index.record.attr_id).map(<[u8]>::to_vec),
+                                    envelope
+                                        .attr_encoded(index.record.attr_id)
+                                        .map(<[u8]>::to_vec),
                                 )
                             })
                             .collect();
@@ -228,7 +232,10 @@ impl Session<'_> {
                     }
                     WriteOp::Delete(pk) => (
                         pk.to_vec(),
-                        indexes.iter().map(|index| (index.record.id, None)).collect(),
+                        indexes
+                            .iter()
+                            .map(|index| (index.record.id, None))
+                            .collect(),
                     ),
                 });
             }
@@ -263,7 +270,9 @@ impl Session<'_> {
                 continue;
             }
             inner.overlay_bytes = inner.overlay_bytes - replaced + bytes;
-            inner.overlay.insert(key, OverlayEntry { seq, values, bytes });
+            inner
+                .overlay
+                .insert(key, OverlayEntry { seq, values, bytes });
         }
         Ok(results)
     }
@@ -298,7 +307,13 @@ impl Session<'_> {
     ) -> Result<SessionQueryResult> {
         self.touch()?;
         let result = self.database.range(collection, index, lo, hi, limit)?;
-        self.merge(collection, index, checked_range_bounds(lo, hi)?, limit, result)
+        self.merge(
+            collection,
+            index,
+            checked_range_bounds(lo, hi)?,
+            limit,
+            result,
+        )
     }
 
     /// Adds the overlay's matching documents (validated against the primary) to `result`.
@@ -312,8 +327,7 @@ impl Session<'_> {
     ) -> Result<SessionQueryResult> {
         let collection = self.database.collection_arc(collection_name)?;
         let index = collection.index(index_name)?;
-        let in_range =
-            |v: &[u8]| v >= start.as_slice() && end.as_deref().is_none_or(|end| v < end);
+        let in_range = |v: &[u8]| v >= start.as_slice() && end.as_deref().is_none_or(|end| v < end);
         let QueryResult { mut hits, stats } = result;
         let (consistency, candidates) = {
             let mut inner = self.state.inner.lock();

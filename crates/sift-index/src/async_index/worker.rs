@@ -89,7 +89,9 @@ impl Worker {
                 }
             };
             if batch.is_empty() {
-                self.core.watermark_requested.store(false, Ordering::Release);
+                self.core
+                    .watermark_requested
+                    .store(false, Ordering::Release);
                 let visible = self.engine.latest_sequence();
                 if let Err(error) = self.core.persist_watermark(&self.engine, visible) {
                     self.core
@@ -133,7 +135,9 @@ impl Worker {
     fn finish(&self, batch: &[Item]) {
         let now = Instant::now();
         for item in batch {
-            self.core.lag.record(now.saturating_duration_since(item.queued_at));
+            self.core
+                .lag
+                .record(now.saturating_duration_since(item.queued_at));
         }
         let done: HashSet<SeqNo> = batch.iter().map(|item| item.seq).collect();
         {
@@ -187,23 +191,28 @@ impl Worker {
                 continue;
             }
             let primary = &collection.primary;
-            let (version, previous) = match &item.recovered {
-                Some(recovered) => (
+            let (version, previous) = if let Some(recovered) = &item.recovered {
+                (
                     recovered.version.clone(),
-                    recovered.previous.clone().map(|(value, seq)| sift_lsm::Entry { value, seq }),
-                ),
-                None => {
-                    let version = match (item.delete, self.engine.get_at(primary, &item.pk, item.seq)?) {
-                        (false, Some(entry)) if entry.seq == item.seq => Some(entry.value),
-                        (true, None) => None,
-                        // Not this write's version: the write never committed.
-                        _ => continue,
-                    };
-                    let previous = self
-                        .engine
-                        .get_at(primary, &item.pk, item.seq.saturating_sub(1))?;
-                    (version, previous)
-                }
+                    recovered
+                        .previous
+                        .clone()
+                        .map(|(value, seq)| sift_lsm::Entry { value, seq }),
+                )
+            } else {
+                let version = match (
+                    item.delete,
+                    self.engine.get_at(primary, &item.pk, item.seq)?,
+                ) {
+                    (false, Some(entry)) if entry.seq == item.seq => Some(entry.value),
+                    (true, None) => None,
+                    // Not this write's version: the write never committed.
+                    _ => continue,
+                };
+                let previous = self
+                    .engine
+                    .get_at(primary, &item.pk, item.seq.saturating_sub(1))?;
+                (version, previous)
             };
             let live = self.engine.get(primary, &item.pk)?;
             let corrupt = |e: IndexError| {
@@ -218,7 +227,11 @@ impl Worker {
                 .map(EnvelopeRef::decode)
                 .transpose()
                 .map_err(corrupt)?;
-            let previous_envelope = previous.as_ref().map(with_seq).transpose().map_err(corrupt)?;
+            let previous_envelope = previous
+                .as_ref()
+                .map(with_seq)
+                .transpose()
+                .map_err(corrupt)?;
             let live_envelope = live.as_ref().map(with_seq).transpose().map_err(corrupt)?;
             for index in indexes {
                 let tree = index.stand_alone_tree()?;
