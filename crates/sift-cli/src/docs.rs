@@ -613,7 +613,51 @@ pub fn stats(args: &StatsArgs) -> Result<(), String> {
             }
         }
     }
+    print_async_stats(&database, args.json, &mut out)?;
     close(database)
+}
+
+/// Asynchronous maintenance (since this open: updates queued again from the primary, the
+/// queue, the lag histogram), if the database has asynchronous indexes.
+fn print_async_stats(
+    database: &Database,
+    json: bool,
+    out: &mut impl std::io::Write,
+) -> Result<(), String> {
+    let has_async = database.collections().iter().any(|info| {
+        info.indexes
+            .iter()
+            .any(|index| index.maintenance.is_async())
+    });
+    if !has_async {
+        return Ok(());
+    }
+    let s = database.async_index_stats();
+    let line = if json {
+        serde_json::json!({"async_index": {"queue_length": s.queue_length,
+            "updates_queued": s.updates_queued, "updates_recovered": s.updates_recovered,
+            "updates_applied": s.updates_applied, "failed_attempts": s.failed_attempts,
+            "persistent_failure": s.persistent_failure, "durable_watermark": s.durable_watermark,
+            "lag_us_p50": s.lag_us_p50, "lag_us_p99": s.lag_us_p99, "lag_us_max": s.lag_us_max,
+            "lag_histogram": s.lag_histogram, "flush_drains": s.flush_drains}})
+        .to_string()
+    } else {
+        format!(
+            "async index maintenance: queue {} (oldest {} us), {} updates queued ({} recovered at open), {} applied, {} failed attempts{}, watermark {}, lag p50 {} us p99 {} us max {} us",
+            s.queue_length,
+            s.oldest_pending_us,
+            s.updates_queued,
+            s.updates_recovered,
+            s.updates_applied,
+            s.failed_attempts,
+            if s.persistent_failure { " (persistent failure)" } else { "" },
+            s.durable_watermark,
+            s.lag_us_p50,
+            s.lag_us_p99,
+            s.lag_us_max
+        )
+    };
+    writeln!(out, "{line}").map_err(|e| e.to_string())
 }
 
 /// Keys in an engine tree (live, at the latest state).

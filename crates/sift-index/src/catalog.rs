@@ -115,6 +115,12 @@ pub enum Maintenance {
     /// sequence number and the primary's flushes and compactions emit DELETEs for the versions
     /// they drop (Vinyl). Non-unique composite indexes only; see `deferred.rs`.
     Deferred,
+    /// The write only queues the index work; background workers do the sync-full work later
+    /// (`async_index`). Queries validate candidates; results may omit recent writes.
+    AsyncSimple,
+    /// `AsyncSimple`, and writes made through a `Session` are also kept in the session's
+    /// overlay so the session's queries see them (read your writes).
+    AsyncSession,
 }
 
 impl Maintenance {
@@ -123,7 +129,14 @@ impl Maintenance {
             Maintenance::SyncFull => "sync-full",
             Maintenance::SyncInsert => "sync-insert",
             Maintenance::Deferred => "deferred",
+            Maintenance::AsyncSimple => "async-simple",
+            Maintenance::AsyncSession => "async-session",
         }
+    }
+
+    /// Whether background workers maintain the index (`async_index`).
+    pub fn is_async(self) -> bool {
+        matches!(self, Maintenance::AsyncSimple | Maintenance::AsyncSession)
     }
 }
 
@@ -140,8 +153,11 @@ impl FromStr for Maintenance {
             "sync-full" => Ok(Maintenance::SyncFull),
             "sync-insert" => Ok(Maintenance::SyncInsert),
             "deferred" => Ok(Maintenance::Deferred),
+            "async-simple" => Ok(Maintenance::AsyncSimple),
+            "async-session" => Ok(Maintenance::AsyncSession),
             other => Err(format!(
-                "unknown maintenance {other:?} (expected sync-full, sync-insert or deferred)"
+                "unknown maintenance {other:?} (expected sync-full, sync-insert, deferred, \
+                 async-simple or async-session)"
             )),
         }
     }

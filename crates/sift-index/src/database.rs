@@ -56,6 +56,8 @@ pub struct DatabaseOptions {
     pub progress: Option<ProgressCallback>,
     /// fdatasync the WAL before acknowledging each write.
     pub sync_writes: bool,
+    /// Workers, retries and sessions of `async-simple` / `async-session` indexes.
+    pub async_index: crate::async_index::AsyncIndexOptions,
 }
 
 impl std::fmt::Debug for DatabaseOptions {
@@ -156,16 +158,17 @@ impl Collection {
 }
 
 #[derive(Debug, Clone, Default)]
-struct Catalog {
-    collections: BTreeMap<String, Arc<Collection>>,
+pub(crate) struct Catalog {
+    pub(crate) collections: BTreeMap<String, Arc<Collection>>,
     next_id: u64,
 }
 
 /// Documents and their secondary indexes. `Send + Sync`.
 pub struct Database {
-    pub(crate) engine: Db,
-    catalog_tree: Tree,
-    catalog: RwLock<Arc<Catalog>>,
+    /// Shared with the asynchronous index workers.
+    pub(crate) engine: Arc<Db>,
+    pub(crate) catalog_tree: Tree,
+    pub(crate) catalog: Arc<RwLock<Arc<Catalog>>>,
     /// Serialises every engine write made by this layer (see `lib.rs`: read-modify-write
     /// maintenance relies on it).
     write_lock: Mutex<()>,
@@ -185,6 +188,8 @@ pub struct Database {
     embedded: Arc<crate::embedded::EmbeddedRegistry>,
     /// Options of new primary trees (the engine's defaults, with the embedded collector).
     primary_tree_options: TreeOptions,
+    /// Queue and workers of asynchronous indexes (`async_index`).
+    pub(crate) async_index: crate::async_index::AsyncIndexer,
 }
 
 impl std::fmt::Debug for Database {
@@ -197,6 +202,15 @@ impl std::fmt::Debug for Database {
 
 /// (index position, pk, new live value and seq) for a memory index, applied after the write.
 type MemoryUpdate = (usize, Vec<u8>, Option<(Vec<u8>, SeqNo)>);
+
+/// What `build_batch` gathers for the layers that act around the commit.
+#[derive(Default)]
+struct AroundCommit {
+    /// (pk, seq, an older version surely exists) for the update memo of `next` indexes.
+    memo_writes: Vec<(Vec<u8>, SeqNo, bool)>,
+    /// Work for asynchronous indexes (`async_index`), queued before the commit.
+    async_items: Vec<(Vec<u8>, SeqNo, bool)>,
+}
 
 /// A parsed write, ready to apply.
 enum Prepared {
@@ -252,7 +266,10 @@ impl Database {
             }));
         // Deferred indexes accumulate DELETEs: let compaction push tombstone-heavy files down.
         engine_options.compaction_prefer_tombstones = true;
-        let engine = Db::open(path, engine_options)?;
+        let (async_index, flush_listener) =
+            crate::async_index::AsyncIndexer::new(options.async_index.clone());
+        engine_options.flush_listeners.push(flush_listener);
+        let engine = Arc::new(Db::open(path, engine_options)?);
         if engine.default_tree().id() != crate::deferred::DEFAULT_TREE_ID {
             return Err(IndexError::Internal(
                 "the engine's default tree does not have id 0".into(),
@@ -269,7 +286,7 @@ impl Database {
         let database = Database {
             engine,
             catalog_tree,
-            catalog: RwLock::new(Arc::new(Catalog::default())),
+            catalog: Arc::new(RwLock::new(Arc::new(Catalog::default()))),
             write_lock: Mutex::new(()),
             type_mismatch: options.type_mismatch,
             progress: options.progress.clone(),
@@ -282,6 +299,7 @@ impl Database {
             next,
             embedded,
             primary_tree_options,
+            async_index,
         };
         database.load_catalog()?;
         {
@@ -289,29 +307,35 @@ impl Database {
             database.apply_pending_drops()?;
             database.update_deferred_marker(None)?;
         }
+        database.start_async_index()?;
         Ok(database)
     }
 
-    /// Stops background work, syncs the WAL, then saves each memory index to a snapshot so
-    /// the next open loads it instead of scanning (`memory_snapshot.rs`).
+    /// Applies the queued asynchronous index updates, stops background work, syncs the WAL,
+    /// then saves each memory index to a snapshot so the next open loads it instead of
+    /// scanning (`memory_snapshot.rs`).
     pub fn close(self) -> Result<()> {
+        self.stop_async_index();
         let catalog = Arc::clone(&self.catalog.read());
-        // No write can run: `self` is owned here, so this is the state the snapshots reflect.
+        // No write can run: `self` is owned here and the workers are stopped, so this is the
+        // state the snapshots reflect.
         let sequence = self.engine.latest_sequence();
         let directory = self.engine.path().to_path_buf();
-        self.engine.close()?;
+        let file_system = Arc::clone(&self.file_system);
+        let Database { engine, .. } = self;
+        match Arc::try_unwrap(engine) {
+            Ok(engine) => engine.close()?,
+            // Not expected (the workers are joined): the last owner closes the engine on drop
+            // and memory indexes are rebuilt by the next open.
+            Err(_) => return Ok(()),
+        }
         let memory_indexes = catalog.collections.values().flat_map(|collection| {
             collection
                 .indexes
                 .iter()
                 .filter_map(|index| index.memory.as_ref().map(|memory| (&index.record, memory)))
         });
-        memory_snapshot::write_snapshots(
-            self.file_system.as_ref(),
-            &directory,
-            memory_indexes,
-            sequence,
-        )
+        memory_snapshot::write_snapshots(file_system.as_ref(), &directory, memory_indexes, sequence)
     }
 
     /// The engine underneath, for statistics, flushes and compactions. Writing to it directly
@@ -718,7 +742,13 @@ impl Database {
                             encode_pk(pk, &mut key);
                             key
                         };
-                        batch.put(index.stand_alone_tree()?, &key, b"");
+                        // Asynchronous entries name the version they index (`async_index`).
+                        let entry: &[u8] = if index.record.maintenance.is_async() {
+                            &seq.to_be_bytes()
+                        } else {
+                            b""
+                        };
+                        batch.put(index.stand_alone_tree()?, &key, entry);
                         if batch.len() >= BACKFILL_BATCH_ENTRIES {
                             self.engine
                                 .write(std::mem::take(&mut batch), &self.write_options)?;
@@ -920,6 +950,12 @@ impl Database {
                     "unique indexes are composite or eager (the kinds whose sync-full entries are read at write)",
                 ));
             }
+        }
+        if let (true, Some(reason)) = (
+            maintenance.is_async(),
+            crate::async_index::unsupported_kind(spec.kind),
+        ) {
+            return Err(invalid(reason));
         }
         if spec.read_repair && maintenance != Maintenance::SyncInsert {
             return Err(invalid(
@@ -1135,6 +1171,7 @@ impl Database {
     ) -> Result<Vec<Option<SeqNo>>> {
         let mut results = Vec::with_capacity(prepared.len());
         let mut memory_updates: Vec<MemoryUpdate> = Vec::new();
+        let mut queued: Option<(SeqNo, SeqNo)> = None;
         // The batch is built for the first sequence number the engine will give it, under the
         // engine's commit lock: postings and memory entries carry their version's number.
         let memo_tree = collection.primary.id();
@@ -1142,18 +1179,22 @@ impl Database {
         let mut attempted_last: Option<SeqNo> = None;
         let written = self.engine.write_sequenced(&self.write_options, |base| {
             // (pk, seq, an older version surely exists) for the update memo of `next` indexes.
-            let mut memo_writes: Vec<(Vec<u8>, SeqNo, bool)> = Vec::new();
+            let mut around = AroundCommit::default();
             let batch = self.build_batch(
                 collection,
                 prepared,
                 base,
                 &mut results,
                 &mut memory_updates,
-                &mut memo_writes,
+                &mut around,
             )?;
             if !batch.is_empty() {
                 attempted_last = Some(base + batch.len() as u64 - 1);
             }
+            let AroundCommit {
+                memo_writes,
+                async_items,
+            } = around;
             if !batch.is_empty() && !memo_writes.is_empty() {
                 // The memo learns of the writes before they become visible (see
                 // `next/memo.rs`); undone below if the commit fails.
@@ -1172,9 +1213,18 @@ impl Database {
                     },
                 ));
             }
+            if !async_items.is_empty() {
+                // Queued before the sequence numbers are published (see `async_index`).
+                queued = Some((base, base + batch.len() as u64));
+                self.async_index
+                    .enqueue(&collection.record.name, async_items);
+            }
             Ok::<_, IndexError>(batch)
         });
         if let Err(error) = written {
+            if let Some((first, last)) = queued {
+                self.async_index.cancel(first, last);
+            }
             if let Some(undo) = memo_undo {
                 self.next.undo_writes(memo_tree, undo);
             }
@@ -1191,6 +1241,9 @@ impl Database {
                 }
             }
             return Err(error);
+        }
+        if queued.is_some() {
+            self.async_index.committed();
         }
         for (position, pk, value) in memory_updates {
             if let Some(memory) = &collection.indexes[position].memory {
@@ -1209,9 +1262,13 @@ impl Database {
         base: SeqNo,
         results: &mut Vec<Option<SeqNo>>,
         memory_updates: &mut Vec<MemoryUpdate>,
-        memo_writes: &mut Vec<(Vec<u8>, SeqNo, bool)>,
+        around: &mut AroundCommit,
     ) -> Result<WriteBatch> {
         let name = &collection.record.name;
+        let has_async = collection
+            .indexes
+            .iter()
+            .any(|index| index.record.maintenance.is_async());
         let needs_old = collection.indexes.iter().any(|index| {
             index.record.maintenance == Maintenance::SyncFull
                 && index.record.kind != IndexKind::Memory
@@ -1257,7 +1314,7 @@ impl Database {
             let seq = base + batch.len() as u64;
             if track_memo {
                 let surely_older = old.is_some() || pending.get(&pk).is_some_and(Option::is_some);
-                memo_writes.push((pk.clone(), seq, surely_older));
+                around.memo_writes.push((pk.clone(), seq, surely_older));
             }
             match &new_envelope {
                 Some(bytes) => batch.put(&collection.primary, &pk, bytes),
@@ -1269,7 +1326,15 @@ impl Database {
                 }
                 None => None,
             };
+            if has_async {
+                around
+                    .async_items
+                    .push((pk.clone(), seq, new_ref.is_none()));
+            }
             for (position, index) in collection.indexes.iter().enumerate() {
+                if index.record.maintenance.is_async() {
+                    continue; // applied by the workers (`async_index`)
+                }
                 let old_value = old_envelope.as_ref().and_then(|(envelope, old_seq)| {
                     index
                         .encoded_value(envelope, *old_seq)

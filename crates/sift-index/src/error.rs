@@ -150,6 +150,12 @@ pub enum IndexError {
 
     #[error("internal invariant broken: {0}")]
     Internal(String),
+
+    #[error("asynchronous index maintenance keeps failing ({attempts} attempts so far, still retrying): {message}")]
+    IndexingFailed { attempts: u32, message: String },
+
+    #[error("the session expired after {idle_seconds} seconds without use; start a new session")]
+    SessionExpired { idle_seconds: u64 },
 }
 
 impl IndexError {

@@ -5,7 +5,8 @@
 //! ([`encoding`]), attribute paths ([`path`]), the stored document envelope ([`envelope`]) and
 //! the write-time document parser ([`document`]). On top: the catalog ([`catalog`]), the
 //! [`Database`] with its write path ([`database`]), posting lists and the lazy merge operator
-//! ([`postings`]), the in-memory index ([`memory`]) and the queries ([`query`], spatial: [`geo`]). Byte layouts:
+//! ([`postings`]), the in-memory index ([`memory`]) and the queries ([`query`], spatial:
+//! [`geo`]); asynchronous maintenance and sessions ([`async_index`]). Byte layouts:
 //! `docs/format/index-encodings.md`.
 //!
 //! # Storage
@@ -41,7 +42,9 @@
 //! carry the sequence number of the version they index even when other writers (compaction
 //! observers, background index workers, direct users of [`Database::engine`]) take sequence
 //! numbers too. The same mutex makes eager read-modify-write of posting lists lossless, and
-//! read repair re-checks the live state under it. Parsing happens before the mutex is taken
+//! read repair re-checks the live state under it. Indexes with asynchronous maintenance are
+//! written only by the background workers of [`async_index`], outside that mutex (each
+//! document's updates by one worker, in order). Parsing happens before the mutex is taken
 //! (and is redone if the catalog changed meanwhile). Queries take no lock: each reads one
 //! engine snapshot.
 //!
@@ -64,6 +67,7 @@
 //! live version's sequence number. Results are newest first by live sequence number; stale
 //! entries never count toward K; no document is returned twice.
 
+pub mod async_index;
 pub mod catalog;
 pub mod database;
 pub mod deferred;
@@ -84,6 +88,9 @@ mod time;
 pub mod unique;
 pub mod value;
 
+pub use async_index::{
+    AsyncIndexOptions, AsyncIndexStats, Session, SessionConsistency, SessionQueryResult,
+};
 pub use catalog::{IndexKind, IndexRecord, IndexSpec, IndexState, Maintenance};
 pub use database::{
     BackfillProgress, CollectionInfo, Database, DatabaseOptions, ProgressCallback, WriteOp,

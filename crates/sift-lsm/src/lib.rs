@@ -15,6 +15,7 @@ mod edit_apply;
 mod error;
 pub mod extension;
 pub mod fs;
+pub mod hooks;
 pub mod iter;
 pub mod iterator;
 pub mod key;

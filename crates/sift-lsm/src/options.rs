@@ -4,6 +4,7 @@ use crate::extension::{
     BlockFilter, BlockPropertyCollectorFactory, CompactionObserver, MergeOperator, VersionListener,
 };
 use crate::fs::{FileSystem, StdFileSystem};
+use crate::hooks::FlushListener;
 use crate::snapshot::Snapshot;
 use crate::stats::ReadStats;
 use std::collections::HashMap;
@@ -139,6 +140,8 @@ pub struct Options {
     pub default_tree_options: TreeOptions,
     pub compaction_observers: Vec<Arc<dyn CompactionObserver>>,
     pub version_listeners: Vec<Arc<dyn VersionListener>>,
+    /// Called before each flush of a frozen memtable (see `hooks.rs`).
+    pub flush_listeners: Vec<Arc<dyn FlushListener>>,
 }
 
 impl Default for Options {
@@ -173,6 +176,7 @@ impl Default for Options {
             default_tree_options: TreeOptions::default(),
             compaction_observers: Vec::new(),
             version_listeners: Vec::new(),
+            flush_listeners: Vec::new(),
         }
     }
 }

@@ -6,6 +6,7 @@ use crate::db::state::{DbInner, DbState, TreeInfo};
 use crate::extension::{
     ChangeReason, FileChange, JobKind, TableContext, TableReason, VersionChange,
 };
+use crate::hooks::FlushInfo;
 use crate::iterator::InternalIterator;
 use crate::key::TreeId;
 use crate::memtable::Memtable;
@@ -108,6 +109,22 @@ impl DbInner {
 
     /// Flushes the oldest frozen memtable. Returns false if there was none.
     pub(crate) fn flush_oldest_memtable(self: &Arc<Self>) -> Result<bool> {
+        if !self.options.flush_listeners.is_empty() {
+            // Before anything of the flush is decided: a listener may block (see `hooks.rs`),
+            // and only this thread removes frozen memtables, so the oldest stays the same.
+            let Some(wal_number) = self.state.lock().imms.last().map(|m| m.wal_number()) else {
+                return Ok(false);
+            };
+            let info = FlushInfo {
+                wal_number,
+                sequence_upper_bound: self
+                    .allocated_sequence
+                    .load(std::sync::atomic::Ordering::Acquire),
+            };
+            for listener in &self.options.flush_listeners {
+                listener.before_flush(&info);
+            }
+        }
         let (imm, trees, log_number_after) = {
             let state = self.state.lock();
             let Some(imm) = state.imms.last().cloned() else {

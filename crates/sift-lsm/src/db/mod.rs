@@ -14,6 +14,7 @@ use std::thread::JoinHandle;
 
 mod compact;
 mod flush;
+mod hooks;
 mod open;
 mod read;
 mod state;

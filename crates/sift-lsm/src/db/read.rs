@@ -60,11 +60,35 @@ impl DbInner {
     ) -> Result<Option<Entry>> {
         self.check_open()?;
         let (seq, sv) = self.read_view(options);
-        Self::tree_in(&sv, tree.id(), tree.name())?;
-        match self.get_in(&sv, tree.id(), key, seq, options)? {
+        self.get_in_view(&sv, tree, key, seq, options)
+    }
+
+    /// `get` at an explicit sequence number (the caller answers for the versions it needs).
+    pub(crate) fn get_at(
+        &self,
+        tree: &crate::Tree,
+        key: &[u8],
+        seq: SeqNo,
+        options: &ReadOptions,
+    ) -> Result<Option<Entry>> {
+        self.check_open()?;
+        let sv = self.super_version.load_full();
+        self.get_in_view(&sv, tree, key, seq, options)
+    }
+
+    fn get_in_view(
+        &self,
+        sv: &Arc<SuperVersion>,
+        tree: &crate::Tree,
+        key: &[u8],
+        seq: SeqNo,
+        options: &ReadOptions,
+    ) -> Result<Option<Entry>> {
+        Self::tree_in(sv, tree.id(), tree.name())?;
+        match self.get_in(sv, tree.id(), key, seq, options)? {
             Found::Value(e) => Ok(Some(e)),
             Found::Deleted => Ok(None),
-            Found::NeedsMerge => self.get_by_iterator(&sv, tree, key, seq, options),
+            Found::NeedsMerge => self.get_by_iterator(sv, tree, key, seq, options),
         }
     }
 

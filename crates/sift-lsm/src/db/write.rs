@@ -88,7 +88,7 @@ impl DbInner {
             .map(|_| ())
     }
 
-    fn validate_batch(&self, batch: &WriteBatch) -> Result<()> {
+    pub(crate) fn validate_batch(&self, batch: &WriteBatch) -> Result<()> {
         let trees = Arc::clone(&self.super_version.load().trees);
         for entry in batch {
             let entry = entry.map_err(Error::InvalidArgument)?;
@@ -250,7 +250,7 @@ impl DbInner {
 
     /// Sequence numbers, WAL append, memtable insert, hook, publish — all under the WAL lock,
     /// which is the commit lock. Lock order everywhere: WAL, then state.
-    fn commit_locked(
+    pub(crate) fn commit_locked(
         &self,
         wal: &mut Option<LogWriter>,
         batches: &mut [WriteBatch],

@@ -1,0 +1,603 @@
+//! Asynchronous index maintenance (Diff-Index §5): `async-simple` and `async-session`
+//! composite indexes.
+//!
+//! A write to a collection with asynchronous indexes writes only its primary entry (and the
+//! entries of its synchronous indexes); each of its documents is queued ([`queue`]) while the
+//! engine batch is built, and the write is acknowledged once it is in the WAL. Background
+//! workers owned by the `Database` ([`worker`]) do the sync-full work later: read the version
+//! and the previous version, delete the old entry, insert the new one. Every entry carries the
+//! sequence number of the base write it indexes (layout: `docs/format/index-encodings.md`,
+//! "Asynchronous composite entries"), and the worker only deletes or overwrites an entry whose
+//! number is older than the update it applies, so applying an update twice, or an old update
+//! after a newer one, does no harm. Queries validate every candidate against the primary, so
+//! a hit is always current; a recent write may be missing from the results until its update
+//! is applied. [`session`] adds read-your-writes.
+//!
+//! # Crash safety without a second log (Diff-Index §5.3)
+//! - Drain before flush: a `FlushListener` blocks each memtable flush until every update
+//!   queued up to the flush's sequence bound is applied, so an update is never lost with the
+//!   log that held its base write. Workers write with `Db::write_unthrottled`, which never
+//!   waits for the flush that waits for them.
+//! - Replay: the engine writes the logs it replays at open straight into L0 tables before the
+//!   index layer can run, so instead of observing the replay, the index layer keeps a durable
+//!   watermark `W` in the catalog tree (every base write `<= W` is indexed; written by a
+//!   worker after each drain, after the workers' entries, and at close) and, at open, queues again every primary
+//!   entry with a sequence number above `W` (found by reading only the components whose
+//!   sequence range reaches above `W`). Entries applied twice are harmless (see above).
+//!   A watermark write lost with an unsynced log tail only makes the next open re-queue more.
+//! - Failed index operations are retried with exponential backoff, never dropped; a batch
+//!   that keeps failing is reported by [`Database::wait_until_indexed`] and in the stats. A
+//!   drain that meets such a failure lets the flush go on: the watermark then stays below the
+//!   failed updates, so the next open queues them again.
+
+pub mod queue;
+pub mod session;
+pub mod worker;
+
+use crate::catalog::IndexKind;
+use crate::database::{Collection, Database};
+use crate::error::{IndexError, Result};
+use parking_lot::Mutex;
+use queue::{Item, LagHistogram, RecoveredVersions, UpdateQueue};
+use sift_lsm::hooks::{FlushInfo, FlushListener};
+use sift_lsm::{ComponentId, Db, ReadOptions, SeqNo, Tree, ValueKind, WriteBatch, WriteOptions};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+pub use session::{Session, SessionConsistency, SessionQueryResult};
+
+/// Catalog-tree key of the durable watermark: every base write with a sequence number `<=`
+/// the stored value (8 bytes, big-endian) has its asynchronous index updates applied.
+pub const WATERMARK_KEY: &[u8] = b"async/indexed_through";
+
+/// Options of asynchronous maintenance and sessions.
+#[derive(Debug, Clone)]
+pub struct AsyncIndexOptions {
+    /// Background worker threads (each owns the documents whose key hashes to it).
+    pub workers: usize,
+    /// Most queued updates a worker applies in one engine batch.
+    pub batch_items_max: usize,
+    /// First retry delay after a failed batch; doubled per failure up to `retry_backoff_max`.
+    pub retry_backoff_initial: Duration,
+    pub retry_backoff_max: Duration,
+    /// Failed attempts after which `wait_until_indexed` and flush drains stop waiting for a
+    /// batch and report it (the worker keeps retrying).
+    pub failures_reported_after: u32,
+    /// A session unused this long expires (Diff-Index: 30 minutes).
+    pub session_idle_timeout: Duration,
+    /// A session whose overlay would grow past this falls back to eventual consistency.
+    pub session_overlay_bytes_max: usize,
+    /// Testing aid: each unit makes one index batch fail before it is written.
+    #[doc(hidden)]
+    pub inject_failures: Arc<AtomicU64>,
+}
+
+impl Default for AsyncIndexOptions {
+    fn default() -> Self {
+        AsyncIndexOptions {
+            workers: 1,
+            batch_items_max: 256,
+            retry_backoff_initial: Duration::from_millis(1),
+            retry_backoff_max: Duration::from_secs(1),
+            failures_reported_after: 5,
+            session_idle_timeout: Duration::from_mins(30),
+            session_overlay_bytes_max: 8 << 20,
+            inject_failures: Arc::new(AtomicU64::new(0)),
+        }
+    }
+}
+
+/// What the asynchronous maintenance did so far (since open).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AsyncIndexStats {
+    /// Updates waiting (or being applied).
+    pub queue_length: u64,
+    /// Age of the oldest waiting update, in microseconds.
+    pub oldest_pending_us: u64,
+    pub updates_queued: u64,
+    /// Of them, queued again at open from the primary (above the durable watermark).
+    pub updates_recovered: u64,
+    pub updates_applied: u64,
+    pub batches_written: u64,
+    /// Failed batch attempts (each retried).
+    pub failed_attempts: u64,
+    /// The error of the most recent failed attempt.
+    pub last_error: Option<String>,
+    /// Whether some batch has failed `failures_reported_after` times and still waits.
+    pub persistent_failure: bool,
+    /// Memtable flushes that waited for the queue, the total wait, and drains cut short by a
+    /// shutdown (their updates are queued again at the next open).
+    pub flush_drains: u64,
+    pub flush_drain_wait_us: u64,
+    pub flush_drains_abandoned: u64,
+    /// Every base write `<=` this is indexed (as last written to the catalog).
+    pub durable_watermark: SeqNo,
+    /// Lag between a base write being queued (its commit) and its index update committing:
+    /// upper bounds of log2 buckets, in microseconds, and the largest lag seen.
+    pub lag_us_p50: u64,
+    pub lag_us_p90: u64,
+    pub lag_us_p99: u64,
+    pub lag_us_p999: u64,
+    pub lag_us_max: u64,
+    /// (bucket upper bound in µs, updates) of every non-empty bucket.
+    pub lag_histogram: Vec<(u64, u64)>,
+    pub sessions_live: u64,
+    pub session_overlay_bytes: u64,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub queued: AtomicU64,
+    pub recovered: AtomicU64,
+    pub applied: AtomicU64,
+    pub batches: AtomicU64,
+    pub failed_attempts: AtomicU64,
+    pub flush_drains: AtomicU64,
+    pub flush_drain_wait_us: AtomicU64,
+    pub flush_drains_abandoned: AtomicU64,
+}
+
+/// State shared by the database, its workers and the flush listener.
+pub(crate) struct AsyncCore {
+    pub options: AsyncIndexOptions,
+    pub queue: UpdateQueue,
+    pub counters: Counters,
+    pub lag: LagHistogram,
+    pub last_error: Mutex<Option<String>>,
+    /// Where the watermark is written; set once the engine is open.
+    pub catalog_tree: OnceLock<Tree>,
+    /// A drain asked the first worker to write the watermark (the flush thread must not hold
+    /// the engine: it could end up dropping the last handle and joining itself).
+    pub watermark_requested: AtomicBool,
+    /// Whether the watermark is worth writing (some asynchronous index exists or did).
+    pub active: AtomicBool,
+    pub durable_watermark: AtomicU64,
+    pub sessions: Mutex<Vec<Weak<session::SessionState>>>,
+    pub next_session_id: AtomicU64,
+}
+
+impl AsyncCore {
+    pub fn new(options: AsyncIndexOptions) -> AsyncCore {
+        AsyncCore {
+            queue: UpdateQueue::new(options.workers.max(1)),
+            options,
+            counters: Counters::default(),
+            lag: LagHistogram::default(),
+            last_error: Mutex::new(None),
+            catalog_tree: OnceLock::new(),
+            watermark_requested: AtomicBool::new(false),
+            active: AtomicBool::new(false),
+            durable_watermark: AtomicU64::new(0),
+            sessions: Mutex::new(Vec::new()),
+            next_session_id: AtomicU64::new(1),
+        }
+    }
+
+    /// Every base write `<= ` the result is indexed. `visible` must be read before the call
+    /// (a write's items are queued before its sequence number becomes visible).
+    pub fn indexed_through(&self, visible: SeqNo) -> SeqNo {
+        match self.queue.state.lock().oldest_pending() {
+            Some(oldest) => visible.min(oldest.saturating_sub(1)),
+            None => visible,
+        }
+    }
+
+    /// Waits until no update `<= seq` is pending. With `report_failures`, returns
+    /// `Err((attempts, error))` once a batch holding one has failed `failures_reported_after`
+    /// times, failing again during this wait. `Ok(false)` on shutdown or timeout.
+    pub fn wait_for(
+        &self,
+        seq: SeqNo,
+        timeout: Option<Duration>,
+        report_failures: bool,
+    ) -> std::result::Result<bool, (u32, String)> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut state = self.queue.state.lock();
+        let attempts_before = state.attempts();
+        loop {
+            if state.pending_up_to(seq) == 0 {
+                return Ok(true);
+            }
+            if report_failures {
+                if let Some(failure) = state.failure_up_to(
+                    seq,
+                    self.options.failures_reported_after.max(1),
+                    &attempts_before,
+                ) {
+                    return Err(failure);
+                }
+            }
+            if state.shutting_down || deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(false);
+            }
+            self.queue.wake_workers();
+            self.queue
+                .progress
+                .wait_for(&mut state, Duration::from_millis(20));
+        }
+    }
+
+    /// Writes the watermark to the catalog tree if it moved (never blocks on a flush).
+    pub fn persist_watermark(&self, engine: &Db, visible: SeqNo) -> Result<()> {
+        if !self.active.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let Some(catalog_tree) = self.catalog_tree.get() else {
+            return Ok(());
+        };
+        let watermark = self.indexed_through(visible);
+        if watermark <= self.durable_watermark.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let mut batch = WriteBatch::new();
+        batch.put(catalog_tree, WATERMARK_KEY, &watermark.to_be_bytes());
+        engine.write_unthrottled(batch, &WriteOptions::default())?;
+        self.durable_watermark
+            .fetch_max(watermark, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Asks the first worker to write the watermark soon.
+    pub fn request_watermark(&self) {
+        if self.active.load(Ordering::Acquire) {
+            self.watermark_requested.store(true, Ordering::Release);
+            self.queue.wake_workers();
+        }
+    }
+
+    pub fn record_failure(&self, error: &str) {
+        self.counters
+            .failed_attempts
+            .fetch_add(1, Ordering::Relaxed);
+        *self.last_error.lock() = Some(error.to_string());
+    }
+}
+
+/// The flush hook: drain, then record the watermark (Diff-Index Figure 5, "pause & drain").
+struct DrainBeforeFlush(Arc<AsyncCore>);
+
+impl FlushListener for DrainBeforeFlush {
+    fn before_flush(&self, info: &FlushInfo) {
+        let core = &self.0;
+        if core
+            .queue
+            .state
+            .lock()
+            .pending_up_to(info.sequence_upper_bound)
+            == 0
+        {
+            // Nothing to wait for; still record progress.
+            core.request_watermark();
+            return;
+        }
+        let started = Instant::now();
+        core.counters.flush_drains.fetch_add(1, Ordering::Relaxed);
+        // Waits through failures (they are retried): a flush that went on would delete the
+        // log of updates not applied yet. Only a shutdown cuts the wait short.
+        let drained = core.wait_for(info.sequence_upper_bound, None, false);
+        let waited_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        core.counters
+            .flush_drain_wait_us
+            .fetch_add(waited_us, Ordering::Relaxed);
+        if !matches!(drained, Ok(true)) {
+            core.counters
+                .flush_drains_abandoned
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        core.request_watermark();
+    }
+}
+
+/// The asynchronous machinery a `Database` owns: the shared core and the worker threads.
+/// Dropping it stops the workers without draining (the next open re-queues what is left).
+pub(crate) struct AsyncIndexer {
+    pub core: Arc<AsyncCore>,
+    workers: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for AsyncIndexer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AsyncIndexer").finish_non_exhaustive()
+    }
+}
+
+impl AsyncIndexer {
+    /// The indexer and the flush listener to install in the engine options before opening.
+    pub fn new(options: AsyncIndexOptions) -> (AsyncIndexer, Arc<dyn FlushListener>) {
+        let core = Arc::new(AsyncCore::new(options));
+        let listener: Arc<dyn FlushListener> = Arc::new(DrainBeforeFlush(Arc::clone(&core)));
+        (
+            AsyncIndexer {
+                core,
+                workers: Mutex::new(Vec::new()),
+            },
+            listener,
+        )
+    }
+
+    /// Queues the documents of a write whose batch is being built (under the commit lock).
+    /// Each item: (primary key, sequence number, whether the write is a delete).
+    pub fn enqueue(&self, collection: &str, items: Vec<(Vec<u8>, SeqNo, bool)>) {
+        let collection: Arc<str> = Arc::from(collection);
+        let now = Instant::now();
+        self.core.active.store(true, Ordering::Release);
+        let pushed = self
+            .core
+            .queue
+            .push(items.into_iter().map(|(pk, seq, delete)| Item {
+                collection: Arc::clone(&collection),
+                pk,
+                seq,
+                delete,
+                queued_at: now,
+                recovered: None,
+            }));
+        self.core
+            .counters
+            .queued
+            .fetch_add(pushed as u64, Ordering::Relaxed);
+    }
+
+    /// The write holding `first..=last` failed: its items never committed.
+    pub fn cancel(&self, first: SeqNo, last: SeqNo) {
+        self.core.queue.cancel(first, last);
+    }
+
+    /// A write committed: its items may now be applied.
+    pub fn committed(&self) {
+        self.core.queue.wake_workers();
+    }
+
+    fn stop(&self) {
+        self.core.queue.state.lock().shutting_down = true;
+        self.core.queue.work.notify_all();
+        self.core.queue.progress.notify_all();
+        for handle in self.workers.lock().drain(..) {
+            let _ = handle.join();
+        }
+    }
+}
+
+impl Drop for AsyncIndexer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A stored version: sequence number and value (`None`: a delete).
+type Version = (SeqNo, Option<Vec<u8>>);
+
+/// Whether a collection has an asynchronous index.
+fn has_async_index(collection: &crate::database::Collection) -> bool {
+    collection
+        .indexes
+        .iter()
+        .any(|index| index.record.maintenance.is_async())
+}
+
+impl Database {
+    /// Connects the indexer to the opened engine, starts the workers and queues again the
+    /// base writes above the durable watermark (see the module documentation).
+    pub(crate) fn start_async_index(&self) -> Result<()> {
+        let core = &self.async_index.core;
+        let watermark =
+            match self.engine.get(&self.catalog_tree, WATERMARK_KEY)? {
+                Some(entry) => {
+                    let bytes: [u8; 8] = entry.value.as_slice().try_into().map_err(|_| {
+                        IndexError::CorruptCatalog {
+                            key: String::from_utf8_lossy(WATERMARK_KEY).into_owned(),
+                            message: format!(
+                                "the index watermark is {} bytes, expected 8",
+                                entry.value.len()
+                            ),
+                        }
+                    })?;
+                    core.active.store(true, Ordering::Release);
+                    SeqNo::from_be_bytes(bytes)
+                }
+                None => 0,
+            };
+        core.durable_watermark.store(watermark, Ordering::Release);
+        let _ = core.catalog_tree.set(self.catalog_tree.clone());
+        let catalog = Arc::clone(&self.catalog.read());
+        let collections: Vec<_> = catalog
+            .collections
+            .values()
+            .filter(|c| has_async_index(c))
+            .cloned()
+            .collect();
+        if !collections.is_empty() {
+            core.active.store(true, Ordering::Release);
+        }
+        let mut workers = self.async_index.workers.lock();
+        for shard in 0..core.options.workers.max(1) {
+            let worker = worker::Worker {
+                core: Arc::clone(core),
+                engine: Arc::clone(&self.engine),
+                catalog: Arc::clone(&self.catalog),
+                shard,
+            };
+            let handle = std::thread::Builder::new()
+                .name(format!("sift-index-async-{shard}"))
+                .spawn(move || worker.run())
+                .map_err(|e| IndexError::Internal(format!("cannot start index worker: {e}")))?;
+            workers.push(handle);
+        }
+        drop(workers);
+        for collection in collections {
+            let floor = collection
+                .indexes
+                .iter()
+                .filter(|index| index.record.maintenance.is_async())
+                .map(|index| index.record.first_seq)
+                .min()
+                .unwrap_or(0)
+                .max(watermark);
+            let items = self.writes_above(&collection, floor)?;
+            let pushed = core.queue.push(items) as u64;
+            core.counters.recovered.fetch_add(pushed, Ordering::Relaxed);
+            core.counters.queued.fetch_add(pushed, Ordering::Relaxed);
+        }
+        self.async_index.committed();
+        Ok(())
+    }
+
+    /// An update for every version in `collection`'s primary with a sequence number above
+    /// `floor`, oldest first, each with its version and the previous one as found now. Only
+    /// components whose sequence range reaches above `floor` are read.
+    fn writes_above(&self, collection: &Collection, floor: SeqNo) -> Result<Vec<Item>> {
+        let primary = &collection.primary;
+        let view = self.engine.components(primary, &ReadOptions::default())?;
+        // pk -> versions above the floor (seq, value; None: delete), and the newest at or
+        // below it seen in the same components.
+        let mut above: HashMap<Vec<u8>, Vec<Version>> = HashMap::new();
+        let mut below: HashMap<Vec<u8>, Version> = HashMap::new();
+        for id in view.ids() {
+            let reaches_above = match id {
+                ComponentId::Memtable | ComponentId::ImmutableMemtable(_) => true,
+                ComponentId::Level0File(number) => view
+                    .files(0)
+                    .iter()
+                    .any(|file| file.number == number && file.seq_max > floor),
+                ComponentId::Level(level) => {
+                    view.files(level).iter().any(|file| file.seq_max > floor)
+                }
+            };
+            if !reaches_above {
+                continue;
+            }
+            let mut iter = view.iter(id)?;
+            iter.seek_to_first()?;
+            while iter.valid() {
+                let seq = iter.seq();
+                let value = (iter.kind() != ValueKind::Delete).then(|| iter.value().to_vec());
+                if seq > floor {
+                    above
+                        .entry(iter.user_key().to_vec())
+                        .or_default()
+                        .push((seq, value));
+                } else if below
+                    .get(iter.user_key())
+                    .is_none_or(|(newest, _)| *newest < seq)
+                {
+                    below.insert(iter.user_key().to_vec(), (seq, value));
+                }
+                iter.next()?;
+            }
+        }
+        let collection_name: Arc<str> = Arc::from(collection.record.name.as_str());
+        let now = Instant::now();
+        let mut items = Vec::new();
+        for (pk, mut versions) in above {
+            versions.sort_by_key(|(seq, _)| *seq);
+            // The version before the first one above the floor: from the scan, or from a
+            // component the scan skipped.
+            let mut previous = match (below.remove(&pk), self.engine.get_at(primary, &pk, floor)?) {
+                (Some((seq, _)), Some(entry)) if entry.seq > seq => Some((entry.value, entry.seq)),
+                (Some((seq, value)), _) => value.map(|value| (value, seq)),
+                (None, entry) => entry.map(|entry| (entry.value, entry.seq)),
+            };
+            for (seq, version) in versions {
+                let next_previous = version.clone().map(|value| (value, seq));
+                items.push(Item {
+                    collection: Arc::clone(&collection_name),
+                    pk: pk.clone(),
+                    seq,
+                    delete: version.is_none(),
+                    queued_at: now,
+                    recovered: Some(Arc::new(RecoveredVersions { version, previous })),
+                });
+                previous = next_previous;
+            }
+        }
+        items.sort_by_key(|item| item.seq);
+        Ok(items)
+    }
+
+    /// Drains the queue (unless a batch fails persistently), records the watermark and stops
+    /// the workers. Part of `close`.
+    pub(crate) fn stop_async_index(&self) {
+        let visible = self.engine.latest_sequence();
+        let _ = self.async_index.core.wait_for(visible, None, true);
+        let _ = self
+            .async_index
+            .core
+            .persist_watermark(&self.engine, visible);
+        self.async_index.stop();
+    }
+
+    /// Blocks until every asynchronous index update of the writes acknowledged before the
+    /// call is applied. Fails (naming the error) if one of them keeps failing; the workers keep
+    /// retrying it.
+    pub fn wait_until_indexed(&self) -> Result<()> {
+        self.wait_until_indexed_for(None).map(|_| ())
+    }
+
+    /// [`Database::wait_until_indexed`] giving up after `timeout`: `Ok(false)` if updates are
+    /// still pending then.
+    pub fn wait_until_indexed_for(&self, timeout: Option<Duration>) -> Result<bool> {
+        let target = self.engine.latest_sequence();
+        match self.async_index.core.wait_for(target, timeout, true) {
+            Ok(done) => Ok(done),
+            Err((attempts, message)) => Err(IndexError::IndexingFailed { attempts, message }),
+        }
+    }
+
+    /// Queue length, lag histogram and failures of asynchronous maintenance.
+    pub fn async_index_stats(&self) -> AsyncIndexStats {
+        let core = &self.async_index.core;
+        let (queue_length, oldest_pending_us, persistent_failure) = {
+            let state = core.queue.state.lock();
+            let oldest = state
+                .shards
+                .iter()
+                .filter_map(|shard| shard.items.front().map(|item| item.queued_at))
+                .min()
+                .map_or(0, |at| {
+                    u64::try_from(at.elapsed().as_micros()).unwrap_or(u64::MAX)
+                });
+            let failing = state
+                .failure_up_to(SeqNo::MAX, core.options.failures_reported_after.max(1), &[])
+                .is_some();
+            (state.length() as u64, oldest, failing)
+        };
+        let (sessions_live, session_overlay_bytes) = session::live_sessions(core);
+        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        AsyncIndexStats {
+            queue_length,
+            oldest_pending_us,
+            updates_queued: load(&core.counters.queued),
+            updates_recovered: load(&core.counters.recovered),
+            updates_applied: load(&core.counters.applied),
+            batches_written: load(&core.counters.batches),
+            failed_attempts: load(&core.counters.failed_attempts),
+            last_error: core.last_error.lock().clone(),
+            persistent_failure,
+            flush_drains: load(&core.counters.flush_drains),
+            flush_drain_wait_us: load(&core.counters.flush_drain_wait_us),
+            flush_drains_abandoned: load(&core.counters.flush_drains_abandoned),
+            durable_watermark: core.durable_watermark.load(Ordering::Acquire),
+            lag_us_p50: core.lag.quantile_us(0.5),
+            lag_us_p90: core.lag.quantile_us(0.9),
+            lag_us_p99: core.lag.quantile_us(0.99),
+            lag_us_p999: core.lag.quantile_us(0.999),
+            lag_us_max: core.lag.max_us(),
+            lag_histogram: core.lag.buckets(),
+            sessions_live,
+            session_overlay_bytes,
+        }
+    }
+}
+
+/// Why an index kind cannot be maintained asynchronously (`None`: it can).
+pub(crate) fn unsupported_kind(kind: IndexKind) -> Option<&'static str> {
+    match kind {
+        IndexKind::Composite => None,
+        _ => Some(
+            "asynchronous maintenance (async-simple, async-session) is implemented for composite indexes only",
+        ),
+    }
+}

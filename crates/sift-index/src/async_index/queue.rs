@@ -1,0 +1,270 @@
+//! The asynchronous update queue (Diff-Index's AUQ): base writes whose index work is not done
+//! yet, sharded by primary key so that one worker applies every update of a document, in
+//! sequence-number order; plus the counters and the lag histogram of what the workers did.
+//!
+//! An item is pushed while its write's batch is being built, under the engine's commit lock,
+//! before its sequence number is published: so when the engine says sequence number `s` was
+//! handed out, every item of every write up to `s` is in the queue or already done. Workers
+//! take an item only once its sequence number is visible to reads.
+
+use parking_lot::{Condvar, Mutex};
+use sift_lsm::SeqNo;
+use std::collections::hash_map::DefaultHasher;
+use std::collections::VecDeque;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// One base write whose index work is pending.
+#[derive(Debug, Clone)]
+pub(crate) struct Item {
+    pub collection: Arc<str>,
+    pub pk: Vec<u8>,
+    pub seq: SeqNo,
+    /// The write deleted the document (otherwise it stored a version).
+    pub delete: bool,
+    /// When the write queued it (about when it committed): the start of its index lag.
+    pub queued_at: Instant,
+    /// For an update queued again at open: its version and the one before, as found then
+    /// (a compaction of the recovered tables may drop them before the update is applied).
+    pub recovered: Option<Arc<RecoveredVersions>>,
+}
+
+/// The versions a recovered update needs, read when it was queued again.
+#[derive(Debug)]
+pub(crate) struct RecoveredVersions {
+    /// The stored value at the update's sequence number (`None`: a delete).
+    pub version: Option<Vec<u8>>,
+    /// The previous version and its sequence number (`None`: none, or deleted).
+    pub previous: Option<(Vec<u8>, SeqNo)>,
+}
+
+/// One worker's share of the queue.
+#[derive(Debug, Default)]
+pub(crate) struct Shard {
+    /// In sequence-number order. Items a worker is applying stay here until they are done.
+    pub items: VecDeque<Item>,
+    /// Failed attempts of the batch at the front, since its last success.
+    pub attempts: u32,
+    pub last_error: Option<String>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct QueueState {
+    pub shards: Vec<Shard>,
+    pub shutting_down: bool,
+}
+
+impl QueueState {
+    /// The oldest pending sequence number, if any.
+    pub fn oldest_pending(&self) -> Option<SeqNo> {
+        self.shards
+            .iter()
+            .filter_map(|shard| shard.items.front().map(|item| item.seq))
+            .min()
+    }
+
+    /// Pending items with sequence numbers `<= seq`.
+    pub fn pending_up_to(&self, seq: SeqNo) -> usize {
+        self.shards
+            .iter()
+            .map(|shard| {
+                shard
+                    .items
+                    .iter()
+                    .take_while(|item| item.seq <= seq)
+                    .count()
+            })
+            .sum()
+    }
+
+    pub fn length(&self) -> usize {
+        self.shards.iter().map(|shard| shard.items.len()).sum()
+    }
+
+    /// Failed attempts of each shard's front batch.
+    pub fn attempts(&self) -> Vec<u32> {
+        self.shards.iter().map(|shard| shard.attempts).collect()
+    }
+
+    /// The first shard, among those holding an item `<= seq`, whose front batch has failed at
+    /// least `attempts` times, and more often than `since` says (so a failure is reported
+    /// only once it recurred): (attempts, last error).
+    pub fn failure_up_to(&self, seq: SeqNo, attempts: u32, since: &[u32]) -> Option<(u32, String)> {
+        self.shards
+            .iter()
+            .enumerate()
+            .find(|(i, shard)| {
+                shard.items.front().is_some_and(|item| item.seq <= seq)
+                    && shard.attempts >= attempts
+                    && shard.attempts > since.get(*i).copied().unwrap_or(0)
+            })
+            .map(|(_, shard)| (shard.attempts, shard.last_error.clone().unwrap_or_default()))
+    }
+}
+
+/// The queue and the conditions its users wait on.
+#[derive(Debug, Default)]
+pub(crate) struct UpdateQueue {
+    pub state: Mutex<QueueState>,
+    /// Workers wait here for items (and for sequence numbers to become visible).
+    pub work: Condvar,
+    /// Drains (`wait_until_indexed`, flushes, close) wait here for progress.
+    pub progress: Condvar,
+}
+
+impl UpdateQueue {
+    pub fn new(shards: usize) -> UpdateQueue {
+        let queue = UpdateQueue::default();
+        queue
+            .state
+            .lock()
+            .shards
+            .resize_with(shards.max(1), Shard::default);
+        queue
+    }
+
+    pub fn shard_of(shards: usize, collection: &str, pk: &[u8]) -> usize {
+        let mut hasher = DefaultHasher::new();
+        collection.hash(&mut hasher);
+        pk.hash(&mut hasher);
+        (hasher.finish() % shards.max(1) as u64) as usize
+    }
+
+    /// Queues items given in sequence-number order.
+    pub fn push(&self, items: impl IntoIterator<Item = Item>) -> usize {
+        let mut state = self.state.lock();
+        let shards = state.shards.len();
+        let mut pushed = 0;
+        for item in items {
+            let shard = Self::shard_of(shards, &item.collection, &item.pk);
+            state.shards[shard].items.push_back(item);
+            pushed += 1;
+        }
+        pushed
+    }
+
+    /// Removes the items of a write that did not commit (sequence numbers `first..=last`).
+    pub fn cancel(&self, first: SeqNo, last: SeqNo) {
+        let mut state = self.state.lock();
+        for shard in &mut state.shards {
+            shard
+                .items
+                .retain(|item| item.seq < first || item.seq > last);
+        }
+        drop(state);
+        self.progress.notify_all();
+    }
+
+    pub fn wake_workers(&self) {
+        self.work.notify_all();
+    }
+}
+
+/// Number of buckets of the lag histogram: bucket `i` counts lags in `[2^(i-1), 2^i)` µs
+/// (bucket 0: under 1 µs), up to about 2^39 µs (6 days).
+pub const LAG_BUCKETS: usize = 40;
+
+/// A log2-bucket histogram of index lags, in microseconds (lock-free).
+#[derive(Debug)]
+pub(crate) struct LagHistogram {
+    buckets: [AtomicU64; LAG_BUCKETS],
+    max_us: AtomicU64,
+}
+
+impl Default for LagHistogram {
+    fn default() -> Self {
+        LagHistogram {
+            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+            max_us: AtomicU64::new(0),
+        }
+    }
+}
+
+impl LagHistogram {
+    pub fn record(&self, lag: Duration) {
+        let us = u64::try_from(lag.as_micros()).unwrap_or(u64::MAX);
+        let bucket = (64 - us.leading_zeros() as usize).min(LAG_BUCKETS - 1);
+        self.buckets[bucket].fetch_add(1, Ordering::Relaxed);
+        self.max_us.fetch_max(us, Ordering::Relaxed);
+    }
+
+    /// (bucket upper bound in µs, count) of every non-empty bucket.
+    pub fn buckets(&self) -> Vec<(u64, u64)> {
+        self.buckets
+            .iter()
+            .enumerate()
+            .map(|(i, count)| (1u64 << i, count.load(Ordering::Relaxed)))
+            .filter(|(_, count)| *count > 0)
+            .collect()
+    }
+
+    pub fn max_us(&self) -> u64 {
+        self.max_us.load(Ordering::Relaxed)
+    }
+
+    /// The upper bound of the bucket holding the `quantile` (0..=1) lag; 0 when empty.
+    pub fn quantile_us(&self, quantile: f64) -> u64 {
+        let counts: Vec<u64> = self
+            .buckets
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .collect();
+        let total: u64 = counts.iter().sum();
+        if total == 0 {
+            return 0;
+        }
+        #[allow(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            clippy::cast_precision_loss
+        )]
+        let rank = ((quantile.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, count) in counts.iter().enumerate() {
+            seen += count;
+            if seen >= rank {
+                return (1u64 << i).min(self.max_us().max(1));
+            }
+        }
+        self.max_us()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_quantiles_fall_in_the_right_buckets() {
+        let histogram = LagHistogram::default();
+        for us in [1u64, 3, 3, 100, 5000] {
+            histogram.record(Duration::from_micros(us));
+        }
+        assert_eq!(histogram.quantile_us(0.2), 2); // 1 µs is in [1, 2)
+        assert_eq!(histogram.quantile_us(0.6), 4); // 3 µs is in [2, 4)
+        assert_eq!(histogram.quantile_us(0.8), 128);
+        assert_eq!(histogram.quantile_us(1.0), 5000); // capped by the maximum
+        assert_eq!(histogram.buckets().iter().map(|b| b.1).sum::<u64>(), 5);
+    }
+
+    #[test]
+    fn cancel_removes_only_the_failed_write() {
+        let queue = UpdateQueue::new(2);
+        let item = |seq| Item {
+            collection: Arc::from("c"),
+            pk: format!("k{seq}").into_bytes(),
+            seq,
+            delete: false,
+            queued_at: Instant::now(),
+            recovered: None,
+        };
+        queue.push((1..=6).map(item));
+        queue.cancel(3, 4);
+        let state = queue.state.lock();
+        assert_eq!(state.length(), 4);
+        assert_eq!(state.oldest_pending(), Some(1));
+        assert_eq!(state.pending_up_to(4), 2);
+    }
+}

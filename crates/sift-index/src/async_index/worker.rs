@@ -1,0 +1,300 @@
+//! A background worker of asynchronous maintenance (Diff-Index Algorithm 4): takes the updates
+//! of its shard in sequence-number order, does their sync-full work in one engine batch, and
+//! retries a failed batch with exponential backoff until it succeeds.
+//!
+//! For an update of document `pk` at sequence number `s`, for each asynchronous index:
+//! 1. read the version written at `s` (BA1), the version before it (`s - 1`, BA2) and the live
+//!    version;
+//! 2. delete the previous version's entry if its value differs, but only if the stored entry
+//!    names a write older than `s` (BA3);
+//! 3. insert the new entry `value ‖ pk → s` unless the document has since moved to another
+//!    value (the newer update will index it) or the stored entry already names `s` or later
+//!    (BA4).
+//!
+//! Why the previous version is still there: an update stays queued until applied, and the
+//! flush of the memtable holding its write waits for that (drain before flush); a compaction
+//! drops a version only for a newer one in its own inputs, and the next version (`s`) is still
+//! in a memtable. Updates queued again at open carry both versions, read when they were queued
+//! (the recovered tables may be compacted before the updates are applied).
+
+use super::queue::Item;
+use super::AsyncCore;
+use crate::database::{Catalog, Index};
+use crate::encoding::encode_pk;
+use crate::envelope::EnvelopeRef;
+use crate::error::{IndexError, Result};
+use parking_lot::RwLock;
+use sift_lsm::{Db, SeqNo, Tree, TreeId, WriteBatch, WriteOptions};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long an idle worker sleeps before looking again (a write wakes it sooner).
+const IDLE_WAIT: Duration = Duration::from_millis(10);
+
+pub(crate) struct Worker {
+    pub core: Arc<AsyncCore>,
+    pub engine: Arc<Db>,
+    pub catalog: Arc<RwLock<Arc<Catalog>>>,
+    pub shard: usize,
+}
+
+/// The stored sequence number of an asynchronous composite entry: 8 bytes big-endian; an
+/// empty value (never written by this layer for asynchronous indexes) counts as older than
+/// every update.
+pub(crate) fn entry_seq(tree: &Tree, key: &[u8], value: &[u8]) -> Result<SeqNo> {
+    if value.is_empty() {
+        return Ok(0);
+    }
+    let bytes: [u8; 8] = value.try_into().map_err(|_| {
+        IndexError::Internal(format!(
+            "asynchronous index tree {}: entry {key:?} holds {} bytes, expected an 8-byte sequence number",
+            tree.name(),
+            value.len()
+        ))
+    })?;
+    Ok(SeqNo::from_be_bytes(bytes))
+}
+
+fn with_seq(entry: &sift_lsm::Entry) -> Result<(EnvelopeRef<'_>, SeqNo)> {
+    EnvelopeRef::decode(&entry.value).map(|envelope| (envelope, entry.seq))
+}
+
+impl Worker {
+    pub fn run(self) {
+        let queue = &self.core.queue;
+        loop {
+            let batch: Vec<Item> = {
+                let mut state = queue.state.lock();
+                loop {
+                    if state.shutting_down {
+                        return;
+                    }
+                    if self.shard == 0 && self.core.watermark_requested.load(Ordering::Acquire) {
+                        break Vec::new();
+                    }
+                    let visible = self.engine.latest_sequence();
+                    let ready: Vec<Item> = state.shards[self.shard]
+                        .items
+                        .iter()
+                        .take_while(|item| item.seq <= visible)
+                        .take(self.core.options.batch_items_max.max(1))
+                        .cloned()
+                        .collect();
+                    if !ready.is_empty() {
+                        break ready;
+                    }
+                    queue.work.wait_for(&mut state, IDLE_WAIT);
+                }
+            };
+            if batch.is_empty() {
+                self.core
+                    .watermark_requested
+                    .store(false, Ordering::Release);
+                let visible = self.engine.latest_sequence();
+                if let Err(error) = self.core.persist_watermark(&self.engine, visible) {
+                    self.core
+                        .record_failure(&format!("writing the index watermark: {error}"));
+                }
+                continue;
+            }
+            match self.apply(&batch) {
+                Ok(()) => self.finish(&batch),
+                Err(error) => {
+                    let attempts = {
+                        let mut state = queue.state.lock();
+                        let shard = &mut state.shards[self.shard];
+                        shard.attempts += 1;
+                        shard.last_error = Some(error.to_string());
+                        shard.attempts
+                    };
+                    self.core.record_failure(&error.to_string());
+                    queue.progress.notify_all();
+                    self.back_off(attempts);
+                }
+            }
+        }
+    }
+
+    /// Sleeps before a retry, waking early on shutdown.
+    fn back_off(&self, attempts: u32) {
+        let options = &self.core.options;
+        let delay = options
+            .retry_backoff_initial
+            .saturating_mul(1u32 << attempts.saturating_sub(1).min(20))
+            .min(options.retry_backoff_max);
+        let deadline = Instant::now() + delay;
+        let mut state = self.core.queue.state.lock();
+        while !state.shutting_down && Instant::now() < deadline {
+            self.core.queue.work.wait_until(&mut state, deadline);
+        }
+    }
+
+    /// Removes an applied batch from the shard and records its lag.
+    fn finish(&self, batch: &[Item]) {
+        let now = Instant::now();
+        for item in batch {
+            self.core
+                .lag
+                .record(now.saturating_duration_since(item.queued_at));
+        }
+        let done: HashSet<SeqNo> = batch.iter().map(|item| item.seq).collect();
+        {
+            let mut state = self.core.queue.state.lock();
+            let shard = &mut state.shards[self.shard];
+            while shard
+                .items
+                .front()
+                .is_some_and(|item| done.contains(&item.seq))
+            {
+                shard.items.pop_front();
+            }
+            shard.attempts = 0;
+            shard.last_error = None;
+        }
+        let counters = &self.core.counters;
+        counters
+            .applied
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        counters.batches.fetch_add(1, Ordering::Relaxed);
+        self.core.queue.progress.notify_all();
+    }
+
+    /// The sync-full work of `items`, as one engine batch.
+    fn apply(&self, items: &[Item]) -> Result<()> {
+        let injected = self.core.options.inject_failures.fetch_update(
+            Ordering::AcqRel,
+            Ordering::Acquire,
+            |left| left.checked_sub(1),
+        );
+        if injected.is_ok() {
+            return Err(IndexError::Internal("injected index failure".into()));
+        }
+        let catalog = Arc::clone(&self.catalog.read());
+        let mut batch = WriteBatch::new();
+        // Entries this batch already wrote: (tree, key) -> stored sequence number (None: gone).
+        let mut written: HashMap<(TreeId, Vec<u8>), Option<SeqNo>> = HashMap::new();
+        for item in items {
+            // A collection or index dropped since the write needs nothing any more.
+            let Some(collection) = catalog.collections.get(&*item.collection) else {
+                continue;
+            };
+            let indexes: Vec<&Arc<Index>> = collection
+                .indexes
+                .iter()
+                .filter(|index| {
+                    index.record.maintenance.is_async() && item.seq > index.record.first_seq
+                })
+                .collect();
+            if indexes.is_empty() {
+                continue;
+            }
+            let primary = &collection.primary;
+            let (version, previous) = if let Some(recovered) = &item.recovered {
+                (
+                    recovered.version.clone(),
+                    recovered
+                        .previous
+                        .clone()
+                        .map(|(value, seq)| sift_lsm::Entry { value, seq }),
+                )
+            } else {
+                let version = match (
+                    item.delete,
+                    self.engine.get_at(primary, &item.pk, item.seq)?,
+                ) {
+                    (false, Some(entry)) if entry.seq == item.seq => Some(entry.value),
+                    (true, None) => None,
+                    // Not this write's version: the write never committed.
+                    _ => continue,
+                };
+                let previous = self
+                    .engine
+                    .get_at(primary, &item.pk, item.seq.saturating_sub(1))?;
+                (version, previous)
+            };
+            let live = self.engine.get(primary, &item.pk)?;
+            let corrupt = |e: IndexError| {
+                IndexError::Internal(format!(
+                    "stored document {:?} of collection `{}` is corrupt: {e}",
+                    String::from_utf8_lossy(&item.pk),
+                    item.collection
+                ))
+            };
+            let version_envelope = version
+                .as_deref()
+                .map(EnvelopeRef::decode)
+                .transpose()
+                .map_err(corrupt)?;
+            let previous_envelope = previous
+                .as_ref()
+                .map(with_seq)
+                .transpose()
+                .map_err(corrupt)?;
+            let live_envelope = live.as_ref().map(with_seq).transpose().map_err(corrupt)?;
+            for index in indexes {
+                let tree = index.stand_alone_tree()?;
+                let new_value = version_envelope
+                    .as_ref()
+                    .and_then(|envelope| index.encoded_value(envelope, item.seq));
+                let old_value = previous_envelope
+                    .as_ref()
+                    .and_then(|(envelope, seq)| index.encoded_value(envelope, *seq));
+                let live_seq = live_envelope.as_ref().map(|(_, seq)| *seq);
+                let live_value = live_envelope
+                    .as_ref()
+                    .and_then(|(envelope, seq)| index.encoded_value(envelope, *seq));
+                if let Some(old_value) = &old_value {
+                    if new_value.as_deref() != Some(old_value.as_ref()) {
+                        let mut key = old_value.to_vec();
+                        encode_pk(&item.pk, &mut key);
+                        if self
+                            .stored_seq(tree, &key, &written)?
+                            .is_some_and(|stored| stored < item.seq)
+                        {
+                            batch.delete(tree, &key);
+                            written.insert((tree.id(), key), None);
+                        }
+                    }
+                }
+                if let Some(new_value) = &new_value {
+                    let still_current = live_seq == Some(item.seq)
+                        || live_value.as_deref() == Some(new_value.as_ref());
+                    if still_current {
+                        let mut key = new_value.to_vec();
+                        encode_pk(&item.pk, &mut key);
+                        if self
+                            .stored_seq(tree, &key, &written)?
+                            .is_none_or(|stored| stored < item.seq)
+                        {
+                            batch.put(tree, &key, &item.seq.to_be_bytes());
+                            written.insert((tree.id(), key), Some(item.seq));
+                        }
+                    }
+                }
+            }
+        }
+        if !batch.is_empty() {
+            self.engine
+                .write_unthrottled(batch, &WriteOptions::default())?;
+        }
+        Ok(())
+    }
+
+    /// The sequence number the entry `key` names now (this batch's writes first).
+    fn stored_seq(
+        &self,
+        tree: &Tree,
+        key: &[u8],
+        written: &HashMap<(TreeId, Vec<u8>), Option<SeqNo>>,
+    ) -> Result<Option<SeqNo>> {
+        if let Some(stored) = written.get(&(tree.id(), key.to_vec())) {
+            return Ok(*stored);
+        }
+        match self.engine.get(tree, key)? {
+            Some(entry) => Ok(Some(entry_seq(tree, key, &entry.value)?)),
+            None => Ok(None),
+        }
+    }
+}

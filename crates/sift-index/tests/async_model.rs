@@ -1,0 +1,752 @@
+//! Asynchronous maintenance (`async-simple`, `async-session`): model equivalence after
+//! `wait_until_indexed`, "current or missing" before it, exact index contents (no stale or
+//! duplicate entries left), retries and persistent failures, drains before flushes with tiny
+//! memtables, crashes (SIGKILL of a writer child process: the test binary re-executes itself
+//! with `SIFT_ASYNC_CHILD` set) and sessions (read your writes, expiry, overlay cap).
+//! `SIFT_SEED` replays a seed, `SIFT_MODEL_STEPS` lengthens the model run.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+mod common;
+
+use common::{seed, small_options, steps, SeedGuard};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use sift_index::{
+    decode_pk, decode_value, AttrType, AttrValue, Database, DatabaseOptions, IndexError, IndexKind,
+    IndexSpec, Maintenance, SessionConsistency, WriteOp,
+};
+use sift_lsm::ReadOptions;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const COLLECTION: &str = "docs";
+const PKS: u64 = 60;
+const VALUES: i64 = 6;
+
+/// pk -> (value of `v`, value of `s`, sequence number of the live version).
+type Model = BTreeMap<u64, (Option<i64>, String, u64)>;
+
+fn options(workers: usize) -> DatabaseOptions {
+    let mut options = small_options();
+    options.async_index.workers = workers;
+    options.async_index.retry_backoff_initial = Duration::from_millis(1);
+    options.async_index.retry_backoff_max = Duration::from_millis(20);
+    options
+}
+
+/// Collection `docs` keyed by `id`, with `v` (int) indexed asynchronously and `s` (string)
+/// indexed sync-full, so both paths run in the same writes.
+fn setup(db: &Database, maintenance: Maintenance) {
+    match db.collection(COLLECTION) {
+        Ok(info) if info.indexes.iter().any(|index| index.name == "v") => return,
+        Ok(_) => {}
+        Err(_) => {
+            db.create_collection(COLLECTION, "id").unwrap();
+        }
+    }
+    db.create_index(
+        COLLECTION,
+        IndexSpec::new("v", "v", AttrType::Int, IndexKind::Composite).with_maintenance(maintenance),
+    )
+    .unwrap();
+    db.create_index(
+        COLLECTION,
+        IndexSpec::new("s", "s", AttrType::String, IndexKind::Composite)
+            .with_maintenance(Maintenance::SyncFull),
+    )
+    .unwrap();
+}
+
+fn doc(pk: u64, v: Option<i64>, s: &str) -> Vec<u8> {
+    let mut json = serde_json::json!({ "id": pk, "s": s });
+    if let Some(v) = v {
+        json["v"] = serde_json::json!(v);
+    }
+    serde_json::to_vec(&json).unwrap()
+}
+
+fn pk_bytes(pk: u64) -> Vec<u8> {
+    pk.to_string().into_bytes()
+}
+
+fn pk_of(bytes: &[u8]) -> u64 {
+    std::str::from_utf8(bytes).unwrap().parse().unwrap()
+}
+
+/// The documents whose `v` is in `lo..=hi`, newest first, at most `limit`.
+fn brute_force(model: &Model, lo: i64, hi: i64, limit: Option<usize>) -> Vec<(u64, u64)> {
+    let mut hits: Vec<(u64, u64)> = model
+        .iter()
+        .filter(|(_, (v, _, _))| v.is_some_and(|v| (lo..=hi).contains(&v)))
+        .map(|(pk, (_, _, seq))| (*pk, *seq))
+        .collect();
+    hits.sort_by_key(|(_, seq)| std::cmp::Reverse(*seq));
+    hits.truncate(limit.unwrap_or(usize::MAX));
+    hits
+}
+
+fn query(db: &Database, lo: i64, hi: i64, limit: Option<usize>) -> Vec<(u64, u64)> {
+    let result = if lo == hi {
+        db.lookup(COLLECTION, "v", &AttrValue::Int(lo), limit)
+    } else {
+        db.range(
+            COLLECTION,
+            "v",
+            &AttrValue::Int(lo),
+            &AttrValue::Int(hi),
+            limit,
+        )
+    }
+    .unwrap();
+    result
+        .hits
+        .iter()
+        .map(|hit| (pk_of(&hit.pk), hit.seq))
+        .collect()
+}
+
+/// Every entry of the asynchronous index tree: (value, pk, stored sequence number).
+fn index_entries(db: &Database) -> BTreeSet<(i64, u64, u64)> {
+    let info = db.collection(COLLECTION).unwrap();
+    let record = info.indexes.iter().find(|i| i.name == "v").unwrap();
+    let tree = db.engine().tree(record.tree.as_deref().unwrap()).unwrap();
+    let mut iter = db.engine().iter(&tree, ReadOptions::default()).unwrap();
+    iter.seek_to_first().unwrap();
+    let mut entries = BTreeSet::new();
+    while iter.valid() {
+        let (value, used) = decode_value(iter.key(), AttrType::Int).unwrap();
+        let (pk, _) = decode_pk(&iter.key()[used..]).unwrap();
+        let AttrValue::Int(value) = value else {
+            panic!("not an int")
+        };
+        let seq = u64::from_be_bytes(iter.value().try_into().unwrap());
+        entries.insert((value, pk_of(&pk), seq));
+        iter.next().unwrap();
+    }
+    entries
+}
+
+fn expected_entries(model: &Model) -> BTreeSet<(i64, u64, u64)> {
+    model
+        .iter()
+        .filter_map(|(pk, (v, _, seq))| v.map(|v| (v, *pk, *seq)))
+        .collect()
+}
+
+/// After `wait_until_indexed`: every query equals brute force and the index holds exactly the
+/// live versions' entries.
+fn check_exact(db: &Database, model: &Model, context: &str) {
+    db.wait_until_indexed().unwrap();
+    for lo in -1..VALUES {
+        for (hi, limit) in [(lo, None), (lo, Some(2)), (lo + 2, None), (lo + 3, Some(3))] {
+            assert_eq!(
+                query(db, lo, hi, limit),
+                brute_force(model, lo, hi, limit),
+                "{context}: v in {lo}..={hi} limit {limit:?}"
+            );
+        }
+    }
+    assert_eq!(
+        index_entries(db),
+        expected_entries(model),
+        "{context}: index entries"
+    );
+    let stats = db.async_index_stats();
+    assert_eq!(stats.queue_length, 0, "{context}");
+}
+
+/// Before `wait_until_indexed` (single writer): every hit is the live version and carries the
+/// value; missing documents are allowed.
+fn check_current_or_missing(db: &Database, model: &Model, lo: i64, hi: i64, context: &str) {
+    for (pk, seq) in query(db, lo, hi, None) {
+        let (v, _, live_seq) = model
+            .get(&pk)
+            .unwrap_or_else(|| panic!("{context}: deleted document {pk} returned"));
+        assert_eq!(seq, *live_seq, "{context}: stale version of {pk}");
+        assert!(
+            v.is_some_and(|v| (lo..=hi).contains(&v)),
+            "{context}: {pk} returned for {lo}..={hi} but holds {v:?}"
+        );
+    }
+    // The synchronous index is exact at every moment.
+    let s_hits: BTreeSet<u64> = db
+        .lookup(COLLECTION, "s", &AttrValue::String("a".into()), None)
+        .unwrap()
+        .hits
+        .iter()
+        .map(|hit| pk_of(&hit.pk))
+        .collect();
+    let s_model: BTreeSet<u64> = model
+        .iter()
+        .filter(|(_, (_, s, _))| s == "a")
+        .map(|(pk, _)| *pk)
+        .collect();
+    assert_eq!(s_hits, s_model, "{context}: sync-full index");
+}
+
+fn random_write(rng: &mut StdRng, db: &Database, model: &mut Model) {
+    let count = if rng.gen_bool(0.2) {
+        rng.gen_range(2..6)
+    } else {
+        1
+    };
+    let mut docs = Vec::new();
+    let mut planned = Vec::new();
+    for _ in 0..count {
+        let pk = rng.gen_range(0..PKS);
+        if rng.gen_bool(0.2) {
+            planned.push((pk, None));
+        } else {
+            let v = (!rng.gen_bool(0.1)).then(|| rng.gen_range(0..VALUES));
+            let s = ["a", "b"][rng.gen_range(0..2)];
+            docs.push(doc(pk, v, s));
+            planned.push((pk, Some((v, s.to_string(), docs.len() - 1))));
+        }
+    }
+    let keys: Vec<Vec<u8>> = planned.iter().map(|(pk, _)| pk_bytes(*pk)).collect();
+    let ops: Vec<WriteOp<'_>> = planned
+        .iter()
+        .zip(&keys)
+        .map(|((_, plan), key)| match plan {
+            Some((_, _, i)) => WriteOp::Put(&docs[*i]),
+            None => WriteOp::Delete(key),
+        })
+        .collect();
+    let seqs = db.write(COLLECTION, &ops).unwrap();
+    for ((pk, plan), seq) in planned.into_iter().zip(seqs) {
+        match (plan, seq) {
+            (Some((v, s, _)), Some(seq)) => {
+                model.insert(pk, (v, s, seq));
+            }
+            (None, Some(_)) => {
+                model.remove(&pk);
+            }
+            (None, None) => assert!(!model.contains_key(&pk)),
+            (Some(_), None) => panic!("a put returned no sequence number"),
+        }
+    }
+}
+
+#[test]
+fn async_indexes_match_the_model_once_indexed() {
+    for (maintenance, workers) in [
+        (Maintenance::AsyncSimple, 1),
+        (Maintenance::AsyncSession, 3),
+    ] {
+        let seed = seed();
+        let _guard = SeedGuard(seed);
+        let mut rng = StdRng::seed_from_u64(seed);
+        let dir = tempfile::tempdir().unwrap();
+        let mut opts = options(workers);
+        opts.async_index.failures_reported_after = 1000;
+        let failures = Arc::clone(&opts.async_index.inject_failures);
+        let mut db = Database::open(dir.path(), opts.clone()).unwrap();
+        setup(&db, maintenance);
+        let mut model = Model::new();
+        for step in 0..steps(800) {
+            let context = format!("{maintenance} seed {seed} step {step}");
+            match rng.gen_range(0..100) {
+                0..=69 => random_write(&mut rng, &db, &mut model),
+                70..=84 => {
+                    let lo = rng.gen_range(-1..VALUES);
+                    let hi = lo + rng.gen_range(0..3);
+                    check_current_or_missing(&db, &model, lo, hi, &context);
+                }
+                85..=89 => check_exact(&db, &model, &context),
+                90..=93 => db.flush().unwrap(),
+                94..=95 => db.compact_all().unwrap(),
+                96..=97 => {
+                    // Failing workers: updates pile up and are retried; flushes wait.
+                    failures.store(rng.gen_range(1..10), Ordering::SeqCst);
+                }
+                _ => {
+                    db.close().unwrap();
+                    db = Database::open(dir.path(), opts.clone()).unwrap();
+                    check_exact(&db, &model, &format!("{context} after reopen"));
+                }
+            }
+        }
+        check_exact(&db, &model, &format!("{maintenance} seed {seed} end"));
+        let stats = db.async_index_stats();
+        assert_eq!(stats.updates_applied, stats.updates_queued);
+        let lags: u64 = stats.lag_histogram.iter().map(|(_, count)| count).sum();
+        assert_eq!(lags, stats.updates_applied);
+        assert!(stats.lag_us_p50 <= stats.lag_us_p99 && stats.lag_us_p99 <= stats.lag_us_max);
+        db.close().unwrap();
+    }
+}
+
+#[test]
+fn only_composite_indexes_can_be_asynchronous() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path(), options(1)).unwrap();
+    db.create_collection(COLLECTION, "id").unwrap();
+    for kind in [IndexKind::Eager, IndexKind::Lazy, IndexKind::Memory] {
+        let error = db
+            .create_index(
+                COLLECTION,
+                IndexSpec::new("x", "v", AttrType::Int, kind)
+                    .with_maintenance(Maintenance::AsyncSimple),
+            )
+            .unwrap_err();
+        assert!(
+            matches!(error, IndexError::InvalidIndexSpec { ref reason, .. } if reason.contains("composite")),
+            "{kind}: {error}"
+        );
+    }
+    assert_eq!("async-session".parse(), Ok(Maintenance::AsyncSession));
+    assert_eq!(Maintenance::AsyncSimple.to_string(), "async-simple");
+}
+
+#[test]
+fn index_created_on_existing_documents_is_backfilled_with_sequence_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path(), options(1)).unwrap();
+    db.create_collection(COLLECTION, "id").unwrap();
+    let mut model = Model::new();
+    for pk in 0..PKS {
+        let seq = db
+            .put(COLLECTION, &doc(pk, Some((pk % 4) as i64), "a"))
+            .unwrap();
+        model.insert(pk, (Some((pk % 4) as i64), "a".into(), seq));
+    }
+    setup(&db, Maintenance::AsyncSimple);
+    check_exact(&db, &model, "after back-fill");
+    let seq = db.put(COLLECTION, &doc(3, Some(5), "a")).unwrap();
+    model.insert(3, (Some(5), "a".into(), seq));
+    check_exact(&db, &model, "after an update");
+}
+
+#[test]
+fn failed_index_batches_are_retried_and_persistent_failures_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = options(1);
+    opts.async_index.failures_reported_after = 3;
+    let failures = Arc::clone(&opts.async_index.inject_failures);
+    let db = Database::open(dir.path(), opts).unwrap();
+    setup(&db, Maintenance::AsyncSimple);
+    let mut model = Model::new();
+    failures.store(2, Ordering::SeqCst);
+    for pk in 0..10 {
+        let seq = db.put(COLLECTION, &doc(pk, Some(1), "a")).unwrap();
+        model.insert(pk, (Some(1), "a".into(), seq));
+    }
+    check_exact(&db, &model, "after transient failures");
+    let stats = db.async_index_stats();
+    assert_eq!(stats.failed_attempts, 2);
+    assert!(!stats.persistent_failure);
+    assert!(stats.last_error.unwrap().contains("injected"));
+
+    failures.store(u64::MAX, Ordering::SeqCst);
+    let seq = db.put(COLLECTION, &doc(0, Some(2), "a")).unwrap();
+    model.insert(0, (Some(2), "a".into(), seq));
+    let error = db.wait_until_indexed().unwrap_err();
+    assert!(
+        matches!(error, IndexError::IndexingFailed { attempts, .. } if attempts >= 3),
+        "{error}"
+    );
+    let stats = db.async_index_stats();
+    assert!(
+        stats.persistent_failure && stats.queue_length == 1,
+        "{stats:?}"
+    );
+    // Never dropped: once the failures stop, the update is applied.
+    failures.store(0, Ordering::SeqCst);
+    check_exact(&db, &model, "after the failures stopped");
+    assert!(!db.async_index_stats().persistent_failure);
+}
+
+#[test]
+fn updates_left_by_a_drop_without_close_are_queued_again_at_open() {
+    let seed = seed();
+    let _guard = SeedGuard(seed);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let mut model = Model::new();
+    {
+        let mut opts = options(1);
+        // The workers never succeed (and no flush is needed, which would wait for them).
+        opts.engine.memtable_bytes_max = 4 << 20;
+        opts.async_index
+            .inject_failures
+            .store(u64::MAX, Ordering::SeqCst);
+        let db = Database::open(dir.path(), opts).unwrap();
+        setup(&db, Maintenance::AsyncSimple);
+        // Some documents indexed before the failures start, then overwritten.
+        for pk in 0..PKS {
+            let seq = db.put(COLLECTION, &doc(pk, Some(0), "a")).unwrap();
+            model.insert(pk, (Some(0), "a".into(), seq));
+        }
+        db.async_index_stats();
+        for _ in 0..400 {
+            random_write(&mut rng, &db, &mut model);
+        }
+        assert!(db.async_index_stats().queue_length > 0);
+        drop(db); // no close: nothing drained
+    }
+    let db = Database::open(dir.path(), options(2)).unwrap();
+    assert!(db.async_index_stats().updates_recovered > 0);
+    check_exact(&db, &model, &format!("seed {seed} after reopen"));
+    db.close().unwrap();
+}
+
+#[test]
+fn tiny_memtables_flush_while_writes_stream_without_deadlock() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = options(2);
+    opts.engine.memtable_bytes_max = 4096;
+    opts.engine.immutable_memtables_max = 1;
+    let db = Arc::new(Database::open(dir.path(), opts).unwrap());
+    setup(&db, Maintenance::AsyncSimple);
+    let (done_sender, done) = std::sync::mpsc::channel();
+    let writers: Vec<_> = (0..3u64)
+        .map(|thread| {
+            let db = Arc::clone(&db);
+            let done_sender = done_sender.clone();
+            std::thread::spawn(move || {
+                let mut rng = StdRng::seed_from_u64(thread);
+                for i in 0..600u64 {
+                    let pk = thread * 1000 + rng.gen_range(0..40);
+                    let value = rng.gen_range(0..VALUES);
+                    db.put(COLLECTION, &doc(pk, Some(value), "a")).unwrap();
+                    if i % 150 == 0 {
+                        db.flush().unwrap();
+                    }
+                }
+                done_sender.send(()).unwrap();
+            })
+        })
+        .collect();
+    for _ in 0..3 {
+        done.recv_timeout(Duration::from_mins(1))
+            .expect("writers stuck: deadlock between flush and index workers?");
+    }
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    assert!(db
+        .wait_until_indexed_for(Some(Duration::from_secs(30)))
+        .unwrap());
+    let stats = db.async_index_stats();
+    assert!(stats.flush_drains > 0, "{stats:?}");
+    assert_eq!(stats.flush_drains_abandoned, 0);
+    // Index equals the primary.
+    let mut model = Model::new();
+    for thread in 0..3u64 {
+        for pk in thread * 1000..thread * 1000 + 40 {
+            if let Some(hit) = db.get(COLLECTION, &pk_bytes(pk)).unwrap() {
+                let json: serde_json::Value = serde_json::from_slice(&hit.doc).unwrap();
+                model.insert(pk, (json["v"].as_i64(), "a".into(), hit.seq));
+            }
+        }
+    }
+    check_exact(&db, &model, "after streaming");
+}
+
+// ---- crash: a writer child process killed with SIGKILL -------------------------------------
+
+const CHILD_ENV: &str = "SIFT_ASYNC_CHILD";
+
+fn child_options(slow_workers: bool) -> DatabaseOptions {
+    let mut opts = options(2);
+    opts.engine.memtable_bytes_max = 8 << 10;
+    if slow_workers {
+        // Every index batch fails: updates pile up, and the first flush waits for them until
+        // the child is killed (writes stall behind it).
+        opts.async_index.retry_backoff_initial = Duration::from_millis(5);
+        opts.async_index
+            .inject_failures
+            .store(u64::MAX, Ordering::SeqCst);
+    }
+    opts
+}
+
+/// Child mode: write until killed.
+fn run_child(dir: &Path, slow_workers: bool, seed: u64) -> ! {
+    let db = Database::open(dir, child_options(slow_workers)).unwrap();
+    setup(&db, Maintenance::AsyncSimple);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut model = Model::new(); // unused: the parent checks against the recovered primary
+    loop {
+        random_write(&mut rng, &db, &mut model);
+    }
+}
+
+fn recovered_model(db: &Database) -> Model {
+    let mut model = Model::new();
+    for pk in 0..PKS {
+        if let Some(hit) = db.get(COLLECTION, &pk_bytes(pk)).unwrap() {
+            let json: serde_json::Value = serde_json::from_slice(&hit.doc).unwrap();
+            model.insert(
+                pk,
+                (
+                    json["v"].as_i64(),
+                    json["s"].as_str().unwrap().to_string(),
+                    hit.seq,
+                ),
+            );
+        }
+    }
+    model
+}
+
+#[test]
+fn killed_writer_loses_no_index_update() {
+    if let Ok(spec) = std::env::var(CHILD_ENV) {
+        let mut parts = spec.splitn(3, ':');
+        let slow = parts.next() == Some("slow");
+        let seed: u64 = parts.next().unwrap().parse().unwrap();
+        run_child(Path::new(parts.next().unwrap()), slow, seed);
+    }
+    let seed = seed();
+    let _guard = SeedGuard(seed);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let exe = std::env::current_exe().unwrap();
+    for round in 0..4 {
+        let slow = round % 2 == 1;
+        let mode = if slow { "slow" } else { "normal" };
+        let mut child = std::process::Command::new(&exe)
+            .args([
+                "--exact",
+                "killed_writer_loses_no_index_update",
+                "--nocapture",
+            ])
+            .env(
+                CHILD_ENV,
+                format!("{mode}:{}:{}", seed + round, dir.path().display()),
+            )
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(rng.gen_range(300..700)));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        let db = Database::open(dir.path(), options(1)).unwrap();
+        let model = recovered_model(&db);
+        assert!(!model.is_empty(), "round {round}: the child wrote nothing");
+        if slow {
+            // Its updates were all pending: they come back from the primary, not from a queue.
+            assert!(
+                db.async_index_stats().updates_recovered > 0,
+                "round {round}"
+            );
+        }
+        check_exact(&db, &model, &format!("seed {seed} round {round} ({mode})"));
+        db.close().unwrap();
+    }
+}
+
+// ---- sessions ---------------------------------------------------------------------------------
+
+#[test]
+fn sessions_read_their_writes_while_other_sessions_write() {
+    let seed = seed();
+    let _guard = SeedGuard(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = options(1);
+    opts.engine.memtable_bytes_max = 4 << 20; // no flush drains to wait for failing workers
+    opts.async_index.failures_reported_after = 1000;
+    let failures = Arc::clone(&opts.async_index.inject_failures);
+    let db = Database::open(dir.path(), opts).unwrap();
+    setup(&db, Maintenance::AsyncSession);
+    // The index lags far behind for the first part of the run.
+    failures.store(400, Ordering::SeqCst);
+    // Every write of every session: seq -> (pk, value).
+    let log: parking_lot::Mutex<HashMap<u64, (u64, Option<i64>)>> = parking_lot::Mutex::default();
+    let violations = std::sync::atomic::AtomicU64::new(0);
+    std::thread::scope(|scope| {
+        for thread in 0..3u64 {
+            let db = &db;
+            let log = &log;
+            let violations = &violations;
+            scope.spawn(move || {
+                let mut rng = StdRng::seed_from_u64(seed ^ thread);
+                let session = db.session();
+                for _ in 0..300 {
+                    let pk = rng.gen_range(0..20);
+                    let value = rng.gen_range(0..VALUES);
+                    let (seq, written) = if rng.gen_bool(0.15) {
+                        let seq = session.delete(COLLECTION, &pk_bytes(pk)).unwrap();
+                        (seq, None)
+                    } else {
+                        let seq = session.put(COLLECTION, &doc(pk, Some(value), "a")).unwrap();
+                        (Some(seq), Some(value))
+                    };
+                    let Some(seq) = seq else { continue };
+                    log.lock().insert(seq, (pk, written));
+                    let probe = written.unwrap_or(value);
+                    let result = session
+                        .lookup(COLLECTION, "v", &AttrValue::Int(probe), None)
+                        .unwrap();
+                    assert_eq!(result.consistency, SessionConsistency::ReadYourWrites);
+                    for hit in &result.hits {
+                        let json: serde_json::Value = serde_json::from_slice(&hit.doc).unwrap();
+                        assert_eq!(json["v"].as_i64(), Some(probe), "hit with another value");
+                        // A writer logs its write right after the write returns, so a hit
+                        // from another session may be seen a moment before it is logged.
+                        let mut logged = log.lock().get(&hit.seq).copied();
+                        for _ in 0..2000 {
+                            if logged.is_some() {
+                                break;
+                            }
+                            std::thread::sleep(std::time::Duration::from_millis(1));
+                            logged = log.lock().get(&hit.seq).copied();
+                        }
+                        assert_eq!(
+                            logged,
+                            Some((pk_of(&hit.pk), Some(probe))),
+                            "hit names no such write"
+                        );
+                    }
+                    let found = result.hits.iter().any(|hit| pk_of(&hit.pk) == pk);
+                    let live_seq = db.get(COLLECTION, &pk_bytes(pk)).unwrap().map(|h| h.seq);
+                    let overwritten = live_seq != Some(seq) || live_seq.is_none();
+                    match written {
+                        // Own put: found unless another session wrote the document since.
+                        Some(_) if !found && !overwritten => {
+                            violations.fetch_add(1, Ordering::Relaxed);
+                        }
+                        // Own delete: never found unless rewritten since.
+                        None if found && live_seq.is_some_and(|l| l < seq) => {
+                            violations.fetch_add(1, Ordering::Relaxed);
+                        }
+                        _ => {}
+                    }
+                }
+            });
+        }
+    });
+    assert_eq!(violations.load(Ordering::Relaxed), 0, "seed {seed}");
+    failures.store(0, Ordering::SeqCst);
+    db.wait_until_indexed().unwrap();
+    let session = db.session();
+    session
+        .lookup(COLLECTION, "v", &AttrValue::Int(0), None)
+        .unwrap();
+    assert_eq!(session.overlay_bytes(), 0);
+}
+
+#[test]
+fn session_overlay_is_dropped_once_indexed_and_session_expires_when_idle() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = options(1);
+    opts.async_index.session_idle_timeout = Duration::from_millis(200);
+    opts.async_index.failures_reported_after = 1000;
+    let failures = Arc::clone(&opts.async_index.inject_failures);
+    let db = Database::open(dir.path(), opts).unwrap();
+    setup(&db, Maintenance::AsyncSession);
+    failures.store(u64::MAX, Ordering::SeqCst);
+    let session = db.session();
+    session.put(COLLECTION, &doc(1, Some(3), "a")).unwrap();
+    let own = session
+        .lookup(COLLECTION, "v", &AttrValue::Int(3), None)
+        .unwrap();
+    assert_eq!(own.hits.len(), 1);
+    assert_eq!(own.overlay_hits, 1);
+    // Outside the session the write is not indexed yet.
+    assert!(db
+        .lookup(COLLECTION, "v", &AttrValue::Int(3), None)
+        .unwrap()
+        .hits
+        .is_empty());
+    assert!(session.overlay_bytes() > 0);
+    assert_eq!(db.async_index_stats().sessions_live, 1);
+    failures.store(0, Ordering::SeqCst);
+    db.wait_until_indexed().unwrap();
+    let indexed = session
+        .range(
+            COLLECTION,
+            "v",
+            &AttrValue::Int(0),
+            &AttrValue::Int(5),
+            None,
+        )
+        .unwrap();
+    assert_eq!((indexed.hits.len(), indexed.overlay_hits), (1, 0));
+    assert_eq!(session.overlay_bytes(), 0);
+
+    std::thread::sleep(Duration::from_millis(300));
+    let error = session
+        .lookup(COLLECTION, "v", &AttrValue::Int(3), None)
+        .unwrap_err();
+    assert!(
+        matches!(error, IndexError::SessionExpired { .. }),
+        "{error}"
+    );
+    assert!(session.put(COLLECTION, &doc(2, Some(3), "a")).is_err());
+    assert_eq!(db.async_index_stats().sessions_live, 0);
+    // A new session works.
+    let fresh = db.session();
+    assert_eq!(
+        fresh
+            .lookup(COLLECTION, "v", &AttrValue::Int(3), None)
+            .unwrap()
+            .hits
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn session_over_its_memory_cap_falls_back_to_eventual_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = options(1);
+    opts.async_index.session_overlay_bytes_max = 400;
+    opts.async_index.failures_reported_after = 1000;
+    let failures = Arc::clone(&opts.async_index.inject_failures);
+    let db = Database::open(dir.path(), opts).unwrap();
+    setup(&db, Maintenance::AsyncSession);
+    failures.store(u64::MAX, Ordering::SeqCst);
+    let session = db.session();
+    for pk in 0..20 {
+        session.put(COLLECTION, &doc(pk, Some(1), "a")).unwrap();
+    }
+    assert_eq!(session.consistency(), SessionConsistency::Eventual);
+    let result = session
+        .lookup(COLLECTION, "v", &AttrValue::Int(1), None)
+        .unwrap();
+    assert_eq!(result.consistency, SessionConsistency::Eventual);
+    assert!(result.hits.len() < 20);
+    assert!(session.overlay_bytes() <= 400);
+    // Once everything it wrote is indexed, the session reads its writes again.
+    failures.store(0, Ordering::SeqCst);
+    db.wait_until_indexed().unwrap();
+    let result = session
+        .lookup(COLLECTION, "v", &AttrValue::Int(1), None)
+        .unwrap();
+    assert_eq!(result.consistency, SessionConsistency::ReadYourWrites);
+    assert_eq!(result.hits.len(), 20);
+    // An async-simple index is never tracked by sessions.
+    db.create_index(
+        COLLECTION,
+        IndexSpec::new("w", "v", AttrType::Int, IndexKind::Composite)
+            .with_maintenance(Maintenance::AsyncSimple),
+    )
+    .unwrap();
+    let result = session
+        .lookup(COLLECTION, "w", &AttrValue::Int(1), None)
+        .unwrap();
+    assert_eq!(result.consistency, SessionConsistency::Eventual);
+}
+
+#[test]
+fn lag_statistics_follow_the_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path(), options(1)).unwrap();
+    setup(&db, Maintenance::AsyncSimple);
+    let started = Instant::now();
+    for pk in 0..200 {
+        db.put(COLLECTION, &doc(pk, Some(1), "a")).unwrap();
+    }
+    db.wait_until_indexed().unwrap();
+    let stats = db.async_index_stats();
+    assert_eq!((stats.updates_queued, stats.updates_applied), (200, 200));
+    assert_eq!(stats.lag_histogram.iter().map(|(_, n)| n).sum::<u64>(), 200);
+    assert!(stats.lag_us_max <= u64::try_from(started.elapsed().as_micros()).unwrap());
+    assert_eq!(stats.queue_length, 0);
+}

@@ -1,0 +1,52 @@
+//! Engine entry points for layers that do background work tied to flushes (see `hooks.rs`):
+//! reads at an explicit sequence number and writes that never wait for a flush.
+
+use crate::db::state::DbInner;
+use crate::db::{Db, Entry};
+use crate::key::SeqNo;
+use crate::options::{ReadOptions, WriteOptions};
+use crate::write_batch::WriteBatch;
+use crate::{Error, Result};
+
+impl Db {
+    /// Reads `key` as of sequence number `seq` without registering a snapshot. Only versions
+    /// that no flush or compaction could have dropped are certain to be found: the caller must
+    /// know that the version visible at `seq` is still stored (for instance because a newer
+    /// version of the key is still in a memtable and its flush waits for a `FlushListener`).
+    pub fn get_at(&self, tree: &crate::Tree, key: &[u8], seq: SeqNo) -> Result<Option<Entry>> {
+        self.inner.get_at(tree, key, seq, &ReadOptions::default())
+    }
+
+    /// Applies the batch atomically like `write`, but without queueing behind other writers
+    /// and without waiting for room in the memtable, L0 slowdowns or stops: the active memtable
+    /// may grow past `memtable_bytes_max` until the next ordinary write freezes it. For writes
+    /// that a `FlushListener` waits for; anything else should use `write`.
+    pub fn write_unthrottled(&self, batch: WriteBatch, options: &WriteOptions) -> Result<SeqNo> {
+        self.inner.write_unthrottled(batch, options.sync)
+    }
+}
+
+impl DbInner {
+    fn write_unthrottled(&self, batch: WriteBatch, sync: bool) -> Result<SeqNo> {
+        self.check_open()?;
+        self.validate_batch(&batch)?;
+        if batch.is_empty() {
+            return Ok(self.latest_sequence());
+        }
+        {
+            let state = self.state.lock();
+            if let Some(e) = &state.bg_error {
+                return Err(Error::Closed(format!(
+                    "writes stopped after a background error: {e}"
+                )));
+            }
+            if state.shutting_down {
+                return Err(Error::Closed("the database is closing".into()));
+            }
+        }
+        let mut wal = self.wal.lock();
+        let mut batches = [batch];
+        let firsts = self.commit_locked(&mut wal, &mut batches, sync, None)?;
+        Ok(firsts.first().copied().unwrap_or(0))
+    }
+}

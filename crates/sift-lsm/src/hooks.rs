@@ -1,0 +1,27 @@
+//! Flush listeners: a hook the flush thread calls before it writes a frozen memtable, for
+//! layers that keep in-memory work derived from the memtable's writes and must finish it
+//! while those writes can still be recovered from the write-ahead log (Diff-Index §5.3:
+//! drain the asynchronous index-update queue before each flush, so the WAL is the only log).
+//!
+//! A listener may block the flush. Whatever it waits for must not wait for that flush in turn:
+//! writes made meanwhile go through `Db::write_unthrottled`, which never waits for room in the
+//! memtable (user writes do, and the room they wait for is what this flush frees).
+
+use crate::key::SeqNo;
+
+/// The frozen memtable about to be written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlushInfo {
+    /// Number of the write-ahead log that holds the memtable's writes (deleted once the flush
+    /// is installed and no older memtable needs it).
+    pub wal_number: u64,
+    /// Every write in the memtable has a sequence number `<=` this (the highest number handed
+    /// out when the hook was called: an upper bound, not the memtable's exact maximum).
+    pub sequence_upper_bound: SeqNo,
+}
+
+/// Called by the flush thread before each flush of a frozen memtable (not for the logs
+/// replayed at open, which are written to tables before any listener's owner can run).
+pub trait FlushListener: Send + Sync {
+    fn before_flush(&self, info: &FlushInfo);
+}
