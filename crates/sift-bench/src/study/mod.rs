@@ -40,6 +40,11 @@ pub const DEFAULT_CONFIGURATIONS: &[&str] = &[
     "lazy:sync-insert",
     "lazy:sync-full",
     "memory:sync-full",
+    "embedded",
+    "sst-local",
+    "next",
+    "composite:deferred",
+    "composite:async-simple",
 ];
 
 /// One index configuration: a kind and, optionally, a maintenance scheme (default: the
