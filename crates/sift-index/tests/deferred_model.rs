@@ -33,6 +33,15 @@ struct ModelDoc {
     s: Option<String>,
 }
 
+impl common::ModelVersion for ModelDoc {
+    fn seq(&self) -> u64 {
+        self.seq
+    }
+    fn doc(&self) -> &[u8] {
+        &self.doc
+    }
+}
+
 type Model = BTreeMap<Vec<u8>, ModelDoc>;
 /// A random document: JSON, `n`, `s`.
 type RandomDoc = (Vec<u8>, Option<i64>, Option<String>);
@@ -90,14 +99,7 @@ fn expected(
     matches: impl Fn(&ModelDoc) -> bool,
     limit: Option<usize>,
 ) -> Vec<(Vec<u8>, u64, Vec<u8>)> {
-    let mut hits: Vec<(Vec<u8>, u64, Vec<u8>)> = model
-        .iter()
-        .filter(|(_, doc)| matches(doc))
-        .map(|(pk, doc)| (pk.clone(), doc.seq, doc.doc.clone()))
-        .collect();
-    hits.sort_by_key(|hit| std::cmp::Reverse(hit.1));
-    hits.truncate(limit.unwrap_or(usize::MAX));
-    hits
+    common::newest_first(model, matches, limit)
 }
 
 fn compare(got: &[sift_index::Hit], want: &[(Vec<u8>, u64, Vec<u8>)], what: &str) {

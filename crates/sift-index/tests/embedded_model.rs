@@ -26,6 +26,15 @@ struct ModelDoc {
     t: Option<i64>,
 }
 
+impl common::ModelVersion for ModelDoc {
+    fn seq(&self) -> u64 {
+        self.seq
+    }
+    fn doc(&self) -> &[u8] {
+        &self.doc
+    }
+}
+
 type Model = BTreeMap<Vec<u8>, ModelDoc>;
 
 const PKS: u32 = 60;
@@ -97,14 +106,7 @@ fn create_indexes(db: &Database, prefix: &str) {
 type Expected = Vec<(Vec<u8>, u64, Vec<u8>)>;
 
 fn expected(model: &Model, matches: impl Fn(&ModelDoc) -> bool, limit: Option<usize>) -> Expected {
-    let mut hits: Expected = model
-        .iter()
-        .filter(|(_, doc)| matches(doc))
-        .map(|(pk, doc)| (pk.clone(), doc.seq, doc.doc.clone()))
-        .collect();
-    hits.sort_by_key(|hit| std::cmp::Reverse(hit.1));
-    hits.truncate(limit.unwrap_or(usize::MAX));
-    hits
+    common::newest_first(model, matches, limit)
 }
 
 fn compare(got: &QueryResult, want: &Expected, what: &str) {
@@ -247,11 +249,7 @@ fn embedded_matches_the_model() {
             }
             55..=62 => {
                 // Rewrite a document with the same values (a new version, same value).
-                if let Some((pk, doc)) = model
-                    .iter()
-                    .nth(rng.gen_range(0..model.len().max(1)))
-                    .map(|(k, d)| (k.clone(), d.clone()))
-                {
+                if let Some((pk, doc)) = common::random_entry(&model, &mut rng) {
                     let seq = db.put("docs", &doc.doc).unwrap();
                     model.insert(pk, ModelDoc { seq, ..doc });
                 }

@@ -28,6 +28,15 @@ struct ModelDoc {
     s: Option<String>,
 }
 
+impl common::ModelVersion for ModelDoc {
+    fn seq(&self) -> u64 {
+        self.seq
+    }
+    fn doc(&self) -> &[u8] {
+        &self.doc
+    }
+}
+
 type Model = BTreeMap<Vec<u8>, ModelDoc>;
 
 const PKS: u32 = 60;
@@ -105,14 +114,7 @@ fn expected(
     matches: impl Fn(&ModelDoc) -> bool,
     limit: Option<usize>,
 ) -> Vec<(Vec<u8>, u64, Vec<u8>)> {
-    let mut hits: Vec<(Vec<u8>, u64, Vec<u8>)> = model
-        .iter()
-        .filter(|(_, doc)| matches(doc))
-        .map(|(pk, doc)| (pk.clone(), doc.seq, doc.doc.clone()))
-        .collect();
-    hits.sort_by_key(|hit| std::cmp::Reverse(hit.1));
-    hits.truncate(limit.unwrap_or(usize::MAX));
-    hits
+    common::newest_first(model, matches, limit)
 }
 
 fn compare(got: &[sift_index::Hit], want: &[(Vec<u8>, u64, Vec<u8>)], what: &str) {
@@ -312,11 +314,7 @@ fn next_and_sst_local_match_the_model() {
             }
             55..=62 => {
                 // Rewrite an existing document with the same values.
-                if let Some((pk, doc)) = model
-                    .iter()
-                    .nth(rng.gen_range(0..model.len().max(1)))
-                    .map(|(k, d)| (k.clone(), d.clone()))
-                {
+                if let Some((pk, doc)) = common::random_entry(&model, &mut rng) {
                     let seq = db.put("docs", &doc.doc).unwrap();
                     model.insert(pk, ModelDoc { seq, ..doc });
                 }

@@ -78,3 +78,37 @@ pub fn steps(default: usize) -> usize {
         .and_then(|s| s.parse().ok())
         .unwrap_or(default)
 }
+
+/// A document version in a model test: the sequence number the database gave it and its JSON.
+pub trait ModelVersion {
+    fn seq(&self) -> u64;
+    fn doc(&self) -> &[u8];
+}
+
+/// Brute force over a model: the documents that `matches`, newest first, at most `limit`, as
+/// `(pk, seq, doc)` — what every query must return.
+pub fn newest_first<D: ModelVersion>(
+    model: &std::collections::BTreeMap<Vec<u8>, D>,
+    matches: impl Fn(&D) -> bool,
+    limit: Option<usize>,
+) -> Vec<(Vec<u8>, u64, Vec<u8>)> {
+    let mut hits: Vec<(Vec<u8>, u64, Vec<u8>)> = model
+        .iter()
+        .filter(|(_, doc)| matches(doc))
+        .map(|(pk, doc)| (pk.clone(), doc.seq(), doc.doc().to_vec()))
+        .collect();
+    hits.sort_by_key(|hit| std::cmp::Reverse(hit.1));
+    hits.truncate(limit.unwrap_or(usize::MAX));
+    hits
+}
+
+/// A random entry of a model (cloned), or `None` if it is empty.
+pub fn random_entry<D: Clone>(
+    model: &std::collections::BTreeMap<Vec<u8>, D>,
+    rng: &mut impl Rng,
+) -> Option<(Vec<u8>, D)> {
+    model
+        .iter()
+        .nth(rng.gen_range(0..model.len().max(1)))
+        .map(|(pk, doc)| (pk.clone(), doc.clone()))
+}
