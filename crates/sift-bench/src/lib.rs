@@ -12,4 +12,5 @@ pub mod index;
 pub mod kv;
 #[cfg(feature = "sift")]
 pub mod study;
+#[cfg(feature = "sift")]
 pub mod vinyl;
