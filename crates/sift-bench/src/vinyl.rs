@@ -69,6 +69,19 @@ pub struct VinylResult {
     pub median_rate: f64,
     pub max_rate: f64,
     pub statements: u64,
+    /// Seconds since the measurement started at the end of each interval.
+    pub interval_end_s: Vec<f64>,
+    /// `deferred` only: the deferred index `f2`'s garbage counters after the run.
+    pub deferred_garbage: Option<String>,
+}
+
+/// One measured interval, as it ends.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct VinylInterval {
+    pub maintenance: Maintenance,
+    /// Seconds since the measurement started.
+    pub end_s: f64,
+    pub statements_per_second: f64,
 }
 
 const INDEXED_FIELDS: [&str; 4] = ["f2", "f3", "f4", "f5"];
@@ -90,7 +103,8 @@ fn error(what: &str) -> impl Fn(sift_index::IndexError) -> BenchError + '_ {
     move |e| BenchError::new(format!("{what}: {e}"))
 }
 
-fn options(args: &VinylArgs) -> DatabaseOptions {
+/// The database options of `args` (cache, direct reads, memtable).
+pub fn database_options(args: &VinylArgs) -> DatabaseOptions {
     let mut options = DatabaseOptions::default();
     if args.disk_bound {
         options.engine.use_direct_reads = true;
@@ -104,14 +118,16 @@ fn options(args: &VinylArgs) -> DatabaseOptions {
     options
 }
 
-/// Runs one scheme in `dir` (fresh).
-fn run_scheme(
+/// Runs one scheme in `dir` (fresh): preload, then `args.seconds` of client threads;
+/// `on_interval` is called as each interval ends and stops the run early by returning
+/// `Ok(false)` (the study's Ctrl-C).
+pub fn run_scheme(
     args: &VinylArgs,
     maintenance: Maintenance,
     dir: &Path,
-    out: &mut dyn Write,
+    on_interval: &mut dyn FnMut(VinylInterval) -> Result<bool, BenchError>,
 ) -> Result<VinylResult, BenchError> {
-    let database = Arc::new(Database::open(dir, options(args)).map_err(error("open"))?);
+    let database = Arc::new(Database::open(dir, database_options(args)).map_err(error("open"))?);
     database
         .create_collection("test", "id")
         .map_err(error("create collection"))?;
@@ -186,8 +202,10 @@ fn run_scheme(
     let start = Instant::now();
     let interval = Duration::from_secs_f64(args.interval_seconds.max(0.1));
     let mut rates = Vec::new();
+    let mut ends = Vec::new();
     let mut last = 0;
     let mut next = start + interval;
+    let mut outcome = Ok(());
     while start.elapsed().as_secs_f64() < args.seconds && !stop.load(Ordering::Relaxed) {
         std::thread::sleep(next.saturating_duration_since(Instant::now()));
         let now = statements.load(Ordering::Relaxed);
@@ -195,23 +213,26 @@ fn run_scheme(
         last = now;
         let at = start.elapsed().as_secs_f64();
         rates.push(rate);
-        let line = if args.json {
-            serde_json::json!({"maintenance": maintenance.name(), "disk_bound": args.disk_bound,
-                "t_seconds": at, "statements_per_second": rate})
-            .to_string()
-        } else {
-            format!(
-                "{:<10} t={at:>6.1}s {rate:>10.0} statements/s",
-                maintenance.name()
-            )
-        };
-        writeln!(out, "{line}").map_err(|e| BenchError::new(e.to_string()))?;
+        ends.push(at);
         next += interval;
+        match on_interval(VinylInterval {
+            maintenance,
+            end_s: at,
+            statements_per_second: rate,
+        }) {
+            Ok(true) => {}
+            Ok(false) => break,
+            Err(error) => {
+                outcome = Err(error);
+                break;
+            }
+        }
     }
     stop.store(true, Ordering::Relaxed);
     for thread in threads {
         let _ = thread.join();
     }
+    outcome?;
     if let Some(message) = failure.lock().ok().and_then(|mut slot| slot.take()) {
         return Err(BenchError::new(format!("write failed: {message}")));
     }
@@ -224,13 +245,16 @@ fn run_scheme(
         max_rate: sorted.last().copied().unwrap_or(0.0),
         statements: statements.load(Ordering::Relaxed),
         interval_rates: rates,
+        interval_end_s: ends,
+        deferred_garbage: if maintenance == Maintenance::Deferred {
+            database
+                .deferred_garbage("test", "f2")
+                .ok()
+                .map(|garbage| format!("{garbage:?}"))
+        } else {
+            None
+        },
     };
-    if maintenance == Maintenance::Deferred {
-        if let Ok(garbage) = database.deferred_garbage("test", "f2") {
-            writeln!(out, "# deferred index f2 after the run: {garbage:?}")
-                .map_err(|e| BenchError::new(e.to_string()))?;
-        }
-    }
     drop(database);
     Ok(result)
 }
@@ -262,7 +286,27 @@ pub fn run(args: &VinylArgs, out: &mut dyn Write) -> Result<Vec<VinylResult>, Be
                 dir.display()
             )));
         }
-        results.push(run_scheme(args, maintenance, &dir, out)?);
+        let mut print = |interval: VinylInterval| -> Result<bool, BenchError> {
+            let (at, rate) = (interval.end_s, interval.statements_per_second);
+            let line = if args.json {
+                serde_json::json!({"maintenance": maintenance.name(), "disk_bound": args.disk_bound,
+                    "t_seconds": at, "statements_per_second": rate})
+                .to_string()
+            } else {
+                format!(
+                    "{:<10} t={at:>6.1}s {rate:>10.0} statements/s",
+                    maintenance.name()
+                )
+            };
+            writeln!(out, "{line}").map_err(|e| BenchError::new(e.to_string()))?;
+            Ok(true)
+        };
+        let result = run_scheme(args, maintenance, &dir, &mut print)?;
+        if let Some(garbage) = &result.deferred_garbage {
+            writeln!(out, "# deferred index f2 after the run: {garbage}")
+                .map_err(|e| BenchError::new(e.to_string()))?;
+        }
+        results.push(result);
     }
     for result in &results {
         let line = if args.json {

@@ -223,7 +223,28 @@ fn tiny_study_writes_a_valid_complete_report() {
         );
         assert!(html.contains(&format!("<section id=\"experiment-{}\"", id.id())));
         match id {
-            ExperimentId::Next | ExperimentId::Vinyl | ExperimentId::DiffIndex => {
+            ExperimentId::Vinyl => {
+                // Always composite:deferred against composite:sync-full (the paper's setup).
+                assert_eq!(experiment.status, "measured", "{}", experiment.note);
+                for name in ["composite:deferred", "composite:sync-full"] {
+                    assert!(
+                        experiment
+                            .measurements
+                            .iter()
+                            .any(|m| m.configuration == name
+                                && m.metric == "statements_per_second"
+                                && m.slice == Some(2)
+                                && m.value > 0.0),
+                        "no rate over time for {name}"
+                    );
+                }
+                assert_ne!(experiment.verdicts[0].outcome, "not-measured");
+                assert!(experiment.verdicts[0].evidence.contains("disk-bound"));
+                for figure in &experiment.figures {
+                    figure_is_drawn(&html, &figure.id).unwrap();
+                }
+            }
+            ExperimentId::Next | ExperimentId::DiffIndex => {
                 assert_eq!(experiment.status, "not-measured");
                 assert!(experiment
                     .verdicts
@@ -325,6 +346,24 @@ fn tiny_study_writes_a_valid_complete_report() {
         .measurements
         .iter()
         .any(|m| m.compression.as_deref() == Some("none")));
+    // The thread sweep: load and query throughput at 1–4 client threads per configuration.
+    for threads in 1..=4 {
+        for op in ["PUT", "LOOKUP", "RANGELOOKUP"] {
+            assert!(
+                sweep.measurements.iter().any(|m| m.threads == Some(threads)
+                    && m.op.as_deref() == Some(op)
+                    && m.metric == "throughput"
+                    && m.configuration == "lazy:sync-insert"
+                    && m.value > 0.0),
+                "{op} at {threads} threads"
+            );
+        }
+    }
+    assert!(sweep
+        .verdicts
+        .iter()
+        .any(|v| v.claim.starts_with("Index variants keep their ranking")
+            && v.outcome != "not-measured"));
     // The recommendation table has a row per attribute and mix, each naming a measured choice.
     assert!(results.recommendations.len() >= 6);
     assert!(results.recommendations.iter().all(|r| r

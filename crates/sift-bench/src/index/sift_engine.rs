@@ -87,6 +87,22 @@ impl SiftIndexEngine {
         primary_key: &str,
         slots: &[IndexSlot],
     ) -> Result<Box<dyn IndexEngine>, BenchError> {
+        Ok(Box::new(Self::open_slots_shared(
+            dir,
+            options,
+            primary_key,
+            slots,
+        )?))
+    }
+
+    /// [`SiftIndexEngine::open_slots`] as the concrete type, which is `Sync`: the study's
+    /// thread sweep shares one engine between client threads.
+    pub fn open_slots_shared(
+        dir: &Path,
+        options: DatabaseOptions,
+        primary_key: &str,
+        slots: &[IndexSlot],
+    ) -> Result<SiftIndexEngine, BenchError> {
         let database = Database::open(dir, options).map_err(error)?;
         database
             .create_collection(COLLECTION, primary_key)
@@ -120,11 +136,11 @@ impl SiftIndexEngine {
             ));
             value_types.push((slot.attribute, slot.attr_type));
         }
-        Ok(Box::new(SiftIndexEngine {
+        Ok(SiftIndexEngine {
             database,
             indexes,
             value_types,
-        }))
+        })
     }
 
     fn value(&self, attribute: Attribute, value: i64) -> AttrValue {

@@ -147,6 +147,10 @@ pub struct Measurement {
     pub value: f64,
     /// Operations behind the value.
     pub count: Option<u64>,
+    /// Client threads, where an experiment varies or sets them (experiment 4's thread sweep,
+    /// experiment 6); absent otherwise (one thread).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<u32>,
 }
 
 /// A paper's claim and what this run says about it.

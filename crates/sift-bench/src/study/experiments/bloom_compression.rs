@@ -1,5 +1,5 @@
-//! Experiment 4 (LevelDB++ App. C.1 Table 8, App. C.2 Figures 18–19): the bloom-filter bits
-//! per key and block compression. Every configuration indexes both attributes; for each bits
+//! Experiment 4 (LevelDB++ App. C.1 Table 8, App. C.2 Figures 18–19, App. C.3 Figure 20):
+//! the bloom-filter bits per key, block compression and (`threads.rs`) client threads. Every configuration indexes both attributes; for each bits
 //! per key (snappy compression) and for compression off (default bits per key) Sift loads the
 //! same documents and measures the database size, the mean PUT latency, GETs, top-10 LOOKUPs
 //! and top-10 RANGELOOKUPs on the first attribute, with blocks read per query.
@@ -9,7 +9,8 @@
 //! Embedded index over secondary values. The verdicts say which one was measured.
 
 use super::{
-    grouped_sizes, measure_cell, new_result, note_failure, timed_load, Context, ExperimentId,
+    grouped_sizes, measure_cell, new_result, note_failure, threads, timed_load, Context,
+    ExperimentId,
 };
 use crate::index::BenchError;
 use crate::study::presets::EngineSettings;
@@ -22,7 +23,11 @@ UserID and ran 200K LOOKUPs for bloom filters of 20 to 1000 bits per key: LOOKUP
 from 52 ms (20 bits) to 20.5 ms (200 bits) as false positives drop, then rises again (1000 \
 bits: 32 ms) as checking the filters costs more; the database grows with the bits (10.1 to \
 14.3 GB). App. C.2 rebuilt the UserID indexes without compression: every variant keeps its rank, \
-queries are slightly slower uncompressed, and PUT cost is almost identical.";
+queries are slightly slower uncompressed, and PUT cost is almost identical. App. C.3 (Figure 20) \
+repeated the top-10 LOOKUPs and RANGELOOKUPs on UserID with more and more concurrent threads: the \
+variants keep their relative order, stand-alone indexes get slightly higher throughput than \
+Embedded at high concurrency, and more threads do not necessarily raise throughput much (it even \
+falls in some cases) as threads compete for the database's components.";
 
 pub fn run(context: &Context<'_>) -> Result<ExperimentResult, BenchError> {
     let sizes = context.sizes;
@@ -45,7 +50,7 @@ pub fn run(context: &Context<'_>) -> Result<ExperimentResult, BenchError> {
     let mut result = new_result(
         ExperimentId::BloomCompression,
         PAPER,
-        &format!(
+        &(format!(
             "For each bloom-filter setting ({} bits per primary key, snappy) and with \
              compression off ({} bits per key), Sift loaded {} documents per configuration with \
              both attributes indexed, then measured the size on disk, the mean PUT latency, {} \
@@ -64,7 +69,21 @@ pub fn run(context: &Context<'_>) -> Result<ExperimentResult, BenchError> {
             selectivity,
             first.range_unit(),
             first.path
-        ),
+        ) + &format!(
+            " Thread sweep (App. C.3): for each configuration and {} client threads, a fresh \
+             database (default settings, index on {} only) is loaded by that many threads \
+             (PUT throughput over the load's wall-clock time), then each thread runs the same \
+             top-10 LOOKUPs and RANGELOOKUPs (queries per second over all threads). This \
+             machine has {} CPU cores, so more threads than cores cannot add throughput.",
+            sizes
+                .thread_counts
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
+            first.path,
+            std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+        )),
     );
     let mut notes = context.unknown_configuration_notes();
     let mut points: Vec<(u32, &str)> = sizes
@@ -198,6 +217,14 @@ pub fn run(context: &Context<'_>) -> Result<ExperimentResult, BenchError> {
             }
         }
     }
+    let sweep_queries = threads::SweepQueries {
+        attribute: &first,
+        lookups: &lookups,
+        ranges: &ranges,
+        range_selectivity: selectivity,
+    };
+    let mut swept = threads::run(context, &documents, &sweep_queries, &mut notes)?;
+    result.measurements.append(&mut swept);
     for (id, title) in [
         (
             "bloom-lookup",
@@ -240,6 +267,11 @@ pub fn run(context: &Context<'_>) -> Result<ExperimentResult, BenchError> {
         context.configurations,
         context.engine.bloom_bits_per_key,
     );
+    result.figures.extend(threads::figures(&first.path));
+    result.verdicts.extend(threads::thread_verdicts(
+        &result.measurements,
+        std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
+    ));
     if !notes.is_empty() {
         "partial".clone_into(&mut result.status);
         result.note = notes.join("; ");

@@ -1,4 +1,4 @@
-//! Experiments 5–7 (NEXT, Vinyl, Diff-Index): hooks. Each returns a "not measured" section with
+//! Experiments 5 and 7 (NEXT, Diff-Index): hooks. Each returns a "not measured" section with
 //! the paper's setup and claims, so the report shows what is still to reproduce; the verdicts
 //! list the claims as not measured. An experiment is implemented by giving it a module like
 //! `mixed.rs` and a match arm in `super::run`.
@@ -32,18 +32,6 @@ fn hook(id: ExperimentId) -> Hook {
                     "NEXT §6",
                 ),
             ],
-        },
-        ExperimentId::Vinyl => Hook {
-            paper: "The Vinyl paper's deferred-update microbenchmark measured requests per \
-                    second over time with several secondary indexes, deferring the deletion of \
-                    old index entries to compaction.",
-            reason: "the study does not run this experiment yet; `sift bench vinyl` measures it \
-                     outside the study (deferred against sync-full)",
-            claims: &[(
-                "deferred maintenance gives about 5× more requests per second with four \
-                 secondary indexes",
-                "Vinyl microbenchmark",
-            )],
         },
         _ => Hook {
             paper: "Diff-Index measured update and read latency against offered load for its \

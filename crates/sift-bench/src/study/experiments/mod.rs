@@ -9,6 +9,8 @@ pub mod bloom_compression;
 pub mod future;
 pub mod mixed;
 pub mod static_queries;
+pub mod threads;
+pub mod vinyl;
 
 use super::data::StudyData;
 use super::presets::{EngineSettings, Sizes};
@@ -36,7 +38,7 @@ pub enum ExperimentId {
     BloomCompression,
     /// 5: NEXT's window / δ / skew experiments (hook).
     Next,
-    /// 6: Vinyl's deferred-update microbenchmark (hook).
+    /// 6: Vinyl's deferred-update microbenchmark.
     Vinyl,
     /// 7: Diff-Index's maintenance schemes (hook).
     DiffIndex,
@@ -83,7 +85,9 @@ impl ExperimentId {
             ExperimentId::Static => "Static workload: PUT cost, database size, GET latency",
             ExperimentId::Queries => "LOOKUP and RANGELOOKUP latency by top-K and selectivity",
             ExperimentId::Mixed => "Mixed workloads: write-, read- and update-heavy",
-            ExperimentId::BloomCompression => "Bloom-filter bits per key and block compression",
+            ExperimentId::BloomCompression => {
+                "Bloom-filter bits per key, block compression and client threads"
+            }
             ExperimentId::Next => "NEXT: windows, δ sweep, skew, global-index memory",
             ExperimentId::Vinyl => "Vinyl: deferred index updates",
             ExperimentId::DiffIndex => "Diff-Index: maintenance schemes under load",
@@ -191,9 +195,8 @@ pub fn run(context: &Context<'_>, id: ExperimentId) -> Result<ExperimentResult, 
         ExperimentId::Queries => static_queries::run(context, false, true)?,
         ExperimentId::Mixed => mixed::run(context)?,
         ExperimentId::BloomCompression => bloom_compression::run(context)?,
-        ExperimentId::Next | ExperimentId::Vinyl | ExperimentId::DiffIndex => {
-            future::not_measured(id)
-        }
+        ExperimentId::Vinyl => vinyl::run(context)?,
+        ExperimentId::Next | ExperimentId::DiffIndex => future::not_measured(id),
     };
     result.duration_s = round(started.elapsed().as_secs_f64(), 3);
     // JSON has no NaN or infinity; a value that is not finite was not measured.

@@ -3,7 +3,7 @@
 
 use crate::study::results::{ExperimentResult, Measurement};
 
-pub const HEADER: [&str; 16] = [
+pub const HEADER: [&str; 17] = [
     "experiment",
     "configuration",
     "attribute",
@@ -20,6 +20,7 @@ pub const HEADER: [&str; 16] = [
     "unit",
     "value",
     "count",
+    "threads",
 ];
 
 /// Quotes a field when it holds a comma, a quote or a line break.
@@ -51,6 +52,7 @@ fn row(experiment: &str, m: &Measurement) -> String {
         field(&m.unit),
         m.value.to_string(),
         number(m.count),
+        number(m.threads.map(u64::from)),
     ]
     .join(",")
 }

@@ -515,6 +515,78 @@ fn figure_svg(
         });
         return bar_chart(title, y_label, "configuration", &groups, &entries);
     }
+    if let Some(what) = id.strip_prefix("threads-") {
+        let (op, y_label) = match what {
+            "put" => ("PUT", "PUT throughput (documents/s)"),
+            "lookup" => ("LOOKUP", "top-10 LOOKUP throughput (queries/s)"),
+            _ => ("RANGELOOKUP", "top-10 RANGELOOKUP throughput (queries/s)"),
+        };
+        let series: Vec<Series> = names
+            .iter()
+            .map(|name| {
+                let mut points: Vec<(f64, f64)> = ms
+                    .iter()
+                    .filter(|m| {
+                        m.configuration == *name
+                            && m.metric == "throughput"
+                            && m.op.as_deref() == Some(op)
+                    })
+                    .filter_map(|m| Some((f64::from(m.threads?), m.value)))
+                    .collect();
+                points.sort_by(|a, b| a.0.total_cmp(&b.0));
+                Series {
+                    name: name.clone(),
+                    colour: colour(results, name),
+                    points,
+                }
+            })
+            .collect();
+        return line_plot(title, "client threads", y_label, &series);
+    }
+    if id == "vinyl-rate" {
+        // The two schemes always run, in or out of the run's configurations: take their names
+        // from the measurements, and fall back to fixed colours so they differ.
+        let mut schemes: Vec<String> = Vec::new();
+        for m in ms {
+            if !schemes.contains(&m.configuration) {
+                schemes.push(m.configuration.clone());
+            }
+        }
+        let series: Vec<Series> = schemes
+            .iter()
+            .enumerate()
+            .map(|(position, name)| {
+                let points: Vec<(f64, f64)> = ms
+                    .iter()
+                    .filter(|m| m.configuration == *name && m.metric == "statements_per_second")
+                    .filter_map(|m| {
+                        let end = value(ms, |other| {
+                            other.configuration == m.configuration
+                                && other.slice == m.slice
+                                && other.metric == "interval_end"
+                        })?;
+                        Some((end, m.value))
+                    })
+                    .collect();
+                let known = colour(results, name);
+                Series {
+                    name: name.clone(),
+                    colour: if known == "#333333" {
+                        ["#0072b2", "#d55e00"][position % 2].to_owned()
+                    } else {
+                        known
+                    },
+                    points,
+                }
+            })
+            .collect();
+        return line_plot(
+            title,
+            "seconds since the measurement started",
+            "statements per second",
+            &series,
+        );
+    }
     bar_chart(title, "", "", &[], &[])
 }
 
@@ -706,53 +778,116 @@ fn experiment_tables(experiment: &ExperimentResult) -> String {
                 ],
             )
         }
-        "bloom-compression" => pivot_table(
+        "bloom-compression" => {
+            thread_table(ms)
+                + &pivot_table(
+                    ms,
+                    &["configuration", "bits/key", "compression"],
+                    &|m| {
+                        Some(vec![
+                            m.configuration.clone(),
+                            m.bloom_bits_per_key
+                                .map_or_else(|| "–".to_owned(), |b| b.to_string()),
+                            opt(m.compression.as_ref()),
+                        ])
+                    },
+                    &[
+                        (
+                            "size MiB",
+                            &|m| m.metric == "bytes_on_disk",
+                            1.0 / 1_048_576.0,
+                        ),
+                        ("PUT mean µs", &|m| m.metric == "put_latency_mean", 1.0),
+                        (
+                            "GET mean µs",
+                            &|m| m.metric == "latency_mean" && m.op.as_deref() == Some("GET"),
+                            1.0,
+                        ),
+                        (
+                            "LOOKUP mean µs",
+                            &|m| m.metric == "latency_mean" && m.op.as_deref() == Some("LOOKUP"),
+                            1.0,
+                        ),
+                        (
+                            "LOOKUP p50 µs",
+                            &|m| m.metric == "latency_p50" && m.op.as_deref() == Some("LOOKUP"),
+                            1.0,
+                        ),
+                        (
+                            "blocks/LOOKUP",
+                            &|m| {
+                                m.metric == "blocks_read_per_query"
+                                    && m.op.as_deref() == Some("LOOKUP")
+                            },
+                            1.0,
+                        ),
+                        (
+                            "RANGE p50 µs",
+                            &|m| {
+                                m.metric == "latency_p50" && m.op.as_deref() == Some("RANGELOOKUP")
+                            },
+                            1.0,
+                        ),
+                    ],
+                )
+        }
+        "vinyl" => pivot_table(
             ms,
-            &["configuration", "bits/key", "compression"],
-            &|m| {
-                Some(vec![
-                    m.configuration.clone(),
-                    m.bloom_bits_per_key
-                        .map_or_else(|| "–".to_owned(), |b| b.to_string()),
-                    opt(m.compression.as_ref()),
-                ])
-            },
+            &["configuration"],
+            &|m| whole(m).then(|| vec![m.configuration.clone()]),
             &[
                 (
-                    "size MiB",
-                    &|m| m.metric == "bytes_on_disk",
-                    1.0 / 1_048_576.0,
-                ),
-                ("PUT mean µs", &|m| m.metric == "put_latency_mean", 1.0),
-                (
-                    "GET mean µs",
-                    &|m| m.metric == "latency_mean" && m.op.as_deref() == Some("GET"),
+                    "mean statements/s",
+                    &|m| m.metric == "statements_per_second_mean",
                     1.0,
                 ),
                 (
-                    "LOOKUP mean µs",
-                    &|m| m.metric == "latency_mean" && m.op.as_deref() == Some("LOOKUP"),
+                    "median statements/s",
+                    &|m| m.metric == "statements_per_second_median",
                     1.0,
                 ),
                 (
-                    "LOOKUP p50 µs",
-                    &|m| m.metric == "latency_p50" && m.op.as_deref() == Some("LOOKUP"),
+                    "max statements/s",
+                    &|m| m.metric == "statements_per_second_max",
                     1.0,
                 ),
-                (
-                    "blocks/LOOKUP",
-                    &|m| m.metric == "blocks_read_per_query" && m.op.as_deref() == Some("LOOKUP"),
-                    1.0,
-                ),
-                (
-                    "RANGE p50 µs",
-                    &|m| m.metric == "latency_p50" && m.op.as_deref() == Some("RANGELOOKUP"),
-                    1.0,
-                ),
+                ("statements", &|m| m.metric == "statements", 1.0),
             ],
         ),
         _ => String::new(),
     }
+}
+
+/// Experiment 4's thread sweep: throughput per configuration and client threads.
+fn thread_table(ms: &[Measurement]) -> String {
+    if !ms.iter().any(|m| m.threads.is_some()) {
+        return String::new();
+    }
+    pivot_table(
+        ms,
+        &["configuration", "client threads"],
+        &|m| {
+            m.threads
+                .map(|threads| vec![m.configuration.clone(), threads.to_string()])
+        },
+        &[
+            (
+                "PUT ops/s",
+                &|m| m.metric == "throughput" && m.op.as_deref() == Some("PUT"),
+                1.0,
+            ),
+            (
+                "LOOKUP top-10 queries/s",
+                &|m| m.metric == "throughput" && m.op.as_deref() == Some("LOOKUP"),
+                1.0,
+            ),
+            (
+                "RANGELOOKUP top-10 queries/s",
+                &|m| m.metric == "throughput" && m.op.as_deref() == Some("RANGELOOKUP"),
+                1.0,
+            ),
+        ],
+    )
 }
 
 fn verdict_table(experiment: &ExperimentResult) -> String {
