@@ -8,6 +8,8 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
 use serde_json::Value;
+use sift_bench::study::advise::{advise, parse_workload};
+use sift_bench::study::cost_model::CostTable;
 use sift_bench::study::experiments::ExperimentId;
 use sift_bench::study::presets::Preset;
 use sift_bench::study::results::StudyResults;
@@ -371,6 +373,25 @@ fn tiny_study_writes_a_valid_complete_report() {
         .as_deref()
         .is_some_and(|b| b.starts_with("composite") || b.starts_with("lazy"))));
     assert!(html.contains("id=\"recommendations\""));
+    // `sift advise --results` takes its figures from this file: both attributes, both
+    // configurations, and a workload gets a measured choice.
+    let table = CostTable::from_results(&results, "tiny run");
+    for time_correlated in [false, true] {
+        assert_eq!(
+            table
+                .entries
+                .iter()
+                .filter(|e| e.time_correlated == time_correlated)
+                .count(),
+            2
+        );
+    }
+    let workload = parse_workload(
+        r#"{"mix": {"put": 0.5, "lookup": 0.5}, "attributes": [{"path": "user.id", "top_k": 10}]}"#,
+    )
+    .unwrap();
+    let advice = advise(&workload, &table);
+    assert!(advice[0].choice.is_some() && advice[0].runner_up.is_some());
 
     // A later run of one experiment into the same folder keeps the others.
     let mut again = options.clone();

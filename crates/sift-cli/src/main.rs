@@ -4,6 +4,7 @@
 
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
+mod advise;
 mod docs;
 mod study;
 
@@ -62,6 +63,9 @@ enum Command {
     /// The comparative study of index kinds: reproduces the papers' experiments and writes
     /// index.html (plots, tables, verdicts), results.json and CSVs to --out.
     Study(study::StudyArgs),
+    /// Recommends an index kind and maintenance scheme per attribute for a described or
+    /// recorded workload, with the study's cost model (docs/advise.md).
+    Advise(advise::AdviseArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -119,6 +123,7 @@ fn main() -> ExitCode {
         Command::Within(args) => docs::within(&args),
         Command::Stats(args) => docs::stats(&args),
         Command::Study(args) => study::study(&args),
+        Command::Advise(args) => advise::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -10,8 +10,12 @@
 //! ([`results`], schema `docs/study-results.schema.json`), its CSV and `index.html`
 //! ([`report`]) are rewritten, so an interrupted run keeps what finished and a later run with
 //! `--only` the remaining experiments merges into the same folder. Verdicts and the
-//! recommendation table are computed from the measurements ([`verdict`]).
+//! recommendation table are computed from the measurements ([`verdict`]); the table ranks
+//! configurations with the cost model ([`cost_model`]) that `sift advise` ([`advise`]) applies
+//! to a user's workload description.
 
+pub mod advise;
+pub mod cost_model;
 pub mod data;
 pub mod experiments;
 pub mod presets;

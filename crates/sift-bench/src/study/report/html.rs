@@ -979,9 +979,12 @@ fn recommendations(out: &mut String, results: &StudyResults) {
     out.push_str(
         "<section id=\"recommendations\"><h2>Recommendations</h2><p>For each attribute and \
          workload, the configuration with the lowest cost on this machine — the LevelDB++ \
-         paper's Figure 2 made quantitative. Mixes on the UserID attribute use the measured mixed \
-         runs of experiment 3 where they exist; the others apply the Table 7b operation mix to \
-         the latencies of experiments 1–2.</p>",
+         paper's Figure 2 made quantitative. Every row applies the cost model that <code>sift \
+         advise --workload FILE</code> applies to your workload (docs/advise.md): the Table 7b \
+         operation mix (or one query shape) times the mean latencies of experiments 1–3 measured \
+         on that attribute; where experiment 3 ran the mix, the row also says what it measured. \
+         No constraint (uniqueness, read-your-writes) is applied here; <code>sift advise</code> \
+         applies them.</p>",
     );
     if results.recommendations.is_empty() {
         out.push_str("<p>Not measured: run experiments 1–3.</p></section>");
