@@ -248,7 +248,11 @@ fn ranks(values: &[f64]) -> Vec<f64> {
     let mut start = 0;
     while start < order.len() {
         let mut end = start;
-        while end + 1 < order.len() && values[order[end + 1]] == values[order[start]] {
+        while end + 1 < order.len()
+            && values[order[end + 1]]
+                .total_cmp(&values[order[start]])
+                .is_eq()
+        {
             end += 1;
         }
         let mean = (start + end) as f64 / 2.0 + 1.0;
