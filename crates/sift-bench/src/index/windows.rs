@@ -890,28 +890,8 @@ fn measure_case(
         }
         loaded = end;
         if kind == "next" && result.case.suite == Suite::Windows {
-            let mut global_index_bytes = 0;
-            for target in &targets {
-                // The global index loads the directories of new files at its next query: ask
-                // one that matches nothing (scores start at 1) so the memory is up to date.
-                if *target == Target::Score {
-                    let zero = AttrValue::Int(0);
-                    database
-                        .range(COLLECTION, target.index_name(), &zero, &zero, Some(1))
-                        .map_err(error)?;
-                }
-                global_index_bytes += database
-                    .memory_bytes(COLLECTION, target.index_name())
-                    .map_err(error)?;
-            }
-            let data_bytes = primary_tree_bytes(database);
-            // Before the first flush there is no file and nothing to compare.
-            if data_bytes > 0 {
-                result.memory_curve.push(MemoryPoint {
-                    documents: end as u64,
-                    data_bytes,
-                    global_index_bytes,
-                });
+            if let Some(point) = memory_point(database, &targets, end as u64)? {
+                result.memory_curve.push(point);
             }
         }
     }
@@ -922,6 +902,12 @@ fn measure_case(
         .engine()
         .wait_for_background_work()
         .map_err(error)?;
+    if kind == "next" && result.case.suite == Suite::Windows {
+        // The settled end of the curve: everything flushed.
+        if let Some(point) = memory_point(database, &targets, total as u64)? {
+            result.memory_curve.push(point);
+        }
+    }
     result.load = Some(LoadResult {
         documents: total as u64,
         latencies_us,
@@ -952,6 +938,38 @@ fn measure_case(
         result.cells.push(cell);
     }
     Ok(())
+}
+
+/// The global index against the data tree now; `None` before the first flush (no file,
+/// nothing to compare).
+fn memory_point(
+    database: &Database,
+    targets: &[Target],
+    documents: u64,
+) -> Result<Option<MemoryPoint>, BenchError> {
+    let data_bytes = primary_tree_bytes(database);
+    if data_bytes == 0 {
+        return Ok(None);
+    }
+    let mut global_index_bytes = 0;
+    for target in targets {
+        // The global index loads the directories of new files at its next query: ask one
+        // that matches nothing (scores start at 1) so the memory is up to date.
+        if *target == Target::Score {
+            let zero = AttrValue::Int(0);
+            database
+                .range(COLLECTION, target.index_name(), &zero, &zero, Some(1))
+                .map_err(error)?;
+        }
+        global_index_bytes += database
+            .memory_bytes(COLLECTION, target.index_name())
+            .map_err(error)?;
+    }
+    Ok(Some(MemoryPoint {
+        documents,
+        data_bytes,
+        global_index_bytes,
+    }))
 }
 
 /// Percentile by nearest rank of sorted values (0 when empty).

@@ -108,6 +108,9 @@ pub struct Sizes {
     pub sweep_documents: u64,
     pub sweep_queries: u64,
     pub bloom_bits_per_key: Vec<u32>,
+    /// Experiment 5 (NEXT §6): documents per database, and queries per window and repetition.
+    pub next_documents: u64,
+    pub next_queries: u64,
 }
 
 /// The sizes and engine settings of a preset; `documents` overrides the load size (and scales
@@ -128,6 +131,8 @@ pub fn preset_sizes(preset: Preset, documents: Option<u64>) -> (Sizes, EngineSet
                 sweep_documents: 1_000,
                 sweep_queries: 50,
                 bloom_bits_per_key: vec![0, 10, 50],
+                next_documents: 2_000,
+                next_queries: 10,
             },
             EngineSettings {
                 // Large enough that a load flushes only a few times: each flush costs several
@@ -154,6 +159,8 @@ pub fn preset_sizes(preset: Preset, documents: Option<u64>) -> (Sizes, EngineSet
                 sweep_documents: 20_000,
                 sweep_queries: 300,
                 bloom_bits_per_key: vec![0, 5, 10, 20, 100],
+                next_documents: 20_000,
+                next_queries: 40,
             },
             EngineSettings {
                 memtable_bytes: 1 << 20,
@@ -178,6 +185,8 @@ pub fn preset_sizes(preset: Preset, documents: Option<u64>) -> (Sizes, EngineSet
                 sweep_documents: 200_000,
                 sweep_queries: 5_000,
                 bloom_bits_per_key: vec![0, 5, 10, 20, 50, 100],
+                next_documents: 200_000,
+                next_queries: 300,
             },
             EngineSettings {
                 memtable_bytes: 4 << 20,
@@ -195,6 +204,7 @@ pub fn preset_sizes(preset: Preset, documents: Option<u64>) -> (Sizes, EngineSet
         sizes.mixed_preload = (documents / 2).max(10);
         sizes.mixed_operations = documents;
         sizes.sweep_documents = (documents / 2).max(10);
+        sizes.next_documents = (documents / 2).max(10);
     }
     (sizes, engine)
 }
@@ -215,6 +225,7 @@ pub fn fit_quick_budget(sizes: &mut Sizes, known_configurations: usize) -> Optio
     sizes.mixed_preload = scale(sizes.mixed_preload);
     sizes.mixed_operations = scale(sizes.mixed_operations);
     sizes.sweep_documents = scale(sizes.sweep_documents);
+    sizes.next_documents = scale(sizes.next_documents);
     Some(format!(
         "quick preset: {known_configurations} configurations instead of {QUICK_CONFIGURATIONS},          so every load and mixed run is {:.0}% of its usual size to stay within 5 minutes",
         100.0 * QUICK_CONFIGURATIONS as f64 / known_configurations as f64

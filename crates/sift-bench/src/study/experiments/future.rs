@@ -1,4 +1,4 @@
-//! Experiments 5–7 (NEXT, Vinyl, Diff-Index): hooks. Each returns a "not measured" section with
+//! Experiments 6–7 (Vinyl, Diff-Index): hooks. Each returns a "not measured" section with
 //! the paper's setup and claims, so the report shows what is still to reproduce; the verdicts
 //! list the claims as not measured. An experiment is implemented by giving it a module like
 //! `mixed.rs` and a match arm in `super::run`.
@@ -14,25 +14,6 @@ struct Hook {
 
 fn hook(id: ExperimentId) -> Hook {
     match id {
-        ExperimentId::Next => Hook {
-            paper: "NEXT (SIGMOD'25) §6 measured small, medium and large query windows on a \
-                    numeric and a geo attribute, swept its δ parameter, compared uniform and \
-                    Zipf-skewed data, ran two indexes at once and measured the memory of its \
-                    global index.",
-            reason: "the study does not run this experiment yet: the `next` and `sst-local` \
-                     kinds exist, but its window, δ, skew and two-index runs (and a geo \
-                     attribute) are not written",
-            claims: &[
-                (
-                    "NEXT answers small windows faster than a composite index",
-                    "NEXT §6",
-                ),
-                (
-                    "NEXT's global index stays small relative to the data",
-                    "NEXT §6",
-                ),
-            ],
-        },
         ExperimentId::Vinyl => Hook {
             paper: "The Vinyl paper's deferred-update microbenchmark measured requests per \
                     second over time with several secondary indexes, deferring the deletion of \

@@ -3,7 +3,7 @@
 
 use crate::study::results::{ExperimentResult, Measurement};
 
-pub const HEADER: [&str; 16] = [
+pub const HEADER: [&str; 20] = [
     "experiment",
     "configuration",
     "attribute",
@@ -20,6 +20,10 @@ pub const HEADER: [&str; 16] = [
     "unit",
     "value",
     "count",
+    "suite",
+    "window",
+    "distribution",
+    "split_delta",
 ];
 
 /// Quotes a field when it holds a comma, a quote or a line break.
@@ -51,6 +55,10 @@ fn row(experiment: &str, m: &Measurement) -> String {
         field(&m.unit),
         m.value.to_string(),
         number(m.count),
+        text(&m.suite),
+        text(&m.window),
+        text(&m.distribution),
+        m.split_delta.map(|d| d.to_string()).unwrap_or_default(),
     ]
     .join(",")
 }
