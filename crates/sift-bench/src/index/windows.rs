@@ -131,7 +131,8 @@ pub enum Suite {
     Delta,
     /// Each value distribution: medium windows and point LOOKUPs.
     Skew,
-    /// `score` and the geo point indexed at once (created_at where the kind has no geo).
+    /// `score` and the geo point indexed at once (score and created_at in every
+    /// configuration when one of them has no geo support: [`align_fallbacks`]).
     TwoIndexes,
 }
 
@@ -268,8 +269,11 @@ pub struct Case {
     /// `kind[:maintenance]`, or `none` (no index: PUTs only).
     pub configuration: String,
     pub targets: Vec<Target>,
-    /// Used when creating an index on `targets` fails (a kind without geo support).
+    /// Used when creating an index on `targets` fails (a kind without geo support); see
+    /// [`align_fallbacks`].
     pub fallback_targets: Option<Vec<Target>>,
+    /// Said with the case's results (why its targets were changed).
+    pub note: Option<String>,
     /// δ of `next` / `sst-local` indexes.
     pub split_delta: Option<f64>,
     pub distribution: ValueDistribution,
@@ -362,6 +366,7 @@ pub fn plan(config: &WindowBenchConfig) -> Vec<Case> {
         configuration: configuration.to_owned(),
         targets,
         fallback_targets: None,
+        note: None,
         split_delta: delta_of(configuration),
         distribution,
     };
@@ -811,6 +816,49 @@ fn empty_dir(dir: &Path) -> Result<(), BenchError> {
         .map_err(|e| BenchError::new(format!("cannot create {}: {e}", dir.display())))
 }
 
+/// Keeps cases with fallback targets comparable: when any of them cannot index its first
+/// choice (probed in a scratch database under `scratch`: a kind without geo support), every
+/// one of them indexes its fallback instead (score + created_at), with a note saying why.
+pub fn align_fallbacks(
+    cases: &mut [Case],
+    scratch: &Path,
+    settings: &CaseSettings<'_>,
+) -> Result<(), BenchError> {
+    let dir = scratch.join("probe");
+    let mut refusal = None;
+    for case in cases.iter().filter(|c| c.fallback_targets.is_some()) {
+        empty_dir(&dir)?;
+        match open(case, &case.targets, &dir, settings) {
+            Ok(database) => database.close().map_err(error)?,
+            Err(e) => {
+                refusal = Some(format!("{}: {e}", case.configuration));
+                break;
+            }
+        }
+    }
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)
+            .map_err(|e| BenchError::new(format!("cannot remove {}: {e}", dir.display())))?;
+    }
+    let Some(reason) = refusal else {
+        return Ok(());
+    };
+    for case in cases.iter_mut() {
+        if let Some(fallback) = case.fallback_targets.take() {
+            case.note = Some(format!(
+                "indexed {} in every configuration of this suite ({reason})",
+                fallback
+                    .iter()
+                    .map(|t| t.path())
+                    .collect::<Vec<_>>()
+                    .join(" + ")
+            ));
+            case.targets = fallback;
+        }
+    }
+    Ok(())
+}
+
 /// Loads `documents` into a fresh database in `dir` (created or emptied) with the case's
 /// indexes, then measures sizes, the global index and every query cell. A kind that refuses
 /// an index is reported in `note` (with the fallback targets measured when the case has
@@ -824,7 +872,7 @@ pub fn run_case(
     let mut result = CaseResult {
         case: case.clone(),
         targets: case.targets.clone(),
-        note: None,
+        note: case.note.clone(),
         load: None,
         size: None,
         memory_curve: Vec::new(),
@@ -1229,7 +1277,9 @@ pub fn run_suites(
     };
     let mut all = Vec::new();
     let mut documents: Option<Documents> = None;
-    for (number, case) in plan(config).iter().enumerate() {
+    let mut cases = plan(config);
+    align_fallbacks(&mut cases, parent, &settings)?;
+    for (number, case) in cases.iter().enumerate() {
         if documents
             .as_ref()
             .is_none_or(|d| d.distribution != case.distribution)
@@ -1357,7 +1407,14 @@ mod tests {
             memory_slices: 4,
         };
         let mut hits_by_cell = std::collections::HashMap::<String, f64>::new();
-        for case in plan(&config) {
+        let mut cases = plan(&config);
+        align_fallbacks(&mut cases, dir.path(), &settings).unwrap();
+        let two: Vec<&Case> = cases
+            .iter()
+            .filter(|c| c.suite == Suite::TwoIndexes)
+            .collect();
+        assert!(two.iter().all(|c| c.targets == two[0].targets), "{two:?}");
+        for case in cases {
             let result = run_case(&case, &documents, &dir.path().join("db"), &settings).unwrap();
             let load = result.load.as_ref();
             if case.suite == Suite::Geo && matches!(case.kind(), "next" | "sst-local") {

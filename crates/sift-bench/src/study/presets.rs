@@ -268,6 +268,11 @@ pub fn scaled_down_notes(sizes: &Sizes, engine: &EngineSettings) -> Vec<String> 
             engine.level1_bytes >> 10,
             engine.table_file_bytes >> 10
         ),
+        format!(
+            "NEXT §6 (experiment 5): {} documents per database instead of 33 million tweets; {} \
+             queries per window and repetition instead of 1000",
+            sizes.next_documents, sizes.next_queries
+        ),
         "loads are not repeated (their spread is shown over the load's slices); queries are \
          repeated after a warm-up"
             .to_owned(),

@@ -11,8 +11,8 @@
 
 use super::{new_result, round, Context, Distribution, ExperimentId};
 use crate::index::windows::{
-    generate, plan, run_case, CaseResult, CaseSettings, Documents, QueryOp, Suite, Target,
-    ValueDistribution, WindowBenchConfig, DEFAULT_SPLIT_DELTAS, SKEW_SPLIT_DELTA,
+    align_fallbacks, generate, plan, run_case, CaseResult, CaseSettings, Documents, QueryOp, Suite,
+    Target, ValueDistribution, WindowBenchConfig, DEFAULT_SPLIT_DELTAS, SKEW_SPLIT_DELTA,
 };
 use crate::index::BenchError;
 use crate::study::data::StudyData;
@@ -92,8 +92,8 @@ pub fn run(context: &Context<'_>) -> Result<ExperimentResult, BenchError> {
          centred on random documents; RANGELOOKUP rows on place.coordinates are these geo \
          windows (selectivity: side in micro-degrees). The δ sweep runs next with δ = {} \
          (score units); skew compares {} and next with δ = {SKEW_SPLIT_DELTA:e}; two indexes \
-         ({}) index score and the point together (created_at where a kind has no geo \
-         support). NEXT's 'Embedded' is sst-local here (per-file indexes, no global index), \
+         ({}) index score and the point together (score and created_at in every \
+         configuration when one of them has no geo support). NEXT's 'Embedded' is sst-local here (per-file indexes, no global index), \
          its 'Eager' memory.",
         sizes.next_documents,
         plan_of.compared.join(", "),
@@ -160,6 +160,9 @@ pub fn run(context: &Context<'_>) -> Result<ExperimentResult, BenchError> {
         seed,
         memory_slices: 10,
     };
+    let scratch = context.fresh_dir("next-probe")?;
+    align_fallbacks(&mut cases, scratch.path(), &settings)?;
+    drop(scratch);
     let mut notes = Vec::new();
     let mut documents: Option<Documents> = None;
     context
