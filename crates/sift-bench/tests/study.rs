@@ -246,7 +246,48 @@ fn tiny_study_writes_a_valid_complete_report() {
                     figure_is_drawn(&html, &figure.id).unwrap();
                 }
             }
-            ExperimentId::Next | ExperimentId::DiffIndex => {
+            ExperimentId::Next => {
+                // NEXT's comparison set (next, sst-local, composite, memory), taking the run's
+                // composite configuration; geo on next / sst-local may be a note.
+                assert!(
+                    matches!(experiment.status.as_str(), "measured" | "partial"),
+                    "{}: {}",
+                    experiment.status,
+                    experiment.note
+                );
+                for name in ["next", "sst-local", "composite:sync-insert", "memory"] {
+                    assert!(
+                        experiment
+                            .measurements
+                            .iter()
+                            .any(|m| m.configuration == name
+                                && m.metric == "latency_p50"
+                                && m.suite.as_deref() == Some("windows")),
+                        "experiment 5 has no window latency for {name}"
+                    );
+                }
+                for suite in ["windows", "geo", "delta", "skew", "two-indexes"] {
+                    assert!(
+                        experiment
+                            .measurements
+                            .iter()
+                            .any(|m| m.suite.as_deref() == Some(suite)),
+                        "experiment 5 has nothing for {suite}"
+                    );
+                }
+                assert!(experiment
+                    .measurements
+                    .iter()
+                    .all(|m| m.value >= 0.0 && !m.unit.is_empty()));
+                assert!(experiment
+                    .verdicts
+                    .iter()
+                    .any(|v| v.outcome != "not-measured"));
+                for figure in &experiment.figures {
+                    figure_is_drawn(&html, &figure.id).unwrap();
+                }
+            }
+            ExperimentId::DiffIndex => {
                 assert_eq!(experiment.status, "not-measured");
                 assert!(experiment
                     .verdicts

@@ -7,6 +7,13 @@
 //! document is not indexed under it); an attribute whose value does not convert to the declared
 //! type (wrong JSON type, bad time, bad geo point, over-long string) rejects the document, or,
 //! with [`TypeMismatchPolicy::StoreUnindexed`], leaves that attribute out of the envelope.
+//!
+//! Integer primary keys order as their decimal text, not as numbers: `"10000" < "100000" <
+//! "10001"`. Ids of different widths therefore interleave in the primary tree. Time-ordered
+//! integer ids (snowflake ids, `base + counter`) should have equal width so key order stays
+//! creation order; otherwise a time range spreads over every table and block, and zone maps
+//! or NEXT's per-block ranges on a time attribute stop pruning. (The tweet generator uses
+//! 16-digit ids for this reason.)
 
 use serde_json::Value;
 

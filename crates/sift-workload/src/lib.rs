@@ -17,7 +17,8 @@ pub mod tweet;
 pub mod workload;
 
 pub use tweet::{
-    format_rfc3339_seconds, ConfigError, Tweet, TweetConfig, TweetFields, TweetGenerator,
+    format_rfc3339_seconds, tweet_id_of_ordinal, ConfigError, Tweet, TweetConfig, TweetFields,
+    TweetGenerator, TWEET_ID_BASE,
 };
 pub use workload::{
     table7, Attribute, Operation, OperationKind, OperationMix, QueryParameters, Workload,

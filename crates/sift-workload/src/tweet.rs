@@ -11,7 +11,7 @@
 //!
 //! | field | JSON type | meaning |
 //! |---|---|---|
-//! | `tweet_id` | integer | primary key: `1, 2, 3, …` in generation order (Twitter's ids are time-ordered too), unique |
+//! | `tweet_id` | integer | primary key: [`TWEET_ID_BASE`] + 1, + 2, … in generation order, so ids are time-ordered (as Twitter's snowflake ids are) **and all 16 digits wide**; unique |
 //! | `created_at` | string | **CreationTime**, RFC 3339 UTC with second resolution (`"2017-10-01T00:00:05Z"`), non-decreasing; index it with type `time` |
 //! | `timestamp_ms` | integer | the same instant in epoch milliseconds, with the tweets of one second spread over its milliseconds (strictly informative; non-decreasing) |
 //! | `user.id` | integer | **UserID**, in `1..=users`, heavy-tailed (Zipf over a seeded permutation of the ids) |
@@ -20,6 +20,13 @@
 //! | `retweet_count` | integer | numeric attribute, heavy-tailed: 0 for 60% of tweets, else log-uniform in `1..=10000` |
 //! | `place.coordinates` | `[float, float]` | geo point `[longitude, latitude]` in degrees with 6 decimals, inside New York State (half around New York City, a fifth around four other cities, the rest uniform) |
 //! | `text` | string | body of random letters, digits, spaces and `.,#@` (never needs escaping); its length makes the whole line average `document_bytes_target` bytes (±30% per document) |
+//!
+//! Equal-width ids matter: a store that keys integer primary keys by their decimal text (Sift
+//! does, see `sift_index::document`) orders `10000 < 100000 < 10001`, so ids of different widths
+//! would interleave and scatter every time range over the whole key space. Real tweet ids are
+//! 64-bit snowflake numbers of equal width; `TWEET_ID_BASE + n` keeps that property for
+//! `n < 9 × 10^15` and stays below 2^53, so JSON readers that parse numbers as doubles keep
+//! them exact.
 //!
 //! Second resolution for `created_at` matches Twitter's own field and gives the CreationTime
 //! posting lists of about 35 tweets that the paper's cost analysis uses (`PL_S = 35`).
@@ -45,6 +52,14 @@ pub const DOCUMENT_BYTES_MEAN: usize = 550;
 pub const DEFAULT_USER_EXPONENT: f64 = 0.8;
 /// Largest supported `users` (the sampling table costs 12 bytes per user).
 pub const MAX_USERS: u64 = 100_000_000;
+/// Tweet ids are `TWEET_ID_BASE + ordinal` (ordinal 1, 2, … in generation order): 16 decimal
+/// digits each, so their text order is their numeric (and creation-time) order.
+pub const TWEET_ID_BASE: u64 = 1_000_000_000_000_000;
+
+/// The id of the `ordinal`-th generated tweet (1-based).
+pub fn tweet_id_of_ordinal(ordinal: u64) -> u64 {
+    TWEET_ID_BASE + ordinal
+}
 
 /// Parameters of a synthetic tweet data set. Equal configurations generate equal documents.
 #[derive(Debug, Clone, PartialEq)]
@@ -230,7 +245,7 @@ impl TweetGenerator {
             second_tweets: 0,
             second_emitted: 0,
             second_text: String::new(),
-            next_tweet_id: 1,
+            next_tweet_id: tweet_id_of_ordinal(1),
             last_user_rank: 0,
             config,
         })
@@ -244,9 +259,10 @@ impl TweetGenerator {
         &self.distribution
     }
 
-    /// Number of tweet ids handed out so far (the ids are `1..=tweets_generated()`).
+    /// Number of tweet ids handed out so far (the ids are
+    /// `tweet_id_of_ordinal(1..=tweets_generated())`).
     pub fn tweets_generated(&self) -> u64 {
-        self.next_tweet_id - 1
+        self.next_tweet_id - TWEET_ID_BASE - 1
     }
 
     /// 0-based popularity rank of the user of the last generated document.

@@ -346,7 +346,8 @@ impl WorkloadGenerator {
         &self.tweets
     }
 
-    /// Distinct tweet ids written so far (they are `1..=tweets_written()`).
+    /// Distinct tweet ids written so far (they are
+    /// [`crate::tweet::tweet_id_of_ordinal`]`(1..=tweets_written())`).
     pub fn tweets_written(&self) -> u64 {
         self.tweets.tweets_generated()
     }
@@ -453,7 +454,8 @@ impl WorkloadGenerator {
 
     fn existing_tweet_id(&mut self) -> Option<u64> {
         let written = self.tweets_written();
-        (written > 0).then(|| self.query_random.in_range(1, written))
+        (written > 0)
+            .then(|| crate::tweet::tweet_id_of_ordinal(self.query_random.in_range(1, written)))
     }
 
     fn existing_value(&mut self, attribute: Attribute) -> Option<i64> {

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 use sift_workload::cli::{generate_tweets_command, GenerateTweetsArgs};
-use sift_workload::{format_rfc3339_seconds, TweetConfig, TweetGenerator};
+use sift_workload::{format_rfc3339_seconds, TweetConfig, TweetGenerator, TWEET_ID_BASE};
 use std::collections::HashMap;
 
 fn jsonl(config: &TweetConfig, tweets: u64) -> Vec<u8> {
@@ -40,7 +40,9 @@ const TEXT_CHARACTERS: &str = "abcdefghijklmnopqrstuvwxyz ABCDEFG0123456.,#@";
 fn documents_have_the_documented_fields_and_types() {
     let config = TweetConfig::for_tweets(5000, 5);
     let mut generator = TweetGenerator::new(config.clone()).unwrap();
-    for expected_id in 1..=5000u64 {
+    let mut previous_id_text = String::new();
+    for ordinal in 1..=5000u64 {
+        let expected_id = TWEET_ID_BASE + ordinal;
         let tweet = generator.next_tweet();
         assert!(!tweet.json.contains('\n'));
         let document: Value = serde_json::from_str(&tweet.json)
@@ -64,6 +66,14 @@ fn documents_have_the_documented_fields_and_types() {
         let fields = tweet.fields;
         assert_eq!(fields.tweet_id, expected_id);
         assert_eq!(document["tweet_id"].as_u64(), Some(expected_id));
+        // Equal width: the decimal text (how integer keys are stored) sorts like the number.
+        let id_text = expected_id.to_string();
+        assert_eq!(id_text.len(), 16);
+        assert!(
+            previous_id_text < id_text,
+            "{previous_id_text} !< {id_text}"
+        );
+        previous_id_text = id_text;
         assert_eq!(
             document["created_at"].as_str(),
             Some(format_rfc3339_seconds(fields.created_at_ms).as_str())

@@ -5,7 +5,7 @@
 
 use sift_workload::{
     table7, Attribute, Operation, OperationKind, OperationMix, QueryParameters, TweetConfig,
-    Workload, WorkloadGenerator,
+    Workload, WorkloadGenerator, TWEET_ID_BASE,
 };
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -22,19 +22,26 @@ impl Model {
         match operation {
             Operation::Put(tweet) => {
                 self.tweet_ids += 1;
-                assert_eq!(tweet.fields.tweet_id, self.tweet_ids, "ids are dense");
+                assert_eq!(
+                    tweet.fields.tweet_id,
+                    TWEET_ID_BASE + self.tweet_ids,
+                    "ids are dense"
+                );
                 self.users.insert(tweet.fields.user_id);
                 self.seconds.insert(tweet.fields.created_at_ms);
             }
             Operation::Update(tweet) => {
-                assert!((1..=self.tweet_ids).contains(&tweet.fields.tweet_id));
+                assert!((TWEET_ID_BASE + 1..=TWEET_ID_BASE + self.tweet_ids)
+                    .contains(&tweet.fields.tweet_id));
                 assert!(tweet
                     .json
                     .starts_with(&format!("{{\"tweet_id\":{},", tweet.fields.tweet_id)));
                 self.users.insert(tweet.fields.user_id);
                 self.seconds.insert(tweet.fields.created_at_ms);
             }
-            Operation::Get { tweet_id } => assert!((1..=self.tweet_ids).contains(tweet_id)),
+            Operation::Get { tweet_id } => {
+                assert!((TWEET_ID_BASE + 1..=TWEET_ID_BASE + self.tweet_ids).contains(tweet_id));
+            }
             Operation::Lookup {
                 attribute, value, ..
             } => match attribute {

@@ -60,6 +60,37 @@ pub struct IndexBenchArgs {
     /// Print one JSON object per measurement instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Sift: memtable size in bytes; also sets the table-file target (the same) and level 1
+    /// (4×), scaling the engine with the data as the study's presets do [default: the
+    /// engine's, 64 MiB].
+    #[arg(long)]
+    pub memtable_bytes: Option<usize>,
+    /// Bits per value of the bloom filters of `embedded` indexes, 1 to 1000 (LevelDB++ Table 8
+    /// sweeps 20 … 1000) [default: the index layer's, 10].
+    #[arg(long)]
+    pub bits_per_key: Option<u32>,
+    /// δ of the value-aware split (NEXT §4) of `next` and `sst-local` indexes, in the
+    /// attribute's units (milliseconds for created_at, values for user.id and score), or `none`.
+    /// With `--next-suite delta`: comma-separated, the values swept [default: none; the sweep:
+    /// none,1e7,1e6,1e5,1e4].
+    #[arg(long, value_delimiter = ',')]
+    pub split_delta: Vec<String>,
+    /// Instead of the LevelDB++ workload, run NEXT §6's suites (comma-separated): `windows`
+    /// (small/medium/large windows on a numeric attribute), `geo` (windows on the tweet's point),
+    /// `delta` (the δ sweep), `skew` (uniform vs Zipf values), `two-indexes`, or `all`. The
+    /// tweets get an integer `score` in 1..=10^8; windows are 0.01%, 0.1% and 1% of that
+    /// domain and squares of 0.001°, 0.01° and 0.1°. Uses --n, --range-lookups (queries per
+    /// window), --max-seconds, --seed, --cache-bytes.
+    #[arg(long, value_delimiter = ',')]
+    pub next_suite: Vec<String>,
+    /// --next-suite: configurations compared, `kind[:maintenance]`; `none` is the no-index PUT
+    /// baseline [default: none,next,sst-local,composite,memory].
+    #[arg(long, value_delimiter = ',')]
+    pub window_kinds: Vec<String>,
+    /// --next-suite: distributions of `score`, `uniform` or `zipf-S`; the first is used
+    /// outside the skew suite [default: uniform; with skew: uniform,zipf-0.5,zipf-0.8,zipf-1.0].
+    #[arg(long, value_delimiter = ',')]
+    pub distribution: Vec<String>,
 }
 
 impl IndexBenchArgs {
@@ -99,7 +130,19 @@ impl IndexBenchArgs {
         } else {
             self.top_k.iter().map(|top_k| top_k.0).collect()
         };
+        if self.split_delta.len() > 1 {
+            return Err(BenchError::new(
+                "give one --split-delta (several are a sweep: --next-suite delta)",
+            ));
+        }
+        let split_delta = match self.split_delta.first() {
+            Some(text) => super::parse_split_delta(text)?,
+            None => None,
+        };
         Ok(IndexBenchConfig {
+            memtable_bytes: self.memtable_bytes,
+            bloom_bits_per_key: self.bits_per_key,
+            split_delta,
             tweets: self.n,
             indexes,
             workload: self.workload,
@@ -123,11 +166,23 @@ fn write_line(line: &str) -> Result<(), BenchError> {
 }
 
 /// Runs the benchmark on the engine `open` creates, printing a table (or JSON lines with
-/// `--json`) to standard output as measurements finish.
+/// `--json`) to standard output as measurements finish. With `--next-suite`, runs NEXT's
+/// suites on Sift instead (their rows are printed; the returned list is empty).
 pub fn run_from_args(
     args: &IndexBenchArgs,
     open: &mut IndexEngineOpener<'_>,
 ) -> Result<Vec<IndexRow>, BenchError> {
+    if !args.next_suite.is_empty() {
+        #[cfg(feature = "sift")]
+        {
+            run_next_suite(args)?;
+            return Ok(Vec::new());
+        }
+        #[cfg(not(feature = "sift"))]
+        return Err(BenchError::new(
+            "--next-suite measures Sift's index kinds: run it with `sift bench index`",
+        ));
+    }
     let config = args.config()?;
     if let Some(path) = &args.db {
         let has_files = std::fs::read_dir(path).is_ok_and(|mut entries| entries.next().is_some());
@@ -178,6 +233,143 @@ pub fn run_from_args(
         write_line(&format!("database kept in {}", path.display()))?;
     }
     Ok(rows)
+}
+
+#[cfg(feature = "sift")]
+impl IndexBenchArgs {
+    /// The configuration of `--next-suite`.
+    pub fn window_config(&self) -> Result<super::windows::WindowBenchConfig, BenchError> {
+        use super::windows::{
+            parse_suites, Suite, ValueDistribution, DEFAULT_CONFIGURATIONS, DEFAULT_SPLIT_DELTAS,
+        };
+        let suites = parse_suites(&self.next_suite)?;
+        if self.n == 0 {
+            return Err(BenchError::new("--n must be at least 1"));
+        }
+        if !(self.max_seconds.is_finite() && self.max_seconds > 0.0) {
+            return Err(BenchError::new("--max-seconds must be a positive number"));
+        }
+        let configurations: Vec<String> = if self.window_kinds.is_empty() {
+            DEFAULT_CONFIGURATIONS
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect()
+        } else {
+            self.window_kinds.clone()
+        };
+        for configuration in configurations.iter().filter(|c| c.as_str() != "none") {
+            let kind = configuration.split(':').next().unwrap_or_default();
+            kind.parse::<sift_index::IndexKind>()
+                .map_err(|e| BenchError::new(format!("--window-kinds {configuration}: {e}")))?;
+        }
+        let distributions = if self.distribution.is_empty() {
+            if suites.contains(&Suite::Skew) {
+                ValueDistribution::PAPER.to_vec()
+            } else {
+                vec![ValueDistribution::Uniform]
+            }
+        } else {
+            self.distribution
+                .iter()
+                .map(|text| text.parse())
+                .collect::<Result<Vec<_>, _>>()?
+        };
+        let deltas = self
+            .split_delta
+            .iter()
+            .map(|text| super::parse_split_delta(text))
+            .collect::<Result<Vec<_>, _>>()?;
+        let (split_deltas, next_split_delta) = if suites.contains(&Suite::Delta) {
+            let sweep = if deltas.is_empty() {
+                DEFAULT_SPLIT_DELTAS.to_vec()
+            } else {
+                deltas
+            };
+            (sweep, None)
+        } else {
+            if deltas.len() > 1 {
+                return Err(BenchError::new(
+                    "several --split-delta values are a sweep: add `delta` to --next-suite",
+                ));
+            }
+            (Vec::new(), deltas.first().copied().flatten())
+        };
+        Ok(super::windows::WindowBenchConfig {
+            documents: self.n,
+            seed: self.seed,
+            suites,
+            configurations,
+            distributions,
+            split_deltas,
+            next_split_delta,
+            queries: self.range_lookups.max(1),
+            repetitions: 1,
+            seconds_max: self.max_seconds,
+        })
+    }
+}
+
+/// `--next-suite`: NEXT §6 on Sift, rows printed as they finish.
+#[cfg(feature = "sift")]
+fn run_next_suite(args: &IndexBenchArgs) -> Result<(), BenchError> {
+    use super::windows::{run_suites, table_header, table_row};
+    let config = args.window_config()?;
+    let dir = BenchDir::prepare(args.db.as_deref(), &[])?;
+    let cache_bytes = args.cache_bytes.unwrap_or(settings::DEFAULT_CACHE_BYTES);
+    let memtable_bytes = args.memtable_bytes;
+    let options = || {
+        let mut options = sift_index::DatabaseOptions::default();
+        options.engine.block_cache_bytes = cache_bytes;
+        if let Some(bytes) = memtable_bytes {
+            super::sift_engine::scale_engine(&mut options, bytes);
+        }
+        options
+    };
+    if !args.json {
+        write_line(&format!(
+            "NEXT §6 suites [{}]: n {} configurations [{}] distributions [{}] queries per \
+             window {} (every match, no top-K) cache_bytes {cache_bytes} memtable_bytes {} seed {}\n\
+             windows on score (1..=10^8): small 0.01% = 10^4, medium 0.1% = 10^5, large 1% = \
+             10^6 values; on created_at the same fractions of the time span; geo: squares of \
+             0.001°, 0.01°, 0.1°; centred on random documents\n\
+             latency: time inside Sift's call, per query; blocks: data and index blocks read \
+             (cache or disk) per query; δ in score units (ms for created_at)",
+            config
+                .suites
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+            config.documents,
+            config.configurations.join(","),
+            config
+                .distributions
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+            config.queries,
+            memtable_bytes.map_or_else(|| "default".to_owned(), |b| b.to_string()),
+            config.seed,
+        ))?;
+        write_line(&table_header())?;
+    }
+    let json = args.json;
+    let result = run_suites(&config, dir.path(), &options, args.keep, &mut |row| {
+        if json {
+            let line = serde_json::to_string(row)
+                .map_err(|e| BenchError::new(format!("cannot encode a result row: {e}")))?;
+            write_line(&line)
+        } else {
+            write_line(&table_row(row))
+        }
+    });
+    let kept = dir.finish(args.keep)?;
+    result?;
+    if let (Some(path), false, true) = (kept, json, args.keep || args.db.is_some()) {
+        write_line(&format!("databases kept in {}", path.display()))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -14,6 +14,8 @@
 //! * Each hit's document is read (its bytes materialized), as a user's query would.
 
 pub mod args;
+#[cfg(feature = "sift")]
+pub mod blocks;
 pub mod reference;
 pub mod report;
 pub mod runner;
@@ -23,6 +25,8 @@ pub mod verify;
 pub use crate::kv::{BenchError, EngineCounters};
 #[cfg(feature = "sift")]
 pub mod sift_engine;
+#[cfg(feature = "sift")]
+pub mod windows;
 
 pub use args::{run_from_args, IndexBenchArgs};
 pub use report::IndexRow;
@@ -124,6 +128,23 @@ pub fn attribute_value(document: &serde_json::Value, attribute: Attribute) -> Op
     }
 }
 
+/// Parses a δ of the value-aware split (NEXT §4): a finite number `>= 0`, or `none` (no
+/// split).
+pub fn parse_split_delta(text: &str) -> Result<Option<f64>, BenchError> {
+    if text == "none" {
+        return Ok(None);
+    }
+    text.parse::<f64>()
+        .ok()
+        .filter(|delta| delta.is_finite() && *delta >= 0.0)
+        .map(Some)
+        .ok_or_else(|| {
+            BenchError::new(format!(
+                "split delta {text:?}: expected a number >= 0 or none"
+            ))
+        })
+}
+
 /// Bytes on disk per tree (data, each index, logs; a peer may report one total), by name.
 pub type TreeBytes = BTreeMap<String, u64>;
 
@@ -171,6 +192,19 @@ pub trait IndexEngine {
         top_k: Option<usize>,
         hit_ids: Option<&mut Vec<u64>>,
     ) -> Result<u64, BenchError>;
+
+    /// The number of distinct data blocks holding the documents that RANGELOOKUP(attribute,
+    /// lo, hi, top_k) returns (their live versions): what a perfect index would read. `None`
+    /// where the engine cannot tell. Not timed: the benchmark asks after a measurement.
+    fn result_blocks(
+        &self,
+        _attribute: Attribute,
+        _lo: i64,
+        _hi: i64,
+        _top_k: Option<usize>,
+    ) -> Result<Option<u64>, BenchError> {
+        Ok(None)
+    }
 
     /// Makes everything written so far durable in the engine's table files (memtables
     /// flushed, write-ahead log checkpointed) and waits for it.

@@ -96,6 +96,11 @@ pub struct IndexRow {
     pub hits_per_op: Option<f64>,
     /// Blocks (pages) read per operation, from cache or disk; `null` when not counted.
     pub blocks_per_op: Option<f64>,
+    /// RANGELOOKUP: distinct data blocks holding the returned documents, per operation (over
+    /// the first [`super::runner::RESULT_BLOCK_QUERIES`] queries), to compare with
+    /// `blocks_per_op`; `null` when the engine cannot tell.
+    #[serde(default)]
+    pub result_blocks_per_op: Option<f64>,
     /// Bytes the engine wrote to files (logs, flushes, compactions) during the measurement
     /// (whole-phase rows: including the flush and background wait after it).
     pub bytes_written: Option<u64>,
@@ -123,7 +128,7 @@ pub fn top_k_value(top_k: Option<usize>) -> serde_json::Value {
 /// suffix the bytes the process passed to write(2) when the engine keeps no count.
 pub fn table_header() -> String {
     format!(
-        "{:<6} {:<12} {:<18} {:>5} {:>5} {:>5} {:>9} {:>12} {:>10} {:>10} {:>10} {:>9} {:>10} {:>14}",
+        "{:<6} {:<12} {:<18} {:>5} {:>5} {:>5} {:>9} {:>12} {:>10} {:>10} {:>10} {:>9} {:>10} {:>11} {:>14}",
         "phase",
         "op",
         "attribute",
@@ -137,6 +142,7 @@ pub fn table_header() -> String {
         "p99 us",
         "hits/op",
         "blocks/op",
+        "res.blk/op",
         "bytes written"
     )
 }
@@ -149,7 +155,7 @@ pub fn table_row(row: &IndexRow) -> String {
         other => other.to_string(),
     });
     let mut line = format!(
-        "{:<6} {:<12} {:<18} {:>5} {:>5} {:>5} {:>9} {:>12.0} {:>10.2} {:>10.2} {:>10.2} {:>9} {:>10} {:>14}",
+        "{:<6} {:<12} {:<18} {:>5} {:>5} {:>5} {:>9} {:>12.0} {:>10.2} {:>10.2} {:>10.2} {:>9} {:>10} {:>11} {:>14}",
         row.phase,
         row.op,
         text(row.attribute.clone()),
@@ -163,6 +169,7 @@ pub fn table_row(row: &IndexRow) -> String {
         row.p99_us,
         text(row.hits_per_op.map(|h| format!("{h:.2}"))),
         text(row.blocks_per_op.map(|b| format!("{b:.2}"))),
+        text(row.result_blocks_per_op.map(|b| format!("{b:.2}"))),
         // Engines without a counter: what the process passed to write(2), marked `w`.
         text(
             row.bytes_written
@@ -238,6 +245,7 @@ mod tests {
             max_us: 4.0,
             hits_per_op: Some(3.5),
             blocks_per_op: None,
+            result_blocks_per_op: Some(4.5),
             bytes_written: None,
             process_write_bytes: Some(77),
             bytes_on_disk: None,
@@ -253,6 +261,7 @@ mod tests {
         assert!(line.contains(" all "), "{line}");
         assert!(line.ends_with(" 77w"), "{line}");
         assert!(line.contains(" 3.50 "), "{line}");
+        assert!(line.contains(" 4.50 "), "{line}");
     }
 
     #[test]

@@ -22,6 +22,9 @@ use std::time::{Duration, Instant};
 
 /// Rows per phase for the throughput curve.
 pub const SLICES: u64 = 10;
+/// RANGELOOKUP rows: how many of the measured queries are re-run (untimed) to count the
+/// blocks that hold their results.
+pub const RESULT_BLOCK_QUERIES: usize = 20;
 
 /// A query's top-K: a number of hits, or all (`all` on the command line).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +73,12 @@ pub struct IndexBenchConfig {
     pub measurement_seconds_max: f64,
     pub cache_bytes: usize,
     pub seed: u64,
+    /// Sift's memtable size (and table-file target; level 1 is 4×); `None`: the engine's.
+    pub memtable_bytes: Option<usize>,
+    /// Bloom bits per value of `embedded` indexes (`None`: the index layer's default).
+    pub bloom_bits_per_key: Option<u32>,
+    /// δ of the value-aware split of `next` / `sst-local` indexes (`None`: no split).
+    pub split_delta: Option<f64>,
 }
 
 impl IndexBenchConfig {
@@ -94,6 +103,9 @@ impl IndexBenchConfig {
             measurement_seconds_max: 60.0,
             cache_bytes: crate::kv::settings::DEFAULT_CACHE_BYTES,
             seed: 7,
+            memtable_bytes: None,
+            bloom_bits_per_key: None,
+            split_delta: None,
         }
     }
 }
@@ -214,6 +226,7 @@ impl RowMaker {
                 measurement.start.counters.blocks_read,
                 end.blocks_read,
             )),
+            result_blocks_per_op: None,
             bytes_written: delta(measurement.start.counters.bytes_written, end.bytes_written),
             process_write_bytes: delta(
                 measurement.start.process_written,
@@ -392,6 +405,32 @@ fn measure_queries(
     Ok(measurement)
 }
 
+/// The mean number of blocks holding the results of `ranges` (RANGELOOKUPs), or `None` when
+/// the engine cannot tell.
+fn result_blocks_per_op(
+    engine: &dyn IndexEngine,
+    ranges: &[Operation],
+) -> Result<Option<f64>, BenchError> {
+    let mut total = 0;
+    let mut counted = 0_u64;
+    for operation in ranges {
+        if let Operation::RangeLookup {
+            attribute,
+            lo,
+            hi,
+            top_k,
+        } = operation
+        {
+            let Some(blocks) = engine.result_blocks(*attribute, *lo, *hi, *top_k)? else {
+                return Ok(None);
+            };
+            total += blocks;
+            counted += 1;
+        }
+    }
+    Ok((counted > 0).then(|| round_to(total as f64 / counted as f64, 3)))
+}
+
 /// Runs one operation; returns its latency and hits (GET: 1 when found; writes: 0).
 pub fn execute(
     engine: &dyn IndexEngine,
@@ -484,6 +523,8 @@ fn run_static_queries(
                     query_row(maker, engine, "RANGELOOKUP", Some(attribute), &measurement);
                 row.top_k = Some(top_k_value(top_k));
                 row.selectivity = Some(selectivity);
+                let measured = (measurement.latencies.count() as usize).min(RESULT_BLOCK_QUERIES);
+                row.result_blocks_per_op = result_blocks_per_op(engine, &ranges[..measured])?;
                 emit(row)?;
             }
         }

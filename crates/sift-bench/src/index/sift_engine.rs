@@ -47,6 +47,15 @@ impl IndexSlot {
     }
 }
 
+/// Scales the engine to a memtable of `memtable_bytes`: table files of the same size and a
+/// level 1 of four memtables (the proportions of the study's presets).
+pub fn scale_engine(options: &mut DatabaseOptions, memtable_bytes: usize) {
+    let bytes = memtable_bytes.max(64 << 10);
+    options.engine.memtable_bytes_max = bytes;
+    options.engine.table_file_bytes_target = bytes as u64;
+    options.engine.level1_bytes_max = 4 * bytes as u64;
+}
+
 fn error(e: impl std::fmt::Display) -> BenchError {
     BenchError::new(format!("sift: {e}"))
 }
@@ -74,8 +83,18 @@ impl SiftIndexEngine {
     ) -> Result<Box<dyn IndexEngine>, BenchError> {
         let mut options = DatabaseOptions::default();
         options.engine.block_cache_bytes = config.cache_bytes;
+        if let Some(bytes) = config.memtable_bytes {
+            scale_engine(&mut options, bytes);
+        }
         let slots: Vec<IndexSlot> = config.indexes.iter().map(IndexSlot::for_tweets).collect();
-        Self::open_slots(dir, options, "tweet_id", &slots)
+        Ok(Box::new(Self::open_slots_tuned(
+            dir,
+            options,
+            "tweet_id",
+            &slots,
+            config.bloom_bits_per_key,
+            config.split_delta,
+        )?))
     }
 
     /// Opens a database in `dir` with `options`, one collection whose primary key is at
@@ -87,11 +106,13 @@ impl SiftIndexEngine {
         primary_key: &str,
         slots: &[IndexSlot],
     ) -> Result<Box<dyn IndexEngine>, BenchError> {
-        Ok(Box::new(Self::open_slots_shared(
+        Ok(Box::new(Self::open_slots_tuned(
             dir,
             options,
             primary_key,
             slots,
+            None,
+            None,
         )?))
     }
 
@@ -102,6 +123,19 @@ impl SiftIndexEngine {
         options: DatabaseOptions,
         primary_key: &str,
         slots: &[IndexSlot],
+    ) -> Result<SiftIndexEngine, BenchError> {
+        Self::open_slots_tuned(dir, options, primary_key, slots, None, None)
+    }
+
+    /// [`Self::open_slots_shared`] with the bloom bits per value of `embedded` indexes and the
+    /// δ of `next` / `sst-local` indexes (`None`: the index layer's defaults).
+    pub fn open_slots_tuned(
+        dir: &Path,
+        options: DatabaseOptions,
+        primary_key: &str,
+        slots: &[IndexSlot],
+        bloom_bits_per_key: Option<u32>,
+        split_delta: Option<f64>,
     ) -> Result<SiftIndexEngine, BenchError> {
         let database = Database::open(dir, options).map_err(error)?;
         database
@@ -124,6 +158,14 @@ impl SiftIndexEngine {
                     }
                     _ => index_spec = index_spec.with_maintenance(m.parse().map_err(error)?),
                 }
+            }
+            if let (IndexKind::Embedded, Some(bits)) = (kind, bloom_bits_per_key) {
+                index_spec = index_spec.with_bloom_bits_per_key(bits);
+            }
+            if let (IndexKind::Next | IndexKind::SstLocal, Some(delta)) = (kind, split_delta) {
+                let delta = sift_index::SplitDelta::new(delta)
+                    .ok_or_else(|| BenchError::new(format!("bad split delta {delta}")))?;
+                index_spec = index_spec.with_split_delta(delta);
             }
             let record = database
                 .create_index(COLLECTION, index_spec)
@@ -244,6 +286,32 @@ impl IndexEngine for SiftIndexEngine {
             )
             .map_err(error)?;
         Self::report(&result, hit_ids)
+    }
+
+    fn result_blocks(
+        &self,
+        attribute: Attribute,
+        lo: i64,
+        hi: i64,
+        top_k: Option<usize>,
+    ) -> Result<Option<u64>, BenchError> {
+        let index = self.index(attribute)?;
+        let result = self
+            .database
+            .range(
+                COLLECTION,
+                index,
+                &self.value(attribute, lo),
+                &self.value(attribute, hi),
+                top_k,
+            )
+            .map_err(error)?;
+        let versions: Vec<(Vec<u8>, sift_index::SeqNo)> = result
+            .hits
+            .into_iter()
+            .map(|hit| (hit.pk, hit.seq))
+            .collect();
+        super::blocks::distinct_blocks(&self.database, COLLECTION, &versions).map(Some)
     }
 
     fn flush(&self) -> Result<(), BenchError> {

@@ -478,7 +478,8 @@ mod tests {
         let (second, _) = data.load(100);
         assert_eq!(first.len(), 100);
         assert_eq!(first, second);
-        assert!(matches!(queries.get(), Some(Operation::Get { tweet_id }) if tweet_id <= 100));
+        assert!(matches!(queries.get(), Some(Operation::Get { tweet_id })
+            if tweet_id > sift_workload::TWEET_ID_BASE && tweet_id <= sift_workload::TWEET_ID_BASE + 100));
     }
 
     #[test]

@@ -125,6 +125,9 @@ pub struct Sizes {
     pub vinyl_threads: usize,
     pub vinyl_batch_max: usize,
     pub vinyl_disk_bound: bool,
+    /// Experiment 5 (NEXT §6): documents per database, and queries per window and repetition.
+    pub next_documents: u64,
+    pub next_queries: u64,
 }
 
 /// The sizes and engine settings of a preset; `documents` overrides the load size (and scales
@@ -152,6 +155,8 @@ pub fn preset_sizes(preset: Preset, documents: Option<u64>) -> (Sizes, EngineSet
                 vinyl_threads: 4,
                 vinyl_batch_max: 100,
                 vinyl_disk_bound: false,
+                next_documents: 2_000,
+                next_queries: 10,
             },
             EngineSettings {
                 // Large enough that a load flushes only a few times: each flush costs several
@@ -185,6 +190,8 @@ pub fn preset_sizes(preset: Preset, documents: Option<u64>) -> (Sizes, EngineSet
                 vinyl_threads: 4,
                 vinyl_batch_max: 500,
                 vinyl_disk_bound: false,
+                next_documents: 20_000,
+                next_queries: 40,
             },
             EngineSettings {
                 memtable_bytes: 1 << 20,
@@ -216,6 +223,8 @@ pub fn preset_sizes(preset: Preset, documents: Option<u64>) -> (Sizes, EngineSet
                 vinyl_threads: 4,
                 vinyl_batch_max: 500,
                 vinyl_disk_bound: true,
+                next_documents: 200_000,
+                next_queries: 300,
             },
             EngineSettings {
                 memtable_bytes: 4 << 20,
@@ -233,6 +242,7 @@ pub fn preset_sizes(preset: Preset, documents: Option<u64>) -> (Sizes, EngineSet
         sizes.mixed_preload = (documents / 2).max(10);
         sizes.mixed_operations = documents;
         sizes.sweep_documents = (documents / 2).max(10);
+        sizes.next_documents = (documents / 2).max(10);
     }
     (sizes, engine)
 }
@@ -253,6 +263,7 @@ pub fn fit_quick_budget(sizes: &mut Sizes, known_configurations: usize) -> Optio
     sizes.mixed_preload = scale(sizes.mixed_preload);
     sizes.mixed_operations = scale(sizes.mixed_operations);
     sizes.sweep_documents = scale(sizes.sweep_documents);
+    sizes.next_documents = scale(sizes.next_documents);
     Some(format!(
         "quick preset: {known_configurations} configurations instead of {QUICK_CONFIGURATIONS},          so every load and mixed run is {:.0}% of its usual size to stay within 5 minutes",
         100.0 * QUICK_CONFIGURATIONS as f64 / known_configurations as f64
@@ -308,6 +319,11 @@ pub fn scaled_down_notes(sizes: &Sizes, engine: &EngineSettings) -> Vec<String> 
                 .map(ToString::to_string)
                 .collect::<Vec<_>>()
                 .join(", ")
+        ),
+        format!(
+            "NEXT §6 (experiment 5): {} documents per database instead of 33 million tweets; {} \
+             queries per window and repetition instead of 1000",
+            sizes.next_documents, sizes.next_queries
         ),
         "loads are not repeated (their spread is shown over the load's slices); queries are \
          repeated after a warm-up"

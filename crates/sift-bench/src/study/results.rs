@@ -140,6 +140,18 @@ pub struct Measurement {
     pub bloom_bits_per_key: Option<u32>,
     /// none, snappy.
     pub compression: Option<String>,
+    /// Experiment 5: the part of NEXT §6 (windows, geo, delta, skew, two-indexes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suite: Option<String>,
+    /// Experiment 5: small, medium or large query window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<String>,
+    /// Experiment 5: distribution of the indexed values (uniform, zipf-S).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distribution: Option<String>,
+    /// Experiment 5: δ of NEXT's value-aware split (absent: no split).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split_delta: Option<f64>,
     /// What is measured, e.g. `latency_p50`, `throughput`, `bytes_on_disk`.
     pub metric: String,
     /// us, ops/s, bytes, blocks, hits, documents.

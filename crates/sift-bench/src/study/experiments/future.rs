@@ -1,4 +1,4 @@
-//! Experiments 5 and 7 (NEXT, Diff-Index): hooks. Each returns a "not measured" section with
+//! Experiment 7 (Diff-Index): a hook. It returns a "not measured" section with
 //! the paper's setup and claims, so the report shows what is still to reproduce; the verdicts
 //! list the claims as not measured. An experiment is implemented by giving it a module like
 //! `mixed.rs` and a match arm in `super::run`.
@@ -12,28 +12,9 @@ struct Hook {
     claims: &'static [(&'static str, &'static str)],
 }
 
-fn hook(id: ExperimentId) -> Hook {
-    match id {
-        ExperimentId::Next => Hook {
-            paper: "NEXT (SIGMOD'25) §6 measured small, medium and large query windows on a \
-                    numeric and a geo attribute, swept its δ parameter, compared uniform and \
-                    Zipf-skewed data, ran two indexes at once and measured the memory of its \
-                    global index.",
-            reason: "the study does not run this experiment yet: the `next` and `sst-local` \
-                     kinds exist, but its window, δ, skew and two-index runs (and a geo \
-                     attribute) are not written",
-            claims: &[
-                (
-                    "NEXT answers small windows faster than a composite index",
-                    "NEXT §6",
-                ),
-                (
-                    "NEXT's global index stays small relative to the data",
-                    "NEXT §6",
-                ),
-            ],
-        },
-        _ => Hook {
+fn hook(_id: ExperimentId) -> Hook {
+    {
+        Hook {
             paper: "Diff-Index measured update and read latency against offered load for its \
                     sync-full, sync-insert, async-simple and async-session schemes, range \
                     queries of growing selectivity, and a histogram of index lag.",
@@ -50,7 +31,7 @@ fn hook(id: ExperimentId) -> Hook {
                     "Diff-Index §5",
                 ),
             ],
-        },
+        }
     }
 }
 

@@ -8,6 +8,7 @@
 pub mod bloom_compression;
 pub mod future;
 pub mod mixed;
+pub mod next_windows;
 pub mod static_queries;
 pub mod threads;
 pub mod vinyl;
@@ -36,7 +37,7 @@ pub enum ExperimentId {
     Mixed,
     /// 4: bloom bits-per-key sweep (Table 8) and compression on/off (App. C.2).
     BloomCompression,
-    /// 5: NEXT's window / δ / skew experiments (hook).
+    /// 5: NEXT's window / δ / skew / two-index / memory experiments.
     Next,
     /// 6: Vinyl's deferred-update microbenchmark.
     Vinyl,
@@ -196,7 +197,8 @@ pub fn run(context: &Context<'_>, id: ExperimentId) -> Result<ExperimentResult, 
         ExperimentId::Mixed => mixed::run(context)?,
         ExperimentId::BloomCompression => bloom_compression::run(context)?,
         ExperimentId::Vinyl => vinyl::run(context)?,
-        ExperimentId::Next | ExperimentId::DiffIndex => future::not_measured(id),
+        ExperimentId::Next => next_windows::run(context)?,
+        ExperimentId::DiffIndex => future::not_measured(id),
     };
     result.duration_s = round(started.elapsed().as_secs_f64(), 3);
     // JSON has no NaN or infinity; a value that is not finite was not measured.

@@ -3,7 +3,7 @@
 
 use crate::study::results::{ExperimentResult, Measurement};
 
-pub const HEADER: [&str; 17] = [
+pub const HEADER: [&str; 21] = [
     "experiment",
     "configuration",
     "attribute",
@@ -21,6 +21,10 @@ pub const HEADER: [&str; 17] = [
     "value",
     "count",
     "threads",
+    "suite",
+    "window",
+    "distribution",
+    "split_delta",
 ];
 
 /// Quotes a field when it holds a comma, a quote or a line break.
@@ -53,6 +57,10 @@ fn row(experiment: &str, m: &Measurement) -> String {
         m.value.to_string(),
         number(m.count),
         number(m.threads.map(u64::from)),
+        text(&m.suite),
+        text(&m.window),
+        text(&m.distribution),
+        m.split_delta.map(|d| d.to_string()).unwrap_or_default(),
     ]
     .join(",")
 }

@@ -26,7 +26,7 @@ font-weight:bold;font-size:12px}.swatch{display:inline-block;width:12px;height:1
 vertical-align:middle}.note{color:#8a4b00}details{margin:8px 0}";
 
 /// The colour of a configuration in this run.
-fn colour(results: &StudyResults, configuration: &str) -> String {
+pub(super) fn colour(results: &StudyResults, configuration: &str) -> String {
     if configuration == BASELINE {
         return BASELINE_COLOUR.to_owned();
     }
@@ -151,6 +151,11 @@ fn figure_svg(
     experiment: &ExperimentResult,
     figure: &FigureInfo,
 ) -> String {
+    if experiment.id == ExperimentId::Next.id() {
+        if let Some(svg) = super::next::figure_svg(results, experiment, figure) {
+            return svg;
+        }
+    }
     let ms = &experiment.measurements;
     let names = configurations_in(results, ms);
     let title = figure.title.as_str();
@@ -592,7 +597,7 @@ fn figure_svg(
 
 /// A table pivoted from measurements: rows keyed by `key`, one column per (header, predicate).
 #[allow(clippy::type_complexity)]
-fn pivot_table(
+pub(super) fn pivot_table(
     measurements: &[Measurement],
     key_headers: &[&str],
     key: &dyn Fn(&Measurement) -> Option<Vec<String>>,
@@ -854,6 +859,7 @@ fn experiment_tables(experiment: &ExperimentResult) -> String {
                 ("statements", &|m| m.metric == "statements", 1.0),
             ],
         ),
+        "next" => super::next::tables(experiment),
         _ => String::new(),
     }
 }

@@ -4,6 +4,7 @@
 pub mod csv;
 pub mod html;
 pub mod json;
+mod next;
 pub mod svg;
 
 use crate::index::BenchError;
