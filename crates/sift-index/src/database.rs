@@ -58,9 +58,11 @@ pub struct DatabaseOptions {
     pub sync_writes: bool,
     /// Workers, retries and sessions of `async-simple` / `async-session` indexes.
     pub async_index: crate::async_index::AsyncIndexOptions,
-    /// `deferred` indexes without the in-memory fast path: a write never deletes the entries
-    /// of the version it shadows, even when that version is in a memtable (`deferred.rs`).
-    pub deferred_without_fast_path: bool,
+    /// `deferred` indexes with the in-memory fast path: a write also deletes the entries of
+    /// the version it shadows when that version is in a memtable (`deferred.rs`). Off by
+    /// default: it costs a memtable search per write and more memtable inserts, for less
+    /// garbage before flushes.
+    pub deferred_fast_path: bool,
 }
 
 impl std::fmt::Debug for DatabaseOptions {
@@ -264,7 +266,7 @@ impl Database {
             options.engine.file_system.as_ref(),
             path.as_ref(),
         )));
-        deferred.set_fast_path(!options.deferred_without_fast_path);
+        deferred.set_fast_path(options.deferred_fast_path);
         engine_options
             .compaction_observers
             .push(Arc::new(DeferredObserver {
