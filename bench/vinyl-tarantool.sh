@@ -6,12 +6,15 @@
 #
 #   bench/vinyl-tarantool.sh [--keys N] [--seconds S] [--batch-max B] [--clients C]
 #                            [--settings "a b"] [--rounds R] [--seed X]
-#                            [--cache-bytes BYTES] [--evict-ms MS]
+#                            [--cache-bytes BYTES] [--evict-ms MS] [--cold-tarantool-cache]
 #
 # Defaults: 250000 keys (all preloaded), 15 measured seconds per run, batches of 1..500,
 # 4 clients, settings a and b, 1 round. Each run (one engine and scheme) is a fresh directory:
 # preload (not timed), dump to disk, then the measurement.
-#   a: default options of both engines, data in the page cache.
+#   a: default options of both engines, data in the page cache; Tarantool reads every key once
+#      after the preload (not timed) so its tuple cache holds the data as the page cache holds
+#      Sift's (--cold-tarantool-cache skips that: then each non-deferred read of a key not yet
+#      cached goes to a vinyl read thread and the long transactions abort on conflicts).
 #   b: disk-bound. Sift: O_DIRECT table reads, a --cache-bytes block cache (default 1 MiB).
 #      Tarantool has no direct-I/O reads: vinyl_cache (its tuple cache) = --cache-bytes,
 #      vinyl_memory = 64 MiB (Sift's default memtable size, also given to Sift), and a fiber
@@ -32,6 +35,7 @@ rounds=1
 seed=7
 cache_bytes=$((1 << 20))
 evict_ms=10
+warm=1
 memtable_bytes=$((64 << 20))
 while [[ $# -gt 0 ]]; do
     case "$1" in
@@ -44,7 +48,8 @@ while [[ $# -gt 0 ]]; do
         --seed) seed="$2"; shift 2 ;;
         --cache-bytes) cache_bytes="$2"; shift 2 ;;
         --evict-ms) evict_ms="$2"; shift 2 ;;
-        -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --cold-tarantool-cache) warm=0; shift ;;
+        -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "vinyl-tarantool: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -104,6 +109,8 @@ run_tarantool() {
     if [[ "$setting" == b ]]; then
         args+=(--vinyl-cache "$cache_bytes" --vinyl-memory "$memtable_bytes"
                --evict-page-cache-ms "$evict_ms")
+    else
+        args+=(--warm-cache "$warm")
     fi
     echo "vinyl-tarantool: setting $setting round $round: tarantool ${args[*]}" >&2
     tarantool "$repo/bench/peers/tarantool-vinyl.lua" "${args[@]}" \

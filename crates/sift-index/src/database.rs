@@ -1330,27 +1330,17 @@ impl Database {
             };
             // The version this write shadows, for the deferred fast path when `old` was not read:
             // from this batch, or from the primary's memtables (memory only).
-            let fast_old = if deferred_fast_path && !old_read {
-                match pending.get(&pk) {
-                    Some(version) => version.clone(),
-                    None => {
-                        let memtables = match &mut memtables {
-                            Some(memtables) => memtables,
-                            None => memtables.insert(crate::deferred::MemtableVersions::new(
-                                &self.engine,
-                                &collection.primary,
-                            )?),
-                        };
-                        match memtables.newest(&pk)? {
-                            crate::deferred::MemtableVersion::Live(envelope, seq) => {
-                                Some((envelope, seq))
-                            }
-                            _ => None,
-                        }
-                    }
-                }
-            } else {
+            let fast_old = if !deferred_fast_path || old_read {
                 None
+            } else if let Some(version) = pending.get(&pk) {
+                version.clone()
+            } else {
+                crate::deferred::MemtableVersions::live(
+                    &mut memtables,
+                    &self.engine,
+                    &collection.primary,
+                    &pk,
+                )?
             };
             let fast_old_envelope = match &fast_old {
                 Some((bytes, seq)) => Some((

@@ -18,13 +18,13 @@
 //! write shadows is known without a disk read — it is in one of the primary's memtables (a
 //! memory-only seek of each memtable, [`MemtableVersions`]), earlier in the same batch, or was
 //! read anyway for a `sync-full` index of the collection — the write also deletes that
-//! version's entries, in the same engine batch. Off with
-//! `DatabaseOptions::deferred_fast_path` (off by default: then writes read nothing at all).
-//! It is opt-in because it is not free: a memtable search per write, and four more memtable
-//! inserts per shadowed version whose DELETEs the observer will emit again anyway (see below);
-//! `sift bench vinyl` measured it at about 0.55-0.7× the throughput without it on the Vinyl
-//! microbenchmark. It pays off where queries meet much garbage (hot keys rewritten within a
-//! memtable's lifetime).
+//! version's entries, in the same engine batch. On with `DatabaseOptions::deferred_fast_path`
+//! (off by default: then writes read nothing at all). It is opt-in because it is not free: a
+//! memtable search per write (as costly as one memtable insert), and one more memtable insert
+//! per index for each shadowed version, whose DELETEs the observer will emit again anyway (see
+//! below); `sift bench vinyl` measured 0.5-0.9× the throughput without it on the Vinyl
+//! microbenchmark (scheme `deferred-fast-path`). It pays off where queries meet much garbage
+//! (hot keys rewritten within a memtable's lifetime).
 //! The observer still emits its DELETE when the primary later drops that version: the two
 //! DELETEs have the same key, and a second DELETE is harmless, because
 //! - an entry key `value ‖ !seq ‖ pk` is put at most once (by the write of version `seq`, or by
@@ -353,6 +353,24 @@ impl MemtableVersions {
             })
             .collect();
         Ok(MemtableVersions { view, memtables })
+    }
+
+    /// The live version of `key` if it is in a memtable, reading through `view` (made on first
+    /// use, for the rest of the batch).
+    pub(crate) fn live(
+        view: &mut Option<MemtableVersions>,
+        engine: &Db,
+        tree: &Tree,
+        key: &[u8],
+    ) -> Result<Option<(Vec<u8>, SeqNo)>> {
+        let versions = match view {
+            Some(versions) => versions,
+            None => view.insert(MemtableVersions::new(engine, tree)?),
+        };
+        Ok(match versions.newest(key)? {
+            MemtableVersion::Live(envelope, seq) => Some((envelope, seq)),
+            MemtableVersion::Absent | MemtableVersion::NotLive => None,
+        })
     }
 
     /// Memtables newest first; the first that holds `key` has its newest version.
