@@ -4,6 +4,8 @@
 //! `--batch-max` statements, half replaces and half deletes, keys uniform in 1..=`--keys`,
 //! ~50-byte documents. Reports statements per second per interval, then average, median and
 //! maximum, for each maintenance scheme asked for (`deferred` against `sync-full`).
+//! The scheme `deferred-fast-path` is `deferred` with its in-memory fast path (a write also
+//! deletes the entries of a shadowed version it finds in the memtables; see `deferred.rs`).
 //! `--disk-bound` reads tables with O_DIRECT through a small block cache, so each hidden
 //! read of `sync-full` that misses the cache costs a real disk read.
 
@@ -36,7 +38,7 @@ pub struct VinylArgs {
     pub seconds: f64,
     #[arg(long, default_value_t = 1.0)]
     pub interval_seconds: f64,
-    /// Maintenance schemes to compare, comma-separated.
+    /// Maintenance schemes to compare, comma-separated (also `deferred-fast-path`).
     #[arg(long, value_delimiter = ',', default_values_t = ["deferred".to_owned(), "sync-full".to_owned()])]
     pub maintenance: Vec<String>,
     /// O_DIRECT table reads and a block cache of --cache-bytes (the paper's disk-bound case).
@@ -118,16 +120,60 @@ pub fn database_options(args: &VinylArgs) -> DatabaseOptions {
     options
 }
 
+/// `deferred` with the in-memory fast path.
+const DEFERRED_FAST_PATH: &str = "deferred-fast-path";
+
+/// A scheme to run: its name in the output, its maintenance, and the fast path.
+pub struct Scheme {
+    pub name: String,
+    pub maintenance: Maintenance,
+    pub fast_path: bool,
+}
+
+impl Scheme {
+    /// A maintenance scheme without the fast path, named by the scheme.
+    #[must_use]
+    pub fn plain(maintenance: Maintenance) -> Scheme {
+        Scheme {
+            name: maintenance.name().to_string(),
+            maintenance,
+            fast_path: false,
+        }
+    }
+}
+
+impl std::str::FromStr for Scheme {
+    type Err = BenchError;
+    fn from_str(name: &str) -> Result<Scheme, BenchError> {
+        if name == DEFERRED_FAST_PATH {
+            return Ok(Scheme {
+                name: name.to_string(),
+                maintenance: Maintenance::Deferred,
+                fast_path: true,
+            });
+        }
+        let maintenance = name.parse::<Maintenance>().map_err(BenchError::new)?;
+        Ok(Scheme {
+            name: maintenance.name().to_string(),
+            maintenance,
+            fast_path: false,
+        })
+    }
+}
+
 /// Runs one scheme in `dir` (fresh): preload, then `args.seconds` of client threads;
 /// `on_interval` is called as each interval ends and stops the run early by returning
 /// `Ok(false)` (the study's Ctrl-C).
 pub fn run_scheme(
     args: &VinylArgs,
-    maintenance: Maintenance,
+    scheme: &Scheme,
     dir: &Path,
     on_interval: &mut dyn FnMut(VinylInterval) -> Result<bool, BenchError>,
 ) -> Result<VinylResult, BenchError> {
-    let database = Arc::new(Database::open(dir, database_options(args)).map_err(error("open"))?);
+    let maintenance = scheme.maintenance;
+    let mut database_options = database_options(args);
+    database_options.deferred_fast_path = scheme.fast_path;
+    let database = Arc::new(Database::open(dir, database_options).map_err(error("open"))?);
     database
         .create_collection("test", "id")
         .map_err(error("create collection"))?;
@@ -239,7 +285,7 @@ pub fn run_scheme(
     let mut sorted = rates.clone();
     sorted.sort_by(f64::total_cmp);
     let result = VinylResult {
-        maintenance: maintenance.name().to_string(),
+        maintenance: scheme.name.clone(),
         average_rate: rates.iter().sum::<f64>() / rates.len().max(1) as f64,
         median_rate: sorted.get(sorted.len() / 2).copied().unwrap_or(0.0),
         max_rate: sorted.last().copied().unwrap_or(0.0),
@@ -264,7 +310,7 @@ pub fn run(args: &VinylArgs, out: &mut dyn Write) -> Result<Vec<VinylResult>, Be
     let schemes = args
         .maintenance
         .iter()
-        .map(|name| name.parse::<Maintenance>().map_err(BenchError::new))
+        .map(|name| name.parse::<Scheme>())
         .collect::<Result<Vec<_>, _>>()?;
     let parent = if let Some(path) = &args.db {
         (path.clone(), None)
@@ -278,8 +324,8 @@ pub fn run(args: &VinylArgs, out: &mut dyn Write) -> Result<Vec<VinylResult>, Be
         (temporary.path().to_path_buf(), Some(temporary))
     };
     let mut results = Vec::new();
-    for maintenance in schemes {
-        let dir = parent.0.join(maintenance.name());
+    for scheme in schemes {
+        let dir = parent.0.join(&scheme.name);
         if dir.exists() {
             return Err(BenchError::new(format!(
                 "{} exists: give an empty --db",
@@ -289,19 +335,16 @@ pub fn run(args: &VinylArgs, out: &mut dyn Write) -> Result<Vec<VinylResult>, Be
         let mut print = |interval: VinylInterval| -> Result<bool, BenchError> {
             let (at, rate) = (interval.end_s, interval.statements_per_second);
             let line = if args.json {
-                serde_json::json!({"maintenance": maintenance.name(), "disk_bound": args.disk_bound,
+                serde_json::json!({"maintenance": scheme.name, "disk_bound": args.disk_bound,
                     "t_seconds": at, "statements_per_second": rate})
                 .to_string()
             } else {
-                format!(
-                    "{:<10} t={at:>6.1}s {rate:>10.0} statements/s",
-                    maintenance.name()
-                )
+                format!("{:<10} t={at:>6.1}s {rate:>10.0} statements/s", scheme.name)
             };
             writeln!(out, "{line}").map_err(|e| BenchError::new(e.to_string()))?;
             Ok(true)
         };
-        let result = run_scheme(args, maintenance, &dir, &mut print)?;
+        let result = run_scheme(args, &scheme, &dir, &mut print)?;
         if let Some(garbage) = &result.deferred_garbage {
             writeln!(out, "# deferred index f2 after the run: {garbage}")
                 .map_err(|e| BenchError::new(e.to_string()))?;
@@ -340,7 +383,11 @@ mod tests {
             batch_max: 20,
             seconds: 0.3,
             interval_seconds: 0.1,
-            maintenance: vec!["deferred".into(), "sync-full".into()],
+            maintenance: vec![
+                "deferred".into(),
+                "sync-full".into(),
+                DEFERRED_FAST_PATH.into(),
+            ],
             disk_bound: false,
             cache_bytes: None,
             memtable_bytes: Some(16 << 10),
@@ -350,7 +397,8 @@ mod tests {
         };
         let mut out = Vec::new();
         let results = run(&args, &mut out).unwrap();
-        assert_eq!(results.len(), 2);
+        assert_eq!(results.len(), 3);
+        assert_eq!(results[2].maintenance, DEFERRED_FAST_PATH);
         for result in &results {
             assert!(result.statements > 0, "{result:?}");
             assert!(!result.interval_rates.is_empty(), "{result:?}");

@@ -58,6 +58,11 @@ pub struct DatabaseOptions {
     pub sync_writes: bool,
     /// Workers, retries and sessions of `async-simple` / `async-session` indexes.
     pub async_index: crate::async_index::AsyncIndexOptions,
+    /// `deferred` indexes with the in-memory fast path: a write also deletes the entries of
+    /// the version it shadows when that version is in a memtable (`deferred.rs`). Off by
+    /// default: it costs a memtable search per write and more memtable inserts, for less
+    /// garbage before flushes.
+    pub deferred_fast_path: bool,
 }
 
 impl std::fmt::Debug for DatabaseOptions {
@@ -210,6 +215,8 @@ struct AroundCommit {
     memo_writes: Vec<(Vec<u8>, SeqNo, bool)>,
     /// Work for asynchronous indexes (`async_index`), queued before the commit.
     async_items: Vec<(Vec<u8>, SeqNo, bool)>,
+    /// DELETEs the deferred fast path put in the batch (counted once it commits).
+    deferred_fast_path_deletes: u64,
 }
 
 /// A parsed write, ready to apply.
@@ -259,6 +266,7 @@ impl Database {
             options.engine.file_system.as_ref(),
             path.as_ref(),
         )));
+        deferred.set_fast_path(options.deferred_fast_path);
         engine_options
             .compaction_observers
             .push(Arc::new(DeferredObserver {
@@ -1177,6 +1185,7 @@ impl Database {
         let memo_tree = collection.primary.id();
         let mut memo_undo = None;
         let mut attempted_last: Option<SeqNo> = None;
+        let mut fast_path_deletes = 0;
         let written = self.engine.write_sequenced(&self.write_options, |base| {
             // (pk, seq, an older version surely exists) for the update memo of `next` indexes.
             let mut around = AroundCommit::default();
@@ -1194,7 +1203,9 @@ impl Database {
             let AroundCommit {
                 memo_writes,
                 async_items,
+                deferred_fast_path_deletes,
             } = around;
+            fast_path_deletes = deferred_fast_path_deletes;
             if !batch.is_empty() && !memo_writes.is_empty() {
                 // The memo learns of the writes before they become visible (see
                 // `next/memo.rs`); undone below if the commit fails.
@@ -1245,6 +1256,7 @@ impl Database {
         if queued.is_some() {
             self.async_index.committed();
         }
+        self.deferred.fast_path_deletes_written(fast_path_deletes);
         for (position, pk, value) in memory_updates {
             if let Some(memory) = &collection.indexes[position].memory {
                 memory.set(&pk, value.as_ref().map(|(v, seq)| (v.as_slice(), *seq)));
@@ -1276,6 +1288,10 @@ impl Database {
         // Deferred indexes make deletes blind when no index needs the old version: a tombstone
         // is written (and a sequence number returned) whether or not the document existed.
         let blind_deletes = !needs_old && collection.indexes.iter().any(|i| is_deferred(i));
+        // The deferred fast path: DELETEs of a shadowed version known without a disk read.
+        let deferred_fast_path =
+            self.deferred.fast_path() && collection.indexes.iter().any(|i| is_deferred(i));
+        let mut memtables: Option<crate::deferred::MemtableVersions> = None;
         let mut unique_claims = crate::unique::UniqueClaims::default();
         let mut batch = WriteBatch::new();
         // Versions written earlier in this batch, so a second write of a pk sees the first.
@@ -1289,7 +1305,8 @@ impl Database {
                 Prepared::Put { pk, envelope } => (pk, Some(envelope)),
                 Prepared::Delete { pk } => (pk, None),
             };
-            let old = if needs_old || (new_envelope.is_none() && !blind_deletes) {
+            let old_read = needs_old || (new_envelope.is_none() && !blind_deletes);
+            let old = if old_read {
                 match pending.get(&pk) {
                     Some(version) => version.clone(),
                     None => self
@@ -1310,6 +1327,34 @@ impl Database {
                     *seq,
                 )),
                 None => None,
+            };
+            // The version this write shadows, for the deferred fast path when `old` was not read:
+            // from this batch, or from the primary's memtables (memory only).
+            let fast_old = if !deferred_fast_path || old_read {
+                None
+            } else if let Some(version) = pending.get(&pk) {
+                version.clone()
+            } else {
+                crate::deferred::MemtableVersions::live(
+                    &mut memtables,
+                    &self.engine,
+                    &collection.primary,
+                    &pk,
+                )?
+            };
+            let fast_old_envelope = match &fast_old {
+                Some((bytes, seq)) => Some((
+                    EnvelopeRef::decode(bytes).map_err(|e| corrupt_document(name, &pk, &e))?,
+                    *seq,
+                )),
+                None => None,
+            };
+            let shadowed = if !deferred_fast_path {
+                None
+            } else if old_read {
+                old_envelope.as_ref()
+            } else {
+                fast_old_envelope.as_ref()
             };
             let seq = base + batch.len() as u64;
             if track_memo {
@@ -1346,7 +1391,17 @@ impl Database {
                 let sync_full = index.record.maintenance == Maintenance::SyncFull;
                 match index.record.kind {
                     IndexKind::Composite if is_deferred(index) => {
-                        // Blind: the old version's entry is cancelled when the primary drops it.
+                        // Blind: the old version's entry is cancelled when the primary drops it,
+                        // and now already if it is known without a disk read (`deferred.rs`).
+                        if let Some((envelope, old_seq)) = shadowed {
+                            if let Some(old_value) = index.encoded_value(envelope, *old_seq) {
+                                batch.delete(
+                                    index.stand_alone_tree()?,
+                                    &deferred_key(&old_value, *old_seq, &pk),
+                                );
+                                around.deferred_fast_path_deletes += 1;
+                            }
+                        }
                         if let Some(new_value) = &new_value {
                             batch.put(
                                 index.stand_alone_tree()?,

@@ -4,7 +4,9 @@
 //! garbage test (after full compactions the index holds exactly the live entries); and a
 //! SIGKILL test (this binary re-runs itself as a writer child that is killed at a random
 //! moment while compactions emit DELETEs; every acknowledged write must be there and every
-//! query must equal brute force). `SIFT_MODEL_STEPS` lengthens the run, `SIFT_SEED` replays.
+//! query must equal brute force). The in-memory fast path runs in the model test (toggled at
+//! reopens), in every other SIGKILL child, and in a garbage test of its own (no garbage before
+//! any flush). `SIFT_MODEL_STEPS` lengthens the run, `SIFT_SEED` replays.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
@@ -230,13 +232,40 @@ fn compact_everything(db: &Database, indexes: &[&str]) {
     }
 }
 
+/// Whether writes use the in-memory fast path (`deferred.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FastPath {
+    Off,
+    /// On at first, then chosen at random at each reopen: DELETEs must be right whichever
+    /// process wrote a version.
+    Toggled,
+}
+
+fn options_with(tiny: bool, fast_path: bool) -> DatabaseOptions {
+    let mut options = options(tiny);
+    options.deferred_fast_path = fast_path;
+    options
+}
+
 #[test]
 fn deferred_matches_the_model() {
+    run_model(FastPath::Off);
+}
+
+#[test]
+fn deferred_matches_the_model_with_the_fast_path_toggled() {
+    run_model(FastPath::Toggled);
+}
+
+fn run_model(fast_path: FastPath) {
     let seed = seed();
     let _guard = SeedGuard(seed);
     let mut rng = StdRng::seed_from_u64(seed);
+    // A second stream for the fast-path choices, so the main stream is the same in both runs.
+    let mut toggles = StdRng::seed_from_u64(seed ^ 0x5eed_fa57);
     let dir = tempfile::tempdir().unwrap();
-    let mut db = Database::open(dir.path(), options(false)).unwrap();
+    let mut fast = fast_path == FastPath::Toggled;
+    let mut db = Database::open(dir.path(), options_with(false, fast)).unwrap();
     db.create_collection("docs", "id").unwrap();
     db.create_index("docs", deferred_spec("n", "n", AttrType::Int))
         .unwrap();
@@ -339,10 +368,17 @@ fn deferred_matches_the_model() {
             92..=94 => db.compact_all().unwrap(),
             _ => {
                 drop(db);
-                db = Database::open(dir.path(), options(false)).unwrap();
+                fast = fast_path == FastPath::Toggled && toggles.gen_bool(0.5);
+                db = Database::open(dir.path(), options_with(false, fast)).unwrap();
             }
         }
-        check_queries(&db, &model, &mut rng, with_s, &format!("step {step}"));
+        check_queries(
+            &db,
+            &model,
+            &mut rng,
+            with_s,
+            &format!("step {step} (fast path {fast})"),
+        );
         if step % 20 == 0 {
             check_garbage(&db, &model, with_s, &format!("step {step}"));
         }
@@ -350,6 +386,108 @@ fn deferred_matches_the_model() {
     compact_everything(&db, &["n", "s"]);
     check_queries(&db, &model, &mut rng, true, "after full compaction");
     check_no_garbage(&db, &model);
+    if fast_path == FastPath::Off {
+        let report = db.deferred_garbage("docs", "n").unwrap();
+        assert_eq!(report.fast_path_deletes, 0, "{report:?}");
+    }
+}
+
+/// The in-memory fast path on a replace-heavy load that fits in the memtable: with it, every
+/// write deletes the entries of the version it shadows at once, so no garbage accumulates
+/// before any flush and the observer has emitted nothing; without it, every shadowed version
+/// with a value stays garbage until the primary drops it. After a flush and full compactions
+/// (the observer's DELETEs then duplicate the fast path's), both hold exactly the live entries.
+#[test]
+fn fast_path_leaves_no_garbage_before_any_flush() {
+    let seed = seed();
+    let _guard = SeedGuard(seed);
+    for fast_path in [true, false] {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let dir = tempfile::tempdir().unwrap();
+        let mut options = options_with(false, fast_path);
+        options.engine.memtable_bytes_max = 64 << 20;
+        let db = Database::open(dir.path(), options).unwrap();
+        db.create_collection("docs", "id").unwrap();
+        db.create_index("docs", deferred_spec("n", "n", AttrType::Int))
+            .unwrap();
+        db.create_index("docs", deferred_spec("s", "s", AttrType::String))
+            .unwrap();
+        let mut model = Model::new();
+        // Versions with an `n` that a later write shadowed: the garbage without the fast path.
+        let mut shadowed_with_n = 0u64;
+        for tag in 0..2000u64 {
+            let count = if rng.gen_range(0..4) == 0 {
+                rng.gen_range(2..8)
+            } else {
+                1
+            };
+            let mut docs: Vec<(Vec<u8>, Option<RandomDoc>)> = Vec::new();
+            for _ in 0..count {
+                let pk = rng.gen_range(0..PKS);
+                let doc = (rng.gen_range(0..10) > 1).then(|| random_doc(&mut rng, pk, tag));
+                docs.push((pk_name(pk).into_bytes(), doc));
+            }
+            let ops: Vec<WriteOp<'_>> = docs
+                .iter()
+                .map(|(pk, doc)| match doc {
+                    Some((json, _, _)) => WriteOp::Put(json),
+                    None => WriteOp::Delete(pk),
+                })
+                .collect();
+            let seqs = db.write("docs", &ops).unwrap();
+            for ((pk, doc), seq) in docs.into_iter().zip(seqs) {
+                let previous = match doc {
+                    Some((json, n, s)) => model.insert(
+                        pk,
+                        ModelDoc {
+                            seq: seq.unwrap(),
+                            doc: json,
+                            n,
+                            s,
+                        },
+                    ),
+                    None => model.remove(&pk),
+                };
+                shadowed_with_n += u64::from(previous.is_some_and(|d| d.n.is_some()));
+            }
+            if tag % 100 == 0 {
+                let report = db.deferred_garbage("docs", "n").unwrap();
+                let what = format!("fast path {fast_path}, write {tag}: {report:?}");
+                assert_eq!(report.stored_entries, 0, "no flush yet: {what}");
+                assert_eq!(report.deletes_emitted, 0, "{what}");
+                if fast_path {
+                    assert_eq!(report.garbage_entries, 0, "{what}");
+                    assert_eq!(report.index_entries, report.live_entries, "{what}");
+                } else {
+                    assert_eq!(report.garbage_entries, shadowed_with_n, "{what}");
+                    assert_eq!(report.fast_path_deletes, 0, "{what}");
+                }
+                check_queries(&db, &model, &mut rng, true, &what);
+            }
+        }
+        let report = db.deferred_garbage("docs", "n").unwrap();
+        assert!(
+            shadowed_with_n > 500,
+            "a replace-heavy load: {shadowed_with_n}"
+        );
+        if fast_path {
+            assert_eq!(report.garbage_entries, 0, "{report:?}");
+            assert!(
+                report.fast_path_deletes >= shadowed_with_n,
+                "one DELETE per shadowed version with `n` at least: {report:?}"
+            );
+        } else {
+            assert_eq!(report.garbage_entries, shadowed_with_n, "{report:?}");
+        }
+        compact_everything(&db, &["n", "s"]);
+        let after = db.deferred_garbage("docs", "n").unwrap();
+        assert!(
+            after.deletes_emitted > 0,
+            "the flush emitted DELETEs: {after:?}"
+        );
+        check_queries(&db, &model, &mut rng, true, "after full compaction");
+        check_no_garbage(&db, &model);
+    }
 }
 
 /// After full compactions (primary first), every DELETE has met its entry: the index trees
@@ -474,7 +612,10 @@ fn child_writer() {
     };
     let seed: u64 = std::env::var(CHILD_SEED_ENV).unwrap().parse().unwrap();
     let mut rng = StdRng::seed_from_u64(seed);
-    let db = std::sync::Arc::new(Database::open(Path::new(&dir), options(true)).unwrap());
+    // Every other child writes with the in-memory fast path (its DELETEs ride in the batches).
+    let db = std::sync::Arc::new(
+        Database::open(Path::new(&dir), options_with(true, seed % 2 == 1)).unwrap(),
+    );
     if db.collection("docs").is_err() {
         // Run by hand on an empty directory.
         db.create_collection("docs", "id").unwrap();

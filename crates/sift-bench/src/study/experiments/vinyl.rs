@@ -125,7 +125,12 @@ fn run_one(
         context.progress.advance(1);
         Ok(!context.interrupted.load(Ordering::SeqCst))
     };
-    let result = run_scheme(args, maintenance, &dir.path().join("db"), &mut on_interval);
+    let result = run_scheme(
+        args,
+        &crate::vinyl::Scheme::plain(maintenance),
+        &dir.path().join("db"),
+        &mut on_interval,
+    );
     context.progress.phase_done();
     context.check_interrupt()?;
     result
