@@ -1,17 +1,20 @@
 //! The `sst-local` and `next` index kinds: secondary indexes stored inside the SSTables of the
-//! primary tree (NEXT, SIGMOD 2025), for one-dimensional attributes (int, float, string, time).
+//! primary tree (NEXT, SIGMOD 2025), for one-dimensional attributes (int, float, string, time)
+//! and geo points.
 //!
 //! - `collector`: a block property collector writes, per table and per indexed attribute,
 //!   secondary blocks `(value, pk, seq, next newer seq, data block)` sorted by value, cut by
 //!   size and by the value-aware split (δ), plus a directory block of their value ranges.
-//!   Layout: `format` and `docs/format/secondary-index-blocks.md`.
-//! - `global`: `next` keeps an in-memory interval index over every live file's secondary
-//!   blocks, in step with the engine's version listener; `sst-local` has none and reads every
-//!   live file's directory per query.
+//!   Layout: `format` and `docs/format/secondary-index-blocks.md`. Geo entries sort along the
+//!   Z-order curve (their encoding starts with the code) and each geo block also records its
+//!   bounding rectangle; δ then bounds how much a point may grow that rectangle.
+//! - `global`: `next` keeps an in-memory interval index (`rtree`: an R-tree for geo) over
+//!   every live file's secondary blocks, in step with the engine's version listener;
+//!   `sst-local` has none and reads every live file's directory per query.
 //! - `memo`: the update memo (pk → newest sequence number), one validation strategy; the
 //!   other is the engine's GetLite (`newer_version_exists_above`).
-//! - `query`: LOOKUP and RANGE: memtables scanned, matching secondary blocks read, each
-//!   matching data block read at most once per query, candidates validated newest first.
+//! - `query`: LOOKUP, RANGE and WITHIN: memtables scanned, matching secondary blocks read,
+//!   each matching data block read at most once per query, candidates validated newest first.
 //!
 //! Writes cost only the primary write (plus, with memo validation, a memory-only GetLite check
 //! per write of a key the memo does not know). Files written before an index existed (or while
@@ -28,9 +31,10 @@ pub mod format;
 pub(crate) mod global;
 pub(crate) mod memo;
 pub(crate) mod query;
+pub(crate) mod rtree;
 
 use crate::catalog::{IndexKind, IndexRecord};
-use crate::encoding::encode_value_to_vec;
+use crate::encoding::{decode_value, encode_value_to_vec};
 use crate::envelope::EnvelopeRef;
 use crate::error::{IndexError, Result};
 use crate::path::AttrPath;
@@ -39,6 +43,7 @@ use format::{decode_directory, directory_name, property_lists, DirectoryEntry, C
 use global::{GlobalIndex, IntervalIndex};
 use memo::{JobKey, UpdateMemo};
 use parking_lot::{Mutex, RwLock};
+use rtree::RTreeIndex;
 use serde::{Deserialize, Serialize};
 use sift_lsm::db::ComponentView;
 use sift_lsm::extension::{
@@ -55,7 +60,8 @@ use std::sync::Arc;
 /// δ of the value-aware split (NEXT §4): a secondary block ends when the next entry would
 /// widen its value range by more than δ. int and time: a numeric gap (time in milliseconds);
 /// float: a numeric gap; string: a prefix length in bytes (every block keeps one prefix of that
-/// length of the encoded value). Finite and `>= 0` (a whole number for strings).
+/// length of the encoded value); geo: degrees by which the point would widen or heighten the
+/// block's bounding rectangle. Finite and `>= 0` (a whole number for strings).
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct SplitDelta(f64);
@@ -168,6 +174,14 @@ pub(crate) fn encoded_attribute<'a>(
     Some(Cow::Owned(encode_value_to_vec(&value)))
 }
 
+/// The point of an encoded geo value (`None` if it is not a canonical geo encoding).
+pub(crate) fn geo_point(encoded: &[u8]) -> Option<(f64, f64)> {
+    match decode_value(encoded, AttrType::Geo) {
+        Ok((AttrValue::Geo { lon, lat }, _)) => Some((lon, lat)),
+        _ => None,
+    }
+}
+
 /// A `next` index's global index plus the files the listener added that are not loaded yet
 /// (their directories are read at the next query or check, not inside the listener, which
 /// runs under the engine's state lock).
@@ -188,8 +202,9 @@ impl GlobalState {
         self.index.remove_file(file_number);
     }
 
-    /// Loads the directories of pending files that have secondary blocks for `attr_id`.
-    pub fn resolve(&mut self, view: &ComponentView, attr_id: u32) -> Result<()> {
+    /// Loads the directories of pending files that have secondary blocks for the attribute.
+    pub fn resolve(&mut self, view: &ComponentView, spec: &AttributeSpec) -> Result<()> {
+        let attr_id = spec.attr_id;
         let mut numbers: Vec<u64> = self.pending.keys().copied().collect();
         numbers.sort_unstable();
         for number in numbers {
@@ -197,7 +212,7 @@ impl GlobalState {
                 continue;
             };
             if property_lists(file.properties().get(COLLECTOR_NAME), attr_id) {
-                let blocks = read_directory(view, &file, attr_id)?;
+                let blocks = read_directory(view, &file, spec)?;
                 self.index.insert_file(number, &blocks);
             }
             self.pending.remove(&number);
@@ -206,12 +221,13 @@ impl GlobalState {
     }
 }
 
-/// Reads and decodes the directory of `attr_id` in `file` (which must list the attribute).
+/// Reads and decodes the directory of the attribute in `file` (which must list it).
 pub(crate) fn read_directory(
     view: &ComponentView,
     file: &Arc<FileMetaData>,
-    attr_id: u32,
+    spec: &AttributeSpec,
 ) -> Result<Vec<DirectoryEntry>> {
+    let attr_id = spec.attr_id;
     let table = view.table(file)?;
     let name = directory_name(attr_id);
     let offset = table
@@ -225,7 +241,7 @@ pub(crate) fn read_directory(
         )
         .into());
     };
-    decode_directory(&bytes, attr_id).map_err(|e| {
+    decode_directory(&bytes, attr_id, spec.attr_type == AttrType::Geo).map_err(|e| {
         sift_lsm::Error::corruption(
             table.path(),
             offset,
@@ -319,8 +335,13 @@ impl Registry {
             spec: spec.clone(),
             validation,
             global: (record.kind == IndexKind::Next).then(|| {
+                let index: Box<dyn GlobalIndex> = if record.attr_type == AttrType::Geo {
+                    Box::new(RTreeIndex::new())
+                } else {
+                    Box::new(IntervalIndex::new())
+                };
                 Mutex::new(GlobalState {
-                    index: Box::new(IntervalIndex::new()),
+                    index,
                     pending: HashMap::new(),
                 })
             }),
@@ -345,7 +366,7 @@ impl Registry {
             for file in view_files(&view) {
                 global.add(&file);
             }
-            global.resolve(&view, spec.attr_id)?;
+            global.resolve(&view, &spec)?;
         }
         Ok(())
     }
@@ -433,13 +454,13 @@ impl Registry {
         let attr_id = state.spec.attr_id;
         let mut global = global.lock();
         let view = engine.components(primary, &ReadOptions::default())?;
-        global.resolve(&view, attr_id)?;
+        global.resolve(&view, &state.spec)?;
         let mut expected = Vec::new();
         let mut files_unindexed = 0;
         let mut blocks = 0;
         for file in view_files(&view) {
             if property_lists(file.properties().get(COLLECTOR_NAME), attr_id) {
-                let directory = read_directory(&view, &file, attr_id)?;
+                let directory = read_directory(&view, &file, &state.spec)?;
                 blocks += directory.len();
                 match global.index.file_blocks(file.number) {
                     Some(found) if found == directory => {}
@@ -593,12 +614,6 @@ pub(crate) fn check_spec(spec: &crate::catalog::IndexSpec) -> std::result::Resul
             ));
         }
         return Ok(());
-    }
-    if spec.attr_type == AttrType::Geo {
-        return Err(format!(
-            "{} indexes support int, float, string and time attributes (geo is not supported yet)",
-            spec.kind
-        ));
     }
     if spec.read_repair {
         return Err(format!(

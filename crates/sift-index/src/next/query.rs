@@ -1,5 +1,7 @@
-//! LOOKUP and RANGE for `next` and `sst-local` indexes (NEXT §3.3, Figure 4, and the read
-//! history of §4).
+//! LOOKUP, RANGE and WITHIN for `next` and `sst-local` indexes (NEXT §3.3, Figure 4, and the
+//! read history of §4). A query asks for a [`Region`]: a range of encoded values, or for geo
+//! attributes a box (edges inside), matched exactly against each entry's point; blocks are
+//! chosen by their value range or, for geo, their bounding rectangle.
 //!
 //! One engine view of the primary tree (at the query's snapshot) decides what exists:
 //! 1. memtables are scanned (the secondary blocks only cover tables);
@@ -21,13 +23,17 @@
 //! the next source is read; so a top-K query stops reading once it has K live hits newer than
 //! everything left (for time-correlated attributes most blocks are never read).
 
-use super::format::{property_lists, secondary_name, visit_secondary_block, COLLECTOR_NAME};
+use super::format::{
+    property_lists, secondary_name, visit_secondary_block, DirectoryEntry, COLLECTOR_NAME,
+};
+use super::global::Region;
 use super::memo::{MemoAnswer, UpdateMemo};
-use super::{encoded_attribute, read_directory, NextIndexState, Registry, Validation};
-use crate::database::{Collection, Index};
+use super::{encoded_attribute, geo_point, read_directory, NextIndexState, Registry, Validation};
+use crate::database::{Collection, Database, Index};
 use crate::envelope::EnvelopeRef;
 use crate::error::{IndexError, Result};
-use crate::query::{Hit, QueryStats};
+use crate::geo::GeoBox;
+use crate::query::{Hit, QueryResult, QueryStats};
 use sift_lsm::db::ComponentView;
 use sift_lsm::iterator::InternalIterator;
 use sift_lsm::key::{parse_internal_key, user_key};
@@ -77,8 +83,7 @@ struct Run<'a> {
     memo_epoch: u64,
     view: ComponentView,
     snapshot: SeqNo,
-    start: &'a [u8],
-    end: Option<&'a [u8]>,
+    region: Region<'a>,
     read: &'a ReadOptions,
     read_stats: &'a ReadStats,
     context: ReadContext,
@@ -88,7 +93,28 @@ struct Run<'a> {
 
 impl Run<'_> {
     fn in_range(&self, value: &[u8]) -> bool {
-        value >= self.start && self.end.is_none_or(|end| value < end)
+        match self.region {
+            Region::Range { start, end } => value >= start && end.is_none_or(|end| value < end),
+            // A value that is not a point is in no box.
+            Region::Within(geo_box) => {
+                geo_point(value).is_some_and(|(lon, lat)| geo_box.contains(lon, lat))
+            }
+        }
+    }
+
+    /// Whether a secondary block (by its directory entry) may hold a value in the region.
+    fn block_meets(&self, block: &DirectoryEntry) -> bool {
+        match self.region {
+            Region::Range { start, end } => {
+                block.max.as_slice() >= start && end.is_none_or(|end| block.min.as_slice() < end)
+            }
+            Region::Within(q) => block.rect.is_none_or(|r| {
+                r.min_lon <= q.max_lon
+                    && q.min_lon <= r.max_lon
+                    && r.min_lat <= q.max_lat
+                    && q.min_lat <= r.max_lat
+            }),
+        }
     }
 
     fn corrupt_document(&self, pk: &[u8], error: &IndexError) -> IndexError {
@@ -190,16 +216,29 @@ impl Run<'_> {
         };
         let bytes = table.meta_block(COLLECTOR_NAME, &name)?.unwrap_or_default();
         self.read_stats.blocks_read_from_disk.fetch_add(1, Relaxed);
-        let (start, end, snapshot) = (self.start, self.end, self.snapshot);
+        let (region, snapshot) = (self.region, self.snapshot);
         let mut found = Vec::new();
         let mut examined = 0;
         let mut shadowed = 0;
+        let mut not_a_point = None;
         visit_secondary_block(&bytes, attr_id, &mut |entry| {
-            if entry.value < start {
-                return true;
-            }
-            if end.is_some_and(|end| entry.value >= end) {
-                return false; // values are sorted: nothing further is in range
+            match region {
+                Region::Range { start, end } => {
+                    if entry.value < start {
+                        return true;
+                    }
+                    if end.is_some_and(|end| entry.value >= end) {
+                        return false; // values are sorted: nothing further is in range
+                    }
+                }
+                Region::Within(geo_box) => match geo_point(entry.value) {
+                    Some((lon, lat)) if geo_box.contains(lon, lat) => {}
+                    Some(_) => return true,
+                    None => {
+                        not_a_point = Some(String::from_utf8_lossy(entry.pk).into_owned());
+                        return false;
+                    }
+                },
             }
             if entry.seq > snapshot {
                 return true;
@@ -222,6 +261,14 @@ impl Run<'_> {
                 ),
             )
         })?;
+        if let Some(pk) = not_a_point {
+            return Err(sift_lsm::Error::corruption(
+                table.path(),
+                handle.offset,
+                format!("meta block {name:?}: the entry of key {pk:?} is not a geo point"),
+            )
+            .into());
+        }
         self.stats.candidates_examined += examined;
         self.stats.stale_entries += shadowed;
         for (seq, pk, ordinal) in found {
@@ -268,16 +315,13 @@ impl Run<'_> {
             }
             return Ok(());
         }
-        let directory = read_directory(&self.view, file, attr_id)?;
+        let directory = read_directory(&self.view, file, &self.state.spec)?;
         self.read_stats.blocks_read_from_disk.fetch_add(1, Relaxed);
         sources.extend(
             directory
                 .iter()
                 .enumerate()
-                .filter(|(_, b)| {
-                    b.max.as_slice() >= self.start
-                        && self.end.is_none_or(|end| b.min.as_slice() < end)
-                })
+                .filter(|(_, b)| self.block_meets(b))
                 .map(|(i, b)| (u32::try_from(i).unwrap_or(u32::MAX), b.seq_max))
                 .map(block_source),
         );
@@ -323,7 +367,8 @@ struct Source {
     block: Option<u32>,
 }
 
-/// Runs one query; `read` carries the query's snapshot and I/O counters.
+/// Runs one LOOKUP or RANGE (`[start, end)` of encoded values); `read` carries the query's
+/// snapshot and I/O counters.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run(
     engine: &Db,
@@ -332,6 +377,66 @@ pub(crate) fn run(
     index: &Index,
     start: &[u8],
     end: Option<&[u8]>,
+    limit: Option<usize>,
+    read: &ReadOptions,
+    read_stats: &ReadStats,
+) -> Result<NextOutput> {
+    run_region(
+        engine,
+        registry,
+        collection,
+        index,
+        Region::Range { start, end },
+        limit,
+        read,
+        read_stats,
+    )
+}
+
+/// `Database::within` on a `next` or `sst-local` index (a geo attribute): the documents whose
+/// point lies in `geo_box` (edges inside), newest first, at most `limit`.
+pub(crate) fn within(
+    database: &Database,
+    collection: &Collection,
+    index: &Index,
+    geo_box: &GeoBox,
+    limit: Option<usize>,
+) -> Result<QueryResult> {
+    let read_stats = Arc::new(ReadStats::default());
+    let read = ReadOptions {
+        snapshot: Some(database.engine.snapshot()),
+        read_stats: Some(Arc::clone(&read_stats)),
+        ..ReadOptions::default()
+    };
+    if limit == Some(0) {
+        return Ok(QueryResult::default());
+    }
+    let output = run_region(
+        &database.engine,
+        &database.next,
+        collection,
+        index,
+        Region::Within(geo_box),
+        limit,
+        &read,
+        &read_stats,
+    )?;
+    let mut stats = output.stats;
+    stats.blocks_read = read_stats.blocks_read();
+    Ok(QueryResult {
+        hits: output.hits,
+        stats,
+    })
+}
+
+/// Runs one query for `region`.
+#[allow(clippy::too_many_arguments)]
+fn run_region(
+    engine: &Db,
+    registry: &Registry,
+    collection: &Collection,
+    index: &Index,
+    region: Region<'_>,
     limit: Option<usize>,
     read: &ReadOptions,
     read_stats: &ReadStats,
@@ -358,8 +463,7 @@ pub(crate) fn run(
         memo_epoch,
         view,
         snapshot,
-        start,
-        end,
+        region,
         read,
         read_stats,
         context: ReadContext::from_read_options(read),
@@ -369,8 +473,8 @@ pub(crate) fn run(
     let mut global_hits = GlobalHits::default();
     if let Some(global) = &state.global {
         let mut global = global.lock();
-        global.resolve(&run.view, state.spec.attr_id)?;
-        global.index.search(start, end, &mut |block| {
+        global.resolve(&run.view, &state.spec)?;
+        global.index.search(&region, &mut |block| {
             global_hits
                 .blocks
                 .entry(block.file_number)
