@@ -54,7 +54,7 @@ pub(crate) struct NextCollector {
 }
 
 impl NextCollector {
-    fn new(specs: &[AttributeSpec]) -> NextCollector {
+    pub(crate) fn new(specs: &[AttributeSpec]) -> NextCollector {
         NextCollector {
             attributes: specs
                 .iter()

@@ -26,6 +26,7 @@
 //! collect for which primary tree and holds each index's global index and each collection's
 //! memo.
 
+pub(crate) mod build;
 pub(crate) mod collector;
 pub mod format;
 pub(crate) mod global;
@@ -262,6 +263,10 @@ pub(crate) struct NextIndexState {
     pub validation: Validation,
     /// `next` only.
     pub global: Option<Mutex<GlobalState>>,
+    /// Live files whose secondary blocks for this index were built after the file was written
+    /// and live in the collection's side tree (online creation, `build`). Lock order: the
+    /// global index first, then this.
+    pub side_files: Mutex<HashSet<u64>>,
 }
 
 #[derive(Default)]
@@ -269,6 +274,8 @@ struct TreeState {
     indexes: Vec<Arc<NextIndexState>>,
     specs: Arc<Vec<AttributeSpec>>,
     memo: Option<Arc<UpdateMemo>>,
+    /// The collection's side tree, once it exists (`build`).
+    side: Option<Tree>,
 }
 
 /// What the global-index invariant check found.
@@ -278,6 +285,8 @@ pub struct GlobalIndexReport {
     pub files_indexed: usize,
     /// Live files without secondary blocks for the index (scanned by queries).
     pub files_unindexed: usize,
+    /// Of `files_indexed`, those whose blocks were built online into the side tree.
+    pub files_built_online: usize,
     /// Global index entries (= secondary blocks of the live files).
     pub blocks: usize,
     pub memory_bytes: u64,
@@ -316,6 +325,17 @@ impl Registry {
         self.trees.read().get(&tree)?.memo.clone()
     }
 
+    /// The side tree of a primary tree, if it exists.
+    pub fn side_tree(&self, tree: TreeId) -> Option<Tree> {
+        self.trees.read().get(&tree)?.side.clone()
+    }
+
+    pub fn set_side_tree(&self, tree: TreeId, side: Tree) {
+        if let Some(state) = self.trees.write().get_mut(&tree) {
+            state.side = Some(side);
+        }
+    }
+
     /// Starts collecting for an index and, for `next`, loads its global index from the
     /// directories of the live files (this is the recovery at open). Call under the database
     /// write lock.
@@ -345,6 +365,7 @@ impl Registry {
                     pending: HashMap::new(),
                 })
             }),
+            side_files: Mutex::new(HashSet::new()),
         });
         {
             let mut trees = self.trees.write();
@@ -356,17 +377,33 @@ impl Registry {
                 // No write runs meanwhile (the caller holds the write lock).
                 tree.memo = Some(Arc::new(UpdateMemo::new(engine.latest_sequence())));
             }
+            if tree.side.is_none() {
+                tree.side = engine.tree(&build::side_tree_name(primary.name())).ok();
+            }
         }
-        if let Some(global) = &state.global {
-            // Holding the global lock while reading the view: a version change installed
-            // after the view waits for it and is then applied on top (adds and removes are
-            // idempotent), so no file is missed or kept after its removal.
-            let mut global = global.lock();
-            let view = engine.components(primary, &ReadOptions::default())?;
+        // Holding the global lock while reading the view: a version change installed after
+        // the view waits for it and is then applied on top (adds and removes are idempotent),
+        // so no file is missed or kept after its removal.
+        let mut global = state.global.as_ref().map(Mutex::lock);
+        let view = engine.components(primary, &ReadOptions::default())?;
+        if let Some(global) = global.as_mut() {
             for file in view_files(&view) {
                 global.add(&file);
             }
             global.resolve(&view, &spec)?;
+        }
+        if let Some(side) = self.side_tree(primary.id()) {
+            // Secondary blocks built online for files written before the index existed. At
+            // open (the index is ready, no query runs yet) the blocks of dead files go.
+            let collect_garbage = record.state == crate::catalog::IndexState::Ready;
+            let loaded = build::load_side(engine, &side, &view, &spec, collect_garbage)?;
+            let mut side_files = state.side_files.lock();
+            for (file_number, blocks) in loaded {
+                if let Some(global) = global.as_mut() {
+                    global.index.insert_file(file_number, &blocks);
+                }
+                side_files.insert(file_number);
+            }
         }
         Ok(())
     }
@@ -434,8 +471,9 @@ impl Registry {
     }
 
     /// Checks that the global index of a `next` index describes exactly the secondary blocks
-    /// of the live files: the same files, and per file the same blocks with the same ranges
-    /// as its directory. Meaningful when no flush or compaction is running.
+    /// of the live files (in their tables or, built online, in the side tree): the same files,
+    /// and per file the same blocks with the same ranges (rectangles for geo) as its
+    /// directory. Meaningful when no flush or compaction is running.
     pub fn check_global_index(
         &self,
         engine: &Db,
@@ -458,9 +496,20 @@ impl Registry {
         let mut expected = Vec::new();
         let mut files_unindexed = 0;
         let mut blocks = 0;
+        let side_files = state.side_files.lock().clone();
+        let side_tree = self.side_tree(primary.id());
         for file in view_files(&view) {
-            if property_lists(file.properties().get(COLLECTOR_NAME), attr_id) {
-                let directory = read_directory(&view, &file, &state.spec)?;
+            let in_table = property_lists(file.properties().get(COLLECTOR_NAME), attr_id);
+            let side = side_tree
+                .as_ref()
+                .filter(|_| !in_table && side_files.contains(&file.number));
+            if in_table || side.is_some() {
+                let directory = match side {
+                    Some(side) => {
+                        build::read_side_directory(engine, side, file.number, &state.spec)?
+                    }
+                    None => read_directory(&view, &file, &state.spec)?,
+                };
                 blocks += directory.len();
                 match global.index.file_blocks(file.number) {
                     Some(found) if found == directory => {}
@@ -480,6 +529,12 @@ impl Registry {
             }
         }
         expected.sort_unstable();
+        let live: HashSet<u64> = view_files(&view).iter().map(|f| f.number).collect();
+        if let Some(dead) = side_files.iter().find(|n| !live.contains(n)) {
+            return Err(IndexError::Internal(format!(
+                "index {index_id} lists file {dead} as built online, which is not live"
+            )));
+        }
         let found = global.index.file_numbers();
         if found != expected {
             return Err(IndexError::Internal(format!(
@@ -498,6 +553,7 @@ impl Registry {
             files_unindexed,
             blocks,
             memory_bytes: global.index.memory_bytes() as u64,
+            files_built_online: side_files.len(),
         })
     }
 
@@ -527,11 +583,15 @@ impl Registry {
                 .map(|a| a.file.number)
                 .collect();
             for index in &state.indexes {
-                if let Some(global) = &index.global {
-                    let mut global = global.lock();
-                    for file in removed.iter().filter(|f| !moved.contains(&f.file.number)) {
+                let mut global = index.global.as_ref().map(Mutex::lock);
+                let mut side_files = index.side_files.lock();
+                for file in removed.iter().filter(|f| !moved.contains(&f.file.number)) {
+                    if let Some(global) = global.as_mut() {
                         global.remove(file.file.number);
                     }
+                    side_files.remove(&file.file.number);
+                }
+                if let Some(global) = global.as_mut() {
                     for file in added.iter().filter(|f| !moved.contains(&f.file.number)) {
                         global.add(&file.file);
                     }

@@ -40,7 +40,7 @@ use sift_lsm::key::{parse_internal_key, user_key};
 use sift_lsm::sstable::ReadContext;
 use sift_lsm::version::FileMetaData;
 use sift_lsm::ValueKind;
-use sift_lsm::{ComponentId, Db, NewerVersion, ReadOptions, ReadStats, SeqNo};
+use sift_lsm::{ComponentId, Db, NewerVersion, ReadOptions, ReadStats, SeqNo, Tree};
 use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -84,6 +84,9 @@ struct Run<'a> {
     view: ComponentView,
     snapshot: SeqNo,
     region: Region<'a>,
+    /// The collection's side tree and the files whose blocks live there (online creation).
+    side_tree: Option<Tree>,
+    side_files: HashSet<u64>,
     read: &'a ReadOptions,
     read_stats: &'a ReadStats,
     context: ReadContext,
@@ -196,6 +199,17 @@ impl Run<'_> {
         Ok(())
     }
 
+    /// The side tree, when `file`'s blocks live there.
+    fn side_of(&self, file: &FileMetaData) -> Option<&Tree> {
+        self.side_tree.as_ref().filter(|_| {
+            self.side_files.contains(&file.number)
+                && !property_lists(
+                    file.properties().get(COLLECTOR_NAME),
+                    self.state.spec.attr_id,
+                )
+        })
+    }
+
     /// Reads one secondary block of a table and keeps its entries in range.
     fn read_block(
         &mut self,
@@ -206,15 +220,21 @@ impl Run<'_> {
         let table = self.view.table(file)?;
         let attr_id = self.state.spec.attr_id;
         let name = secondary_name(attr_id, block);
-        let Some(handle) = table.meta_block_handle(COLLECTOR_NAME, &name) else {
-            return Err(sift_lsm::Error::corruption(
-                table.path(),
-                0,
-                format!("the directory names meta block {name:?}, which is missing"),
-            )
-            .into());
+        let (bytes, path, offset) = if let Some(side) = self.side_of(file) {
+            let bytes = super::build::read_side_block(self.engine, side, file.number, &name)?;
+            (bytes, self.engine.path().join(side.name()), 0)
+        } else {
+            let Some(handle) = table.meta_block_handle(COLLECTOR_NAME, &name) else {
+                return Err(sift_lsm::Error::corruption(
+                    table.path(),
+                    0,
+                    format!("the directory names meta block {name:?}, which is missing"),
+                )
+                .into());
+            };
+            let bytes = table.meta_block(COLLECTOR_NAME, &name)?.unwrap_or_default();
+            (bytes, table.path().to_path_buf(), handle.offset)
         };
-        let bytes = table.meta_block(COLLECTOR_NAME, &name)?.unwrap_or_default();
         self.read_stats.blocks_read_from_disk.fetch_add(1, Relaxed);
         let (region, snapshot) = (self.region, self.snapshot);
         let mut found = Vec::new();
@@ -253,8 +273,8 @@ impl Run<'_> {
         })
         .map_err(|e| {
             sift_lsm::Error::corruption(
-                table.path(),
-                handle.offset,
+                &path,
+                offset,
                 format!(
                     "meta block {name:?}: {} (byte {} of the block)",
                     e.message, e.offset
@@ -263,8 +283,8 @@ impl Run<'_> {
         })?;
         if let Some(pk) = not_a_point {
             return Err(sift_lsm::Error::corruption(
-                table.path(),
-                handle.offset,
+                &path,
+                offset,
                 format!("meta block {name:?}: the entry of key {pk:?} is not a geo point"),
             )
             .into());
@@ -294,7 +314,8 @@ impl Run<'_> {
         sources: &mut Vec<Source>,
     ) -> Result<()> {
         let attr_id = self.state.spec.attr_id;
-        if !property_lists(file.properties().get(COLLECTOR_NAME), attr_id) {
+        let side = self.side_of(file).cloned();
+        if side.is_none() && !property_lists(file.properties().get(COLLECTOR_NAME), attr_id) {
             sources.push(Source {
                 seq_max: file.seq_max,
                 component,
@@ -315,7 +336,12 @@ impl Run<'_> {
             }
             return Ok(());
         }
-        let directory = read_directory(&self.view, file, &self.state.spec)?;
+        let directory = match &side {
+            Some(side) => {
+                super::build::read_side_directory(self.engine, side, file.number, &self.state.spec)?
+            }
+            None => read_directory(&self.view, file, &self.state.spec)?,
+        };
         self.read_stats.blocks_read_from_disk.fetch_add(1, Relaxed);
         sources.extend(
             directory
@@ -464,6 +490,8 @@ fn run_region(
         view,
         snapshot,
         region,
+        side_tree: registry.side_tree(tree),
+        side_files: state.side_files.lock().clone(),
         read,
         read_stats,
         context: ReadContext::from_read_options(read),
