@@ -151,8 +151,8 @@ pub(crate) fn load_side(
 type MetaBlocks = Vec<(String, Vec<u8>)>;
 
 /// The secondary blocks of one table for one attribute (and how many versions were read): the
-/// table's entries fed to the
-/// collector, data block by data block, exactly as when the table was written.
+/// table's entries fed to the collector, data block by data block, exactly as when the table
+/// was written.
 fn build_file(
     view: &ComponentView,
     file: &Arc<FileMetaData>,
