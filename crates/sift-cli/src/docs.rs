@@ -178,7 +178,7 @@ pub struct WithinArgs {
     pub db: DbArgs,
     #[arg(long)]
     pub collection: String,
-    /// A geo index (kind memory or composite).
+    /// A geo index (kind memory, composite, next or sst-local).
     #[arg(long)]
     pub index: String,
     /// The box `min_lon,min_lat,max_lon,max_lat` in degrees; points on its edges are inside.

@@ -489,6 +489,9 @@ impl Database {
                 }
             })?;
             referenced.insert(record.primary_tree_name());
+            referenced.insert(crate::next::build::side_tree_name(
+                &record.primary_tree_name(),
+            ));
             let collection = self.build_collection(record, primary, Vec::new())?;
             catalog
                 .collections
@@ -720,10 +723,10 @@ impl Database {
         };
         if matches!(index.record.kind, IndexKind::SstLocal | IndexKind::Next) {
             // Nothing to copy: tables written from now on carry the index's secondary blocks,
-            // and queries scan the tables that do not (see `next/`).
+            // and queries scan the tables that do not; `create_index` then builds blocks for
+            // the older tables with writes going on (`next/build.rs`), and reports progress.
             self.next
                 .register(&self.engine, &collection.primary, &index.record)?;
-            progress(&report(0, true));
             return Ok(());
         }
         let mut batch = WriteBatch::new();
@@ -871,7 +874,10 @@ impl Database {
     /// Creates an index and back-fills it from the documents already in the collection.
     /// Writes to the whole database wait until the back-fill is done. The index is recorded
     /// as `building` first and as `ready` at the end; a crash in between makes the next open
-    /// build it again.
+    /// build it again. `next` and `sst-local`: writes wait only while the index is registered;
+    /// then the older tables get their blocks with writes going on, and `progress` is called
+    /// after each table without the lock held (an error there leaves the index ready and
+    /// exact, its unbuilt tables scanned; `build_secondary_blocks` resumes).
     pub fn create_index_with_progress(
         &self,
         collection_name: &str,
@@ -970,7 +976,7 @@ impl Database {
                 "read repair applies to sync-insert maintenance only",
             ));
         }
-        let _guard = self.lock_writes();
+        let guard = self.lock_writes();
         let mut catalog = (**self.catalog.read()).clone();
         let collection = catalog
             .collections
@@ -1049,6 +1055,11 @@ impl Database {
             .collections
             .insert(collection_name.to_string(), Arc::new(rebuilt));
         self.install(catalog);
+        drop(guard);
+        if matches!(record.kind, IndexKind::SstLocal | IndexKind::Next) {
+            // Online: writes go on while the older tables get their blocks (NEXT §5).
+            crate::next::build::build_online(self, &collection, &record, progress)?;
+        }
         Ok(record)
     }
 

@@ -1,5 +1,5 @@
 //! Spatial queries on `geo` attributes: [`GeoBox`] and `Database::within`, for the `memory`
-//! and `composite` kinds.
+//! and `composite` kinds (`next` and `sst-local`: `next/query.rs`).
 //!
 //! Geo values are encoded Z-order code first (`encoding::zorder`), so the points inside a box
 //! lie in a few ranges of encoded values. [`zorder_cover`] splits the box into at most
@@ -432,7 +432,7 @@ impl Within<'_> {
 impl Database {
     /// Documents whose `geo` attribute (indexed by `index`) lies inside `geo_box`, edges
     /// included, newest first by live sequence number, at most `limit` of them (`None`: all).
-    /// Supported by `memory` and `composite` indexes on a geo attribute.
+    /// Supported by `memory`, `composite`, `next` and `sst-local` indexes on a geo attribute.
     pub fn within(
         &self,
         collection: &str,
@@ -463,6 +463,10 @@ impl Database {
                 })
             }
             IndexKind::Composite | IndexKind::Memory => {}
+            IndexKind::SstLocal | IndexKind::Next => {
+                // Secondary blocks in the primary's tables, bounding rectangles (`next/`).
+                return crate::next::query::within(self, &collection, index, geo_box, limit);
+            }
             #[allow(unreachable_patterns)] // kinds added later land here until they support it
             kind => {
                 return Err(IndexError::UnsupportedQuery {

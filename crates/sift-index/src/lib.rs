@@ -60,6 +60,8 @@
 //! written before the index existed lack its attribute in their envelopes; for them (live
 //! sequence `<= first_seq`) the value is taken from the JSON when needed. Eager and lazy
 //! back-fills gather each value's list in memory and write it whole, newest first.
+//! `next` and `sst-local` indexes are created online: registered under the mutex, then the
+//! older tables get their secondary blocks with writes going on ([`next`], `next/build.rs`).
 //!
 //! # Validation
 //! A candidate is a hit only if the pk's live version at the query snapshot carries a value in

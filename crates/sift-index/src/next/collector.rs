@@ -14,9 +14,10 @@ use super::format::{
     directory_name, encode_directory, encode_secondary_block, encode_table_property,
     secondary_name, DirectoryEntry, SecondaryEntryRef, COLLECTOR_NAME,
 };
-use super::{encoded_attribute, AttributeSpec, Registry, SplitDelta};
+use super::{encoded_attribute, geo_point, AttributeSpec, Registry, SplitDelta};
 use crate::encoding::float_from_order_bits;
 use crate::envelope::EnvelopeRef;
+use crate::geo::GeoBox;
 use crate::value::AttrType;
 use sift_lsm::extension::{
     BlockPropertyCollector, BlockPropertyCollectorFactory, CollectorEntry, FinishedBlock,
@@ -53,7 +54,7 @@ pub(crate) struct NextCollector {
 }
 
 impl NextCollector {
-    fn new(specs: &[AttributeSpec]) -> NextCollector {
+    pub(crate) fn new(specs: &[AttributeSpec]) -> NextCollector {
         NextCollector {
             attributes: specs
                 .iter()
@@ -101,6 +102,11 @@ impl BlockPropertyCollector for NextCollector {
             let Some(value) = encoded_attribute(spec, &envelope, entry.seq) else {
                 continue;
             };
+            if spec.attr_type == AttrType::Geo && geo_point(&value).is_none() {
+                // Not a point (a damaged envelope): no box holds it, and the block's
+                // rectangle must bound every entry.
+                continue;
+            }
             let (pk_start, pk_len) = *pk_at.get_or_insert_with(|| {
                 let start = self.arena.len();
                 self.arena.extend_from_slice(entry.user_key);
@@ -152,6 +158,7 @@ impl BlockPropertyCollector for NextCollector {
                     data_block: p.data_block,
                 })
                 .collect();
+            let geo = spec.attr_type == AttrType::Geo;
             let mut directory = Vec::new();
             for (block, range) in cut_blocks(&refs, spec).into_iter().enumerate() {
                 let entries = &refs[range];
@@ -163,6 +170,11 @@ impl BlockPropertyCollector for NextCollector {
                     max: last.value.to_vec(),
                     entries: u32::try_from(entries.len()).unwrap_or(u32::MAX),
                     seq_max: entries.iter().map(|e| e.seq).max().unwrap_or(0),
+                    rect: if geo {
+                        bounding_rect(entries.iter().map(|e| e.value))
+                    } else {
+                        None
+                    },
                 });
                 output.meta_blocks.push((
                     secondary_name(spec.attr_id, u32::try_from(block).unwrap_or(u32::MAX)),
@@ -171,7 +183,7 @@ impl BlockPropertyCollector for NextCollector {
             }
             output.meta_blocks.push((
                 directory_name(spec.attr_id),
-                encode_directory(spec.attr_id, &directory),
+                encode_directory(spec.attr_id, &directory, geo),
             ));
         }
         output.table_property = encode_table_property(&attr_ids);
@@ -187,31 +199,78 @@ fn cut_blocks(
     let mut ranges = Vec::new();
     let mut start = 0;
     let mut bytes = 0;
+    // Geo: the rectangle of the block being filled.
+    let mut rect: Option<GeoBox> = None;
     for (i, entry) in entries.iter().enumerate() {
         let entry_bytes = entry.encoded_bytes();
+        let point = geo_point(entry.value);
         if i > start {
             let full = bytes + entry_bytes > spec.block_bytes;
-            let widens = spec.split.is_some_and(|delta| {
-                widens_too_much(
+            let widens = spec.split.is_some_and(|delta| match (rect, point) {
+                (Some(rect), Some(point)) => grows_too_much(&rect, point, delta),
+                _ => widens_too_much(
                     spec.attr_type,
                     delta,
                     entries[start].value,
                     entries[i - 1].value,
                     entry.value,
-                )
+                ),
             });
             if full || widens {
                 ranges.push(start..i);
                 start = i;
                 bytes = 0;
+                rect = None;
             }
         }
         bytes += entry_bytes;
+        if spec.attr_type == AttrType::Geo {
+            if let Some(point) = point {
+                rect = Some(extend(rect, point));
+            }
+        }
     }
     if start < entries.len() {
         ranges.push(start..entries.len());
     }
     ranges
+}
+
+/// `rect` grown to hold `(lon, lat)` (or the point's own rectangle).
+fn extend(rect: Option<GeoBox>, (lon, lat): (f64, f64)) -> GeoBox {
+    match rect {
+        None => GeoBox {
+            min_lon: lon,
+            min_lat: lat,
+            max_lon: lon,
+            max_lat: lat,
+        },
+        Some(rect) => GeoBox {
+            min_lon: rect.min_lon.min(lon),
+            min_lat: rect.min_lat.min(lat),
+            max_lon: rect.max_lon.max(lon),
+            max_lat: rect.max_lat.max(lat),
+        },
+    }
+}
+
+/// The smallest rectangle holding every point among `values` (encoded geo values; the
+/// collector keeps only decodable ones).
+fn bounding_rect<'a>(values: impl Iterator<Item = &'a [u8]>) -> Option<GeoBox> {
+    values
+        .filter_map(geo_point)
+        .fold(None, |rect, point| Some(extend(rect, point)))
+}
+
+/// The value-aware split in two dimensions: whether adding `point` to a block whose rectangle
+/// is `rect` makes the rectangle wider or taller by more than δ degrees. (The 1-D rule, "the
+/// range grows by more than δ", applied per axis: points along a Z-order run that jump to a
+/// far quadrant start a new block, so each block's rectangle stays tight.)
+pub(crate) fn grows_too_much(rect: &GeoBox, point: (f64, f64), delta: SplitDelta) -> bool {
+    let grown = extend(Some(*rect), point);
+    let delta = delta.get();
+    (grown.max_lon - grown.min_lon) - (rect.max_lon - rect.min_lon) > delta
+        || (grown.max_lat - grown.min_lat) - (rect.max_lat - rect.min_lat) > delta
 }
 
 fn fixed(bytes: &[u8]) -> Option<u64> {
@@ -347,5 +406,36 @@ mod tests {
             &s("abd"),
             &s("acz")
         ));
+    }
+
+    #[test]
+    fn geo_split_rule_is_per_axis_growth() {
+        let delta = SplitDelta::new(1.0).unwrap_or_default();
+        let rect = GeoBox {
+            min_lon: 0.0,
+            min_lat: 0.0,
+            max_lon: 5.0,
+            max_lat: 5.0,
+        };
+        assert!(!grows_too_much(&rect, (3.0, 3.0), delta), "inside");
+        assert!(
+            !grows_too_much(&rect, (6.0, -1.0), delta),
+            "grows by 1 each way"
+        );
+        assert!(grows_too_much(&rect, (6.5, 2.0), delta), "wider by 1.5");
+        assert!(grows_too_much(&rect, (2.0, -1.5), delta), "taller by 1.5");
+        let zero = SplitDelta::new(0.0).unwrap_or_default();
+        assert!(!grows_too_much(&rect, (5.0, 0.0), zero), "on the edge");
+        let geo = |lon: f64, lat: f64| encode_value_to_vec(&AttrValue::Geo { lon, lat });
+        let values = [geo(1.0, 2.0), geo(-3.0, 4.0), geo(0.5, -7.0)];
+        assert_eq!(
+            bounding_rect(values.iter().map(Vec::as_slice)),
+            Some(GeoBox {
+                min_lon: -3.0,
+                min_lat: -7.0,
+                max_lon: 1.0,
+                max_lat: 4.0
+            })
+        );
     }
 }

@@ -7,7 +7,8 @@
 //! as corruption with the file and the block's offset. The decoders below additionally check
 //! the structure and report what is wrong and where (offset inside the block).
 
-use sift_lsm::coding::{put_length_prefixed, put_varint32, put_varint64, Decoder};
+use crate::geo::GeoBox;
+use sift_lsm::coding::{put_fixed64, put_length_prefixed, put_varint32, put_varint64, Decoder};
 use sift_lsm::SeqNo;
 
 /// Name of the block property collector; meta blocks are `sift.next/<name>`.
@@ -16,8 +17,10 @@ pub const COLLECTOR_NAME: &str = "sift.next";
 pub const FORMAT_VERSION: u8 = 1;
 /// Second byte of a secondary block.
 pub const SECONDARY_TAG: u8 = b'S';
-/// Second byte of a directory block.
+/// Second byte of a directory block (one-dimensional attributes).
 pub const DIRECTORY_TAG: u8 = b'D';
+/// Second byte of a geo directory block (each block also carries its bounding rectangle).
+pub const GEO_DIRECTORY_TAG: u8 = b'G';
 
 /// Meta block name of the directory of attribute `attr_id`.
 pub fn directory_name(attr_id: u32) -> String {
@@ -58,7 +61,7 @@ pub struct SecondaryEntry {
 }
 
 /// One directory entry: the value range, size and newest version of a secondary block.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct DirectoryEntry {
     pub min: Vec<u8>,
     pub max: Vec<u8>,
@@ -66,6 +69,9 @@ pub struct DirectoryEntry {
     /// The largest sequence number among the block's entries: a top-K query that already
     /// holds K newer hits skips the block.
     pub seq_max: SeqNo,
+    /// Geo attributes only: the smallest rectangle holding every point of the block (`min` and
+    /// `max` are then the first and last encodings in Z-order).
+    pub rect: Option<GeoBox>,
 }
 
 /// Encodes a secondary block (entries in value order).
@@ -231,9 +237,24 @@ pub fn visit_secondary_block<'a>(
     Ok(())
 }
 
-/// Encodes the directory of one attribute's secondary blocks (block `i` is entry `i`).
-pub fn encode_directory(attr_id: u32, blocks: &[DirectoryEntry]) -> Vec<u8> {
-    let mut out = vec![FORMAT_VERSION, DIRECTORY_TAG];
+/// The whole world: the rectangle written for a geo block that (against every rule) has none,
+/// so it is never pruned.
+const WORLD: GeoBox = GeoBox {
+    min_lon: -180.0,
+    min_lat: -90.0,
+    max_lon: 180.0,
+    max_lat: 90.0,
+};
+
+/// Encodes the directory of one attribute's secondary blocks (block `i` is entry `i`). With
+/// `geo`, the geo layout: each entry is followed by its bounding rectangle.
+pub fn encode_directory(attr_id: u32, blocks: &[DirectoryEntry], geo: bool) -> Vec<u8> {
+    let tag = if geo {
+        GEO_DIRECTORY_TAG
+    } else {
+        DIRECTORY_TAG
+    };
+    let mut out = vec![FORMAT_VERSION, tag];
     put_varint32(&mut out, attr_id);
     put_varint64(&mut out, blocks.len() as u64);
     for block in blocks {
@@ -241,14 +262,48 @@ pub fn encode_directory(attr_id: u32, blocks: &[DirectoryEntry]) -> Vec<u8> {
         put_varint64(&mut out, block.seq_max);
         put_length_prefixed(&mut out, &block.min);
         put_length_prefixed(&mut out, &block.max);
+        if geo {
+            let rect = block.rect.unwrap_or(WORLD);
+            for x in [rect.min_lon, rect.min_lat, rect.max_lon, rect.max_lat] {
+                put_fixed64(&mut out, x.to_bits());
+            }
+        }
     }
     out
 }
 
-/// Decodes a directory block; block ranges must be in order and not overlap.
-pub fn decode_directory(bytes: &[u8], attr_id: u32) -> Result<Vec<DirectoryEntry>, FormatError> {
+/// Decodes a bounding rectangle: four finite coordinates in range, each minimum at most its
+/// maximum.
+fn decode_rect(decoder: &mut Decoder<'_>, block: usize) -> Result<GeoBox, FormatError> {
+    let start = decoder.position();
+    let mut coordinates = [0.0f64; 4];
+    for x in &mut coordinates {
+        let Some(bits) = decoder.fixed64() else {
+            return fail(decoder, format!("block {block}: truncated rectangle"));
+        };
+        *x = f64::from_bits(bits);
+    }
+    let [min_lon, min_lat, max_lon, max_lat] = coordinates;
+    GeoBox::new(min_lon, min_lat, max_lon, max_lat).map_err(|e| FormatError {
+        offset: start,
+        message: format!("block {block}: bad rectangle: {e}"),
+    })
+}
+
+/// Decodes a directory block; block ranges must be in order and not overlap. `geo` says which
+/// layout the attribute must have (a geo directory also carries each block's rectangle).
+pub fn decode_directory(
+    bytes: &[u8],
+    attr_id: u32,
+    geo: bool,
+) -> Result<Vec<DirectoryEntry>, FormatError> {
     let mut decoder = Decoder::new(bytes);
-    check_header(&mut decoder, DIRECTORY_TAG, attr_id)?;
+    let tag = if geo {
+        GEO_DIRECTORY_TAG
+    } else {
+        DIRECTORY_TAG
+    };
+    check_header(&mut decoder, tag, attr_id)?;
     let count = claimed_count(&mut decoder, "block")?;
     let mut blocks: Vec<DirectoryEntry> = Vec::with_capacity(count);
     for i in 0..count {
@@ -271,11 +326,17 @@ pub fn decode_directory(bytes: &[u8], attr_id: u32) -> Result<Vec<DirectoryEntry
                 message: format!("block {i}: empty, reversed or overlapping value range"),
             });
         }
+        let rect = if geo {
+            Some(decode_rect(&mut decoder, i)?)
+        } else {
+            None
+        };
         blocks.push(DirectoryEntry {
             min: min.to_vec(),
             max: max.to_vec(),
             entries,
             seq_max,
+            rect,
         });
     }
     if !decoder.is_empty() {
@@ -372,15 +433,17 @@ mod tests {
                 max: b"b".to_vec(),
                 entries: 3,
                 seq_max: 9,
+                rect: None,
             },
             DirectoryEntry {
                 min: b"c".to_vec(),
                 max: b"c".to_vec(),
                 entries: 1,
                 seq_max: 300,
+                rect: None,
             },
         ];
-        let bytes = encode_directory(300, &blocks);
+        let bytes = encode_directory(300, &blocks, false);
         assert_eq!(
             bytes,
             vec![
@@ -389,7 +452,7 @@ mod tests {
                 1, 0xAC, 0x02, 1, b'c', 1, b'c', // 1 entry, newest seq 300, range c..=c
             ]
         );
-        assert_eq!(decode_directory(&bytes, 300).unwrap(), blocks);
+        assert_eq!(decode_directory(&bytes, 300, false).unwrap(), blocks);
         let property = encode_table_property(&[4, 300]);
         assert_eq!(property, vec![1, 2, 4, 0xAC, 0x02]);
         assert!(property_lists(Some(&property), 300));
@@ -429,14 +492,52 @@ mod tests {
                 max: b"c".to_vec(),
                 entries: 1,
                 seq_max: 1,
+                rect: None,
             },
             DirectoryEntry {
                 min: b"b".to_vec(),
                 max: b"d".to_vec(),
                 entries: 1,
                 seq_max: 1,
+                rect: None,
             },
         ];
-        assert!(decode_directory(&encode_directory(1, &overlapping), 1).is_err());
+        assert!(decode_directory(&encode_directory(1, &overlapping, false), 1, false).is_err());
+    }
+
+    #[test]
+    fn geo_directory_golden_bytes() {
+        let rect = GeoBox::new(-1.5, 2.0, 3.0, 4.25).unwrap();
+        let blocks = vec![DirectoryEntry {
+            min: b"a".to_vec(),
+            max: b"b".to_vec(),
+            entries: 2,
+            seq_max: 5,
+            rect: Some(rect),
+        }];
+        let bytes = encode_directory(3, &blocks, true);
+        let mut want = vec![1, b'G', 3, 1, 2, 5, 1, b'a', 1, b'b'];
+        for x in [-1.5f64, 2.0, 3.0, 4.25] {
+            want.extend_from_slice(&x.to_bits().to_le_bytes());
+        }
+        assert_eq!(bytes, want);
+        assert_eq!(decode_directory(&bytes, 3, true).unwrap(), blocks);
+        // The layout must match the attribute: a geo directory is not a 1-D one and back.
+        assert!(decode_directory(&bytes, 3, false).is_err());
+        assert!(decode_directory(&encode_directory(3, &blocks, false), 3, true).is_err());
+        for cut in 0..bytes.len() {
+            assert!(
+                decode_directory(&bytes[..cut], 3, true).is_err(),
+                "cut {cut}"
+            );
+        }
+        // A reversed or out-of-range rectangle is rejected where it starts.
+        let mut reversed = bytes.clone();
+        let at = bytes.len() - 32;
+        reversed[at..at + 8].copy_from_slice(&10.0f64.to_bits().to_le_bytes());
+        assert_eq!(decode_directory(&reversed, 3, true).unwrap_err().offset, at);
+        let mut nan = bytes.clone();
+        nan[at + 8..at + 16].copy_from_slice(&f64::NAN.to_bits().to_le_bytes());
+        assert!(decode_directory(&nan, 3, true).is_err());
     }
 }

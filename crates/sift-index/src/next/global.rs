@@ -6,11 +6,23 @@
 //! them); [`IntervalIndex`] implements it for one-dimensional values: entries sorted by the
 //! lower end of their range, with an implicit balanced tree over that order in which every
 //! node knows the largest upper end of its subtree (a static interval tree, rebuilt lazily
-//! after changes). A multi-dimensional variant (an R-tree for geo) would implement the same
-//! trait with its own range type.
+//! after changes). Geo attributes use [`super::rtree::RTreeIndex`], an R-tree over the
+//! blocks' bounding rectangles, behind the same trait; a search names a [`Region`].
 
 use super::format::DirectoryEntry;
+use crate::geo::GeoBox;
 use std::collections::HashMap;
+
+/// What a search looks for: a range of encoded values (1-D) or a box (geo, edges inside).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Region<'a> {
+    /// `[start, end)` of encoded values (`end == None`: unbounded).
+    Range {
+        start: &'a [u8],
+        end: Option<&'a [u8]>,
+    },
+    Within(&'a GeoBox),
+}
 
 /// A secondary block found by a search.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -27,9 +39,9 @@ pub(crate) trait GlobalIndex: Send + Sync {
     /// Removes a file's blocks; `false` if it was not there.
     fn remove_file(&mut self, file_number: u64) -> bool;
     fn contains_file(&self, file_number: u64) -> bool;
-    /// Calls `visit` for each block whose range meets `[start, end)` (`end == None`:
-    /// unbounded).
-    fn search(&mut self, start: &[u8], end: Option<&[u8]>, visit: &mut dyn FnMut(BlockRef));
+    /// Calls `visit` for each block that may hold a value in `region` (at least every block
+    /// whose range or rectangle meets it; a region of the other dimensionality visits all).
+    fn search(&mut self, region: &Region<'_>, visit: &mut dyn FnMut(BlockRef));
     /// The blocks of one file, in directory order (for the invariant check).
     fn file_blocks(&self, file_number: u64) -> Option<Vec<DirectoryEntry>>;
     fn file_numbers(&self) -> Vec<u64>;
@@ -178,8 +190,13 @@ impl GlobalIndex for IntervalIndex {
         self.files.contains_key(&file_number)
     }
 
-    fn search(&mut self, start: &[u8], end: Option<&[u8]>, visit: &mut dyn FnMut(BlockRef)) {
+    fn search(&mut self, region: &Region<'_>, visit: &mut dyn FnMut(BlockRef)) {
         self.rebuild();
+        let (start, end) = match *region {
+            Region::Range { start, end } => (start, end),
+            // Not a 1-D question: every block may answer it.
+            Region::Within(_) => (&[][..], None),
+        };
         self.visit(0, self.entries.len(), start, end, visit);
     }
 
@@ -198,6 +215,7 @@ impl GlobalIndex for IntervalIndex {
                 max: e.max.to_vec(),
                 entries: e.entries,
                 seq_max: e.seq_max,
+                rect: None,
             })
             .collect();
         (blocks.len() == count as usize).then_some(blocks)
@@ -246,6 +264,7 @@ mod tests {
                         max: vec![max],
                         entries: 1,
                         seq_max: u64::from(min),
+                        rect: None,
                     });
                     at = max.saturating_add(rng.gen_range(0..10));
                 }
@@ -261,7 +280,11 @@ mod tests {
                 .gen_bool(0.8)
                 .then(|| vec![start[0].saturating_add(rng.gen_range(0..40))]);
             let mut got = Vec::new();
-            index.search(&start, end.as_deref(), &mut |b| got.push(b));
+            let region = Region::Range {
+                start: &start,
+                end: end.as_deref(),
+            };
+            index.search(&region, &mut |b| got.push(b));
             got.sort();
             let mut want = Vec::new();
             for (file, blocks) in &model {

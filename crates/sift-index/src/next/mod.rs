@@ -1,17 +1,20 @@
 //! The `sst-local` and `next` index kinds: secondary indexes stored inside the SSTables of the
-//! primary tree (NEXT, SIGMOD 2025), for one-dimensional attributes (int, float, string, time).
+//! primary tree (NEXT, SIGMOD 2025), for one-dimensional attributes (int, float, string, time)
+//! and geo points.
 //!
 //! - `collector`: a block property collector writes, per table and per indexed attribute,
 //!   secondary blocks `(value, pk, seq, next newer seq, data block)` sorted by value, cut by
 //!   size and by the value-aware split (δ), plus a directory block of their value ranges.
-//!   Layout: `format` and `docs/format/secondary-index-blocks.md`.
-//! - `global`: `next` keeps an in-memory interval index over every live file's secondary
-//!   blocks, in step with the engine's version listener; `sst-local` has none and reads every
-//!   live file's directory per query.
+//!   Layout: `format` and `docs/format/secondary-index-blocks.md`. Geo entries sort along the
+//!   Z-order curve (their encoding starts with the code) and each geo block also records its
+//!   bounding rectangle; δ then bounds how much a point may grow that rectangle.
+//! - `global`: `next` keeps an in-memory interval index (`rtree`: an R-tree for geo) over
+//!   every live file's secondary blocks, in step with the engine's version listener;
+//!   `sst-local` has none and reads every live file's directory per query.
 //! - `memo`: the update memo (pk → newest sequence number), one validation strategy; the
 //!   other is the engine's GetLite (`newer_version_exists_above`).
-//! - `query`: LOOKUP and RANGE: memtables scanned, matching secondary blocks read, each
-//!   matching data block read at most once per query, candidates validated newest first.
+//! - `query`: LOOKUP, RANGE and WITHIN: memtables scanned, matching secondary blocks read,
+//!   each matching data block read at most once per query, candidates validated newest first.
 //!
 //! Writes cost only the primary write (plus, with memo validation, a memory-only GetLite check
 //! per write of a key the memo does not know). Files written before an index existed (or while
@@ -23,14 +26,16 @@
 //! collect for which primary tree and holds each index's global index and each collection's
 //! memo.
 
+pub(crate) mod build;
 pub(crate) mod collector;
 pub mod format;
 pub(crate) mod global;
 pub(crate) mod memo;
 pub(crate) mod query;
+pub(crate) mod rtree;
 
 use crate::catalog::{IndexKind, IndexRecord};
-use crate::encoding::encode_value_to_vec;
+use crate::encoding::{decode_value, encode_value_to_vec};
 use crate::envelope::EnvelopeRef;
 use crate::error::{IndexError, Result};
 use crate::path::AttrPath;
@@ -39,6 +44,7 @@ use format::{decode_directory, directory_name, property_lists, DirectoryEntry, C
 use global::{GlobalIndex, IntervalIndex};
 use memo::{JobKey, UpdateMemo};
 use parking_lot::{Mutex, RwLock};
+use rtree::RTreeIndex;
 use serde::{Deserialize, Serialize};
 use sift_lsm::db::ComponentView;
 use sift_lsm::extension::{
@@ -55,7 +61,8 @@ use std::sync::Arc;
 /// δ of the value-aware split (NEXT §4): a secondary block ends when the next entry would
 /// widen its value range by more than δ. int and time: a numeric gap (time in milliseconds);
 /// float: a numeric gap; string: a prefix length in bytes (every block keeps one prefix of that
-/// length of the encoded value). Finite and `>= 0` (a whole number for strings).
+/// length of the encoded value); geo: degrees by which the point would widen or heighten the
+/// block's bounding rectangle. Finite and `>= 0` (a whole number for strings).
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct SplitDelta(f64);
@@ -168,6 +175,14 @@ pub(crate) fn encoded_attribute<'a>(
     Some(Cow::Owned(encode_value_to_vec(&value)))
 }
 
+/// The point of an encoded geo value (`None` if it is not a canonical geo encoding).
+pub(crate) fn geo_point(encoded: &[u8]) -> Option<(f64, f64)> {
+    match decode_value(encoded, AttrType::Geo) {
+        Ok((AttrValue::Geo { lon, lat }, _)) => Some((lon, lat)),
+        _ => None,
+    }
+}
+
 /// A `next` index's global index plus the files the listener added that are not loaded yet
 /// (their directories are read at the next query or check, not inside the listener, which
 /// runs under the engine's state lock).
@@ -188,8 +203,9 @@ impl GlobalState {
         self.index.remove_file(file_number);
     }
 
-    /// Loads the directories of pending files that have secondary blocks for `attr_id`.
-    pub fn resolve(&mut self, view: &ComponentView, attr_id: u32) -> Result<()> {
+    /// Loads the directories of pending files that have secondary blocks for the attribute.
+    pub fn resolve(&mut self, view: &ComponentView, spec: &AttributeSpec) -> Result<()> {
+        let attr_id = spec.attr_id;
         let mut numbers: Vec<u64> = self.pending.keys().copied().collect();
         numbers.sort_unstable();
         for number in numbers {
@@ -197,7 +213,7 @@ impl GlobalState {
                 continue;
             };
             if property_lists(file.properties().get(COLLECTOR_NAME), attr_id) {
-                let blocks = read_directory(view, &file, attr_id)?;
+                let blocks = read_directory(view, &file, spec)?;
                 self.index.insert_file(number, &blocks);
             }
             self.pending.remove(&number);
@@ -206,12 +222,13 @@ impl GlobalState {
     }
 }
 
-/// Reads and decodes the directory of `attr_id` in `file` (which must list the attribute).
+/// Reads and decodes the directory of the attribute in `file` (which must list it).
 pub(crate) fn read_directory(
     view: &ComponentView,
     file: &Arc<FileMetaData>,
-    attr_id: u32,
+    spec: &AttributeSpec,
 ) -> Result<Vec<DirectoryEntry>> {
+    let attr_id = spec.attr_id;
     let table = view.table(file)?;
     let name = directory_name(attr_id);
     let offset = table
@@ -225,7 +242,7 @@ pub(crate) fn read_directory(
         )
         .into());
     };
-    decode_directory(&bytes, attr_id).map_err(|e| {
+    decode_directory(&bytes, attr_id, spec.attr_type == AttrType::Geo).map_err(|e| {
         sift_lsm::Error::corruption(
             table.path(),
             offset,
@@ -246,6 +263,10 @@ pub(crate) struct NextIndexState {
     pub validation: Validation,
     /// `next` only.
     pub global: Option<Mutex<GlobalState>>,
+    /// Live files whose secondary blocks for this index were built after the file was written
+    /// and live in the collection's side tree (online creation, `build`). Lock order: the
+    /// global index first, then this.
+    pub side_files: Mutex<HashSet<u64>>,
 }
 
 #[derive(Default)]
@@ -253,6 +274,8 @@ struct TreeState {
     indexes: Vec<Arc<NextIndexState>>,
     specs: Arc<Vec<AttributeSpec>>,
     memo: Option<Arc<UpdateMemo>>,
+    /// The collection's side tree, once it exists (`build`).
+    side: Option<Tree>,
 }
 
 /// What the global-index invariant check found.
@@ -262,6 +285,8 @@ pub struct GlobalIndexReport {
     pub files_indexed: usize,
     /// Live files without secondary blocks for the index (scanned by queries).
     pub files_unindexed: usize,
+    /// Of `files_indexed`, those whose blocks were built online into the side tree.
+    pub files_built_online: usize,
     /// Global index entries (= secondary blocks of the live files).
     pub blocks: usize,
     pub memory_bytes: u64,
@@ -300,6 +325,17 @@ impl Registry {
         self.trees.read().get(&tree)?.memo.clone()
     }
 
+    /// The side tree of a primary tree, if it exists.
+    pub fn side_tree(&self, tree: TreeId) -> Option<Tree> {
+        self.trees.read().get(&tree)?.side.clone()
+    }
+
+    pub fn set_side_tree(&self, tree: TreeId, side: Tree) {
+        if let Some(state) = self.trees.write().get_mut(&tree) {
+            state.side = Some(side);
+        }
+    }
+
     /// Starts collecting for an index and, for `next`, loads its global index from the
     /// directories of the live files (this is the recovery at open). Call under the database
     /// write lock.
@@ -319,11 +355,17 @@ impl Registry {
             spec: spec.clone(),
             validation,
             global: (record.kind == IndexKind::Next).then(|| {
+                let index: Box<dyn GlobalIndex> = if record.attr_type == AttrType::Geo {
+                    Box::new(RTreeIndex::new())
+                } else {
+                    Box::new(IntervalIndex::new())
+                };
                 Mutex::new(GlobalState {
-                    index: Box::new(IntervalIndex::new()),
+                    index,
                     pending: HashMap::new(),
                 })
             }),
+            side_files: Mutex::new(HashSet::new()),
         });
         {
             let mut trees = self.trees.write();
@@ -335,17 +377,33 @@ impl Registry {
                 // No write runs meanwhile (the caller holds the write lock).
                 tree.memo = Some(Arc::new(UpdateMemo::new(engine.latest_sequence())));
             }
+            if tree.side.is_none() {
+                tree.side = engine.tree(&build::side_tree_name(primary.name())).ok();
+            }
         }
-        if let Some(global) = &state.global {
-            // Holding the global lock while reading the view: a version change installed
-            // after the view waits for it and is then applied on top (adds and removes are
-            // idempotent), so no file is missed or kept after its removal.
-            let mut global = global.lock();
-            let view = engine.components(primary, &ReadOptions::default())?;
+        // Holding the global lock while reading the view: a version change installed after
+        // the view waits for it and is then applied on top (adds and removes are idempotent),
+        // so no file is missed or kept after its removal.
+        let mut global = state.global.as_ref().map(Mutex::lock);
+        let view = engine.components(primary, &ReadOptions::default())?;
+        if let Some(global) = global.as_mut() {
             for file in view_files(&view) {
                 global.add(&file);
             }
-            global.resolve(&view, spec.attr_id)?;
+            global.resolve(&view, &spec)?;
+        }
+        if let Some(side) = self.side_tree(primary.id()) {
+            // Secondary blocks built online for files written before the index existed. At
+            // open (the index is ready, no query runs yet) the blocks of dead files go.
+            let collect_garbage = record.state == crate::catalog::IndexState::Ready;
+            let loaded = build::load_side(engine, &side, &view, &spec, collect_garbage)?;
+            let mut side_files = state.side_files.lock();
+            for (file_number, blocks) in loaded {
+                if let Some(global) = global.as_mut() {
+                    global.index.insert_file(file_number, &blocks);
+                }
+                side_files.insert(file_number);
+            }
         }
         Ok(())
     }
@@ -413,8 +471,9 @@ impl Registry {
     }
 
     /// Checks that the global index of a `next` index describes exactly the secondary blocks
-    /// of the live files: the same files, and per file the same blocks with the same ranges
-    /// as its directory. Meaningful when no flush or compaction is running.
+    /// of the live files (in their tables or, built online, in the side tree): the same files,
+    /// and per file the same blocks with the same ranges (rectangles for geo) as its
+    /// directory. Meaningful when no flush or compaction is running.
     pub fn check_global_index(
         &self,
         engine: &Db,
@@ -433,13 +492,24 @@ impl Registry {
         let attr_id = state.spec.attr_id;
         let mut global = global.lock();
         let view = engine.components(primary, &ReadOptions::default())?;
-        global.resolve(&view, attr_id)?;
+        global.resolve(&view, &state.spec)?;
         let mut expected = Vec::new();
         let mut files_unindexed = 0;
         let mut blocks = 0;
+        let side_files = state.side_files.lock().clone();
+        let side_tree = self.side_tree(primary.id());
         for file in view_files(&view) {
-            if property_lists(file.properties().get(COLLECTOR_NAME), attr_id) {
-                let directory = read_directory(&view, &file, attr_id)?;
+            let in_table = property_lists(file.properties().get(COLLECTOR_NAME), attr_id);
+            let side = side_tree
+                .as_ref()
+                .filter(|_| !in_table && side_files.contains(&file.number));
+            if in_table || side.is_some() {
+                let directory = match side {
+                    Some(side) => {
+                        build::read_side_directory(engine, side, file.number, &state.spec)?
+                    }
+                    None => read_directory(&view, &file, &state.spec)?,
+                };
                 blocks += directory.len();
                 match global.index.file_blocks(file.number) {
                     Some(found) if found == directory => {}
@@ -459,6 +529,12 @@ impl Registry {
             }
         }
         expected.sort_unstable();
+        let live: HashSet<u64> = view_files(&view).iter().map(|f| f.number).collect();
+        if let Some(dead) = side_files.iter().find(|n| !live.contains(n)) {
+            return Err(IndexError::Internal(format!(
+                "index {index_id} lists file {dead} as built online, which is not live"
+            )));
+        }
         let found = global.index.file_numbers();
         if found != expected {
             return Err(IndexError::Internal(format!(
@@ -477,6 +553,7 @@ impl Registry {
             files_unindexed,
             blocks,
             memory_bytes: global.index.memory_bytes() as u64,
+            files_built_online: side_files.len(),
         })
     }
 
@@ -506,11 +583,15 @@ impl Registry {
                 .map(|a| a.file.number)
                 .collect();
             for index in &state.indexes {
-                if let Some(global) = &index.global {
-                    let mut global = global.lock();
-                    for file in removed.iter().filter(|f| !moved.contains(&f.file.number)) {
+                let mut global = index.global.as_ref().map(Mutex::lock);
+                let mut side_files = index.side_files.lock();
+                for file in removed.iter().filter(|f| !moved.contains(&f.file.number)) {
+                    if let Some(global) = global.as_mut() {
                         global.remove(file.file.number);
                     }
+                    side_files.remove(&file.file.number);
+                }
+                if let Some(global) = global.as_mut() {
                     for file in added.iter().filter(|f| !moved.contains(&f.file.number)) {
                         global.add(&file.file);
                     }
@@ -593,12 +674,6 @@ pub(crate) fn check_spec(spec: &crate::catalog::IndexSpec) -> std::result::Resul
             ));
         }
         return Ok(());
-    }
-    if spec.attr_type == AttrType::Geo {
-        return Err(format!(
-            "{} indexes support int, float, string and time attributes (geo is not supported yet)",
-            spec.kind
-        ));
     }
     if spec.read_repair {
         return Err(format!(

@@ -1,5 +1,7 @@
-//! LOOKUP and RANGE for `next` and `sst-local` indexes (NEXT §3.3, Figure 4, and the read
-//! history of §4).
+//! LOOKUP, RANGE and WITHIN for `next` and `sst-local` indexes (NEXT §3.3, Figure 4, and the
+//! read history of §4). A query asks for a [`Region`]: a range of encoded values, or for geo
+//! attributes a box (edges inside), matched exactly against each entry's point; blocks are
+//! chosen by their value range or, for geo, their bounding rectangle.
 //!
 //! One engine view of the primary tree (at the query's snapshot) decides what exists:
 //! 1. memtables are scanned (the secondary blocks only cover tables);
@@ -21,20 +23,24 @@
 //! the next source is read; so a top-K query stops reading once it has K live hits newer than
 //! everything left (for time-correlated attributes most blocks are never read).
 
-use super::format::{property_lists, secondary_name, visit_secondary_block, COLLECTOR_NAME};
+use super::format::{
+    property_lists, secondary_name, visit_secondary_block, DirectoryEntry, COLLECTOR_NAME,
+};
+use super::global::Region;
 use super::memo::{MemoAnswer, UpdateMemo};
-use super::{encoded_attribute, read_directory, NextIndexState, Registry, Validation};
-use crate::database::{Collection, Index};
+use super::{encoded_attribute, geo_point, read_directory, NextIndexState, Registry, Validation};
+use crate::database::{Collection, Database, Index};
 use crate::envelope::EnvelopeRef;
 use crate::error::{IndexError, Result};
-use crate::query::{Hit, QueryStats};
+use crate::geo::GeoBox;
+use crate::query::{Hit, QueryResult, QueryStats};
 use sift_lsm::db::ComponentView;
 use sift_lsm::iterator::InternalIterator;
 use sift_lsm::key::{parse_internal_key, user_key};
 use sift_lsm::sstable::ReadContext;
 use sift_lsm::version::FileMetaData;
 use sift_lsm::ValueKind;
-use sift_lsm::{ComponentId, Db, NewerVersion, ReadOptions, ReadStats, SeqNo};
+use sift_lsm::{ComponentId, Db, NewerVersion, ReadOptions, ReadStats, SeqNo, Tree};
 use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -77,8 +83,10 @@ struct Run<'a> {
     memo_epoch: u64,
     view: ComponentView,
     snapshot: SeqNo,
-    start: &'a [u8],
-    end: Option<&'a [u8]>,
+    region: Region<'a>,
+    /// The collection's side tree and the files whose blocks live there (online creation).
+    side_tree: Option<Tree>,
+    side_files: HashSet<u64>,
     read: &'a ReadOptions,
     read_stats: &'a ReadStats,
     context: ReadContext,
@@ -88,7 +96,28 @@ struct Run<'a> {
 
 impl Run<'_> {
     fn in_range(&self, value: &[u8]) -> bool {
-        value >= self.start && self.end.is_none_or(|end| value < end)
+        match self.region {
+            Region::Range { start, end } => value >= start && end.is_none_or(|end| value < end),
+            // A value that is not a point is in no box.
+            Region::Within(geo_box) => {
+                geo_point(value).is_some_and(|(lon, lat)| geo_box.contains(lon, lat))
+            }
+        }
+    }
+
+    /// Whether a secondary block (by its directory entry) may hold a value in the region.
+    fn block_meets(&self, block: &DirectoryEntry) -> bool {
+        match self.region {
+            Region::Range { start, end } => {
+                block.max.as_slice() >= start && end.is_none_or(|end| block.min.as_slice() < end)
+            }
+            Region::Within(q) => block.rect.is_none_or(|r| {
+                r.min_lon <= q.max_lon
+                    && q.min_lon <= r.max_lon
+                    && r.min_lat <= q.max_lat
+                    && q.min_lat <= r.max_lat
+            }),
+        }
     }
 
     fn corrupt_document(&self, pk: &[u8], error: &IndexError) -> IndexError {
@@ -170,6 +199,17 @@ impl Run<'_> {
         Ok(())
     }
 
+    /// The side tree, when `file`'s blocks live there.
+    fn side_of(&self, file: &FileMetaData) -> Option<&Tree> {
+        self.side_tree.as_ref().filter(|_| {
+            self.side_files.contains(&file.number)
+                && !property_lists(
+                    file.properties().get(COLLECTOR_NAME),
+                    self.state.spec.attr_id,
+                )
+        })
+    }
+
     /// Reads one secondary block of a table and keeps its entries in range.
     fn read_block(
         &mut self,
@@ -180,26 +220,45 @@ impl Run<'_> {
         let table = self.view.table(file)?;
         let attr_id = self.state.spec.attr_id;
         let name = secondary_name(attr_id, block);
-        let Some(handle) = table.meta_block_handle(COLLECTOR_NAME, &name) else {
-            return Err(sift_lsm::Error::corruption(
-                table.path(),
-                0,
-                format!("the directory names meta block {name:?}, which is missing"),
-            )
-            .into());
+        let (bytes, path, offset) = if let Some(side) = self.side_of(file) {
+            let bytes = super::build::read_side_block(self.engine, side, file.number, &name)?;
+            (bytes, self.engine.path().join(side.name()), 0)
+        } else {
+            let Some(handle) = table.meta_block_handle(COLLECTOR_NAME, &name) else {
+                return Err(sift_lsm::Error::corruption(
+                    table.path(),
+                    0,
+                    format!("the directory names meta block {name:?}, which is missing"),
+                )
+                .into());
+            };
+            let bytes = table.meta_block(COLLECTOR_NAME, &name)?.unwrap_or_default();
+            (bytes, table.path().to_path_buf(), handle.offset)
         };
-        let bytes = table.meta_block(COLLECTOR_NAME, &name)?.unwrap_or_default();
         self.read_stats.blocks_read_from_disk.fetch_add(1, Relaxed);
-        let (start, end, snapshot) = (self.start, self.end, self.snapshot);
+        let (region, snapshot) = (self.region, self.snapshot);
         let mut found = Vec::new();
         let mut examined = 0;
         let mut shadowed = 0;
+        let mut not_a_point = None;
         visit_secondary_block(&bytes, attr_id, &mut |entry| {
-            if entry.value < start {
-                return true;
-            }
-            if end.is_some_and(|end| entry.value >= end) {
-                return false; // values are sorted: nothing further is in range
+            match region {
+                Region::Range { start, end } => {
+                    if entry.value < start {
+                        return true;
+                    }
+                    if end.is_some_and(|end| entry.value >= end) {
+                        return false; // values are sorted: nothing further is in range
+                    }
+                }
+                Region::Within(geo_box) => match geo_point(entry.value) {
+                    Some((lon, lat)) if geo_box.contains(lon, lat) => {}
+                    Some(_) => return true,
+                    None => {
+                        not_a_point = Some(String::from_utf8_lossy(entry.pk).into_owned());
+                        return false;
+                    }
+                },
             }
             if entry.seq > snapshot {
                 return true;
@@ -214,14 +273,22 @@ impl Run<'_> {
         })
         .map_err(|e| {
             sift_lsm::Error::corruption(
-                table.path(),
-                handle.offset,
+                &path,
+                offset,
                 format!(
                     "meta block {name:?}: {} (byte {} of the block)",
                     e.message, e.offset
                 ),
             )
         })?;
+        if let Some(pk) = not_a_point {
+            return Err(sift_lsm::Error::corruption(
+                &path,
+                offset,
+                format!("meta block {name:?}: the entry of key {pk:?} is not a geo point"),
+            )
+            .into());
+        }
         self.stats.candidates_examined += examined;
         self.stats.stale_entries += shadowed;
         for (seq, pk, ordinal) in found {
@@ -247,7 +314,8 @@ impl Run<'_> {
         sources: &mut Vec<Source>,
     ) -> Result<()> {
         let attr_id = self.state.spec.attr_id;
-        if !property_lists(file.properties().get(COLLECTOR_NAME), attr_id) {
+        let side = self.side_of(file).cloned();
+        if side.is_none() && !property_lists(file.properties().get(COLLECTOR_NAME), attr_id) {
             sources.push(Source {
                 seq_max: file.seq_max,
                 component,
@@ -268,16 +336,18 @@ impl Run<'_> {
             }
             return Ok(());
         }
-        let directory = read_directory(&self.view, file, attr_id)?;
+        let directory = match &side {
+            Some(side) => {
+                super::build::read_side_directory(self.engine, side, file.number, &self.state.spec)?
+            }
+            None => read_directory(&self.view, file, &self.state.spec)?,
+        };
         self.read_stats.blocks_read_from_disk.fetch_add(1, Relaxed);
         sources.extend(
             directory
                 .iter()
                 .enumerate()
-                .filter(|(_, b)| {
-                    b.max.as_slice() >= self.start
-                        && self.end.is_none_or(|end| b.min.as_slice() < end)
-                })
+                .filter(|(_, b)| self.block_meets(b))
                 .map(|(i, b)| (u32::try_from(i).unwrap_or(u32::MAX), b.seq_max))
                 .map(block_source),
         );
@@ -323,7 +393,8 @@ struct Source {
     block: Option<u32>,
 }
 
-/// Runs one query; `read` carries the query's snapshot and I/O counters.
+/// Runs one LOOKUP or RANGE (`[start, end)` of encoded values); `read` carries the query's
+/// snapshot and I/O counters.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run(
     engine: &Db,
@@ -332,6 +403,66 @@ pub(crate) fn run(
     index: &Index,
     start: &[u8],
     end: Option<&[u8]>,
+    limit: Option<usize>,
+    read: &ReadOptions,
+    read_stats: &ReadStats,
+) -> Result<NextOutput> {
+    run_region(
+        engine,
+        registry,
+        collection,
+        index,
+        Region::Range { start, end },
+        limit,
+        read,
+        read_stats,
+    )
+}
+
+/// `Database::within` on a `next` or `sst-local` index (a geo attribute): the documents whose
+/// point lies in `geo_box` (edges inside), newest first, at most `limit`.
+pub(crate) fn within(
+    database: &Database,
+    collection: &Collection,
+    index: &Index,
+    geo_box: &GeoBox,
+    limit: Option<usize>,
+) -> Result<QueryResult> {
+    let read_stats = Arc::new(ReadStats::default());
+    let read = ReadOptions {
+        snapshot: Some(database.engine.snapshot()),
+        read_stats: Some(Arc::clone(&read_stats)),
+        ..ReadOptions::default()
+    };
+    if limit == Some(0) {
+        return Ok(QueryResult::default());
+    }
+    let output = run_region(
+        &database.engine,
+        &database.next,
+        collection,
+        index,
+        Region::Within(geo_box),
+        limit,
+        &read,
+        &read_stats,
+    )?;
+    let mut stats = output.stats;
+    stats.blocks_read = read_stats.blocks_read();
+    Ok(QueryResult {
+        hits: output.hits,
+        stats,
+    })
+}
+
+/// Runs one query for `region`.
+#[allow(clippy::too_many_arguments)]
+fn run_region(
+    engine: &Db,
+    registry: &Registry,
+    collection: &Collection,
+    index: &Index,
+    region: Region<'_>,
     limit: Option<usize>,
     read: &ReadOptions,
     read_stats: &ReadStats,
@@ -358,8 +489,9 @@ pub(crate) fn run(
         memo_epoch,
         view,
         snapshot,
-        start,
-        end,
+        region,
+        side_tree: registry.side_tree(tree),
+        side_files: state.side_files.lock().clone(),
         read,
         read_stats,
         context: ReadContext::from_read_options(read),
@@ -369,8 +501,8 @@ pub(crate) fn run(
     let mut global_hits = GlobalHits::default();
     if let Some(global) = &state.global {
         let mut global = global.lock();
-        global.resolve(&run.view, state.spec.attr_id)?;
-        global.index.search(start, end, &mut |block| {
+        global.resolve(&run.view, &state.spec)?;
+        global.index.search(&region, &mut |block| {
             global_hits
                 .blocks
                 .entry(block.file_number)
