@@ -346,9 +346,10 @@ impl AsyncIndexer {
         self.core.queue.cancel(first, last);
     }
 
-    /// A write committed: its items may now be applied.
+    /// A write committed: its items may now be applied (by a worker's next poll, or now if
+    /// the workers are parked or a shard filled up).
     pub fn committed(&self) {
-        self.core.queue.wake_workers();
+        self.core.queue.wake_if_requested();
     }
 
     fn stop(&self) {

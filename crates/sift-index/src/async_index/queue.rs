@@ -12,7 +12,7 @@ use sift_lsm::SeqNo;
 use std::collections::hash_map::DefaultHasher;
 use std::collections::VecDeque;
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -54,6 +54,8 @@ pub(crate) struct Shard {
 pub(crate) struct QueueState {
     pub shards: Vec<Shard>,
     pub shutting_down: bool,
+    /// Workers sleeping until woken (idle for a while): a write must wake them.
+    pub workers_parked: usize,
 }
 
 impl QueueState {
@@ -104,6 +106,10 @@ impl QueueState {
     }
 }
 
+/// A shard holding this many items wakes its worker at the next commit; fewer wait for the
+/// worker's next poll (see `worker.rs`), so that a write does not pay for a wake-up.
+pub const WAKE_ITEMS: usize = 64;
+
 /// The queue and the conditions its users wait on.
 #[derive(Debug, Default)]
 pub(crate) struct UpdateQueue {
@@ -112,6 +118,8 @@ pub(crate) struct UpdateQueue {
     pub work: Condvar,
     /// Drains (`wait_until_indexed`, flushes, close) wait here for progress.
     pub progress: Condvar,
+    /// A push asked for the workers to be woken once its write commits.
+    pub wake_requested: AtomicBool,
 }
 
 impl UpdateQueue {
@@ -137,12 +145,24 @@ impl UpdateQueue {
         let mut state = self.state.lock();
         let shards = state.shards.len();
         let mut pushed = 0;
+        let mut wake = state.workers_parked > 0;
         for item in items {
             let shard = Self::shard_of(shards, &item.collection, &item.pk);
             state.shards[shard].items.push_back(item);
+            wake |= state.shards[shard].items.len() >= WAKE_ITEMS;
             pushed += 1;
         }
+        if wake {
+            self.wake_requested.store(true, Ordering::Release);
+        }
         pushed
+    }
+
+    /// Wakes the workers if a push since the last call asked for it.
+    pub fn wake_if_requested(&self) {
+        if self.wake_requested.swap(false, Ordering::AcqRel) {
+            self.work.notify_all();
+        }
     }
 
     /// Removes the items of a write that did not commit (sequence numbers `first..=last`).

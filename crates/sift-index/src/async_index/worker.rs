@@ -30,8 +30,14 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How long an idle worker sleeps before looking again (a write wakes it sooner).
-const IDLE_WAIT: Duration = Duration::from_millis(10);
+/// How often a worker that had work recently looks for more. Writes do not wake it (a wake-up
+/// per write would cost the writer more than its own work at low load): updates wait up to
+/// this long, unless a shard fills up to `WAKE_ITEMS`.
+const POLL_WAIT: Duration = Duration::from_millis(1);
+/// After this long without work a worker parks: it sleeps until a write (or a drain) wakes it,
+/// looking again after `PARKED_WAIT` at the latest.
+const ACTIVE_WINDOW: Duration = Duration::from_millis(50);
+const PARKED_WAIT: Duration = Duration::from_millis(100);
 
 pub(crate) struct Worker {
     pub core: Arc<AsyncCore>,
@@ -64,6 +70,7 @@ fn with_seq(entry: &sift_lsm::Entry) -> Result<(EnvelopeRef<'_>, SeqNo)> {
 impl Worker {
     pub fn run(self) {
         let queue = &self.core.queue;
+        let mut last_work = Instant::now();
         loop {
             let batch: Vec<Item> = {
                 let mut state = queue.state.lock();
@@ -85,9 +92,20 @@ impl Worker {
                     if !ready.is_empty() {
                         break ready;
                     }
-                    queue.work.wait_for(&mut state, IDLE_WAIT);
+                    // Items not visible yet, or recent work: poll soon. Otherwise park, so the
+                    // next write wakes this worker (`UpdateQueue::push`).
+                    if !state.shards[self.shard].items.is_empty()
+                        || last_work.elapsed() < ACTIVE_WINDOW
+                    {
+                        queue.work.wait_for(&mut state, POLL_WAIT);
+                    } else {
+                        state.workers_parked += 1;
+                        queue.work.wait_for(&mut state, PARKED_WAIT);
+                        state.workers_parked -= 1;
+                    }
                 }
             };
+            last_work = Instant::now();
             if batch.is_empty() {
                 self.core
                     .watermark_requested
@@ -191,7 +209,21 @@ impl Worker {
                 continue;
             }
             let primary = &collection.primary;
-            let (version, previous) = if let Some(recovered) = &item.recovered {
+            let live = self.engine.get(primary, &item.pk)?;
+            // The common case: the document was not written again since (its live version is
+            // this write's). Then no newer update of it can have touched its entries (they are
+            // applied after this one, by this worker), so the entries need no reads: delete the
+            // previous value's, put the new one's.
+            let newest = !item.delete
+                && item.recovered.is_none()
+                && live.as_ref().is_some_and(|entry| entry.seq == item.seq);
+            let (version, previous) = if newest {
+                let version = live.as_ref().map(|entry| entry.value.clone());
+                let previous = self
+                    .engine
+                    .get_at(primary, &item.pk, item.seq.saturating_sub(1))?;
+                (version, previous)
+            } else if let Some(recovered) = &item.recovered {
                 (
                     recovered.version.clone(),
                     recovered
@@ -214,7 +246,6 @@ impl Worker {
                     .get_at(primary, &item.pk, item.seq.saturating_sub(1))?;
                 (version, previous)
             };
-            let live = self.engine.get(primary, &item.pk)?;
             let corrupt = |e: IndexError| {
                 IndexError::Internal(format!(
                     "stored document {:?} of collection `{}` is corrupt: {e}",
@@ -249,9 +280,10 @@ impl Worker {
                     if new_value.as_deref() != Some(old_value.as_ref()) {
                         let mut key = old_value.to_vec();
                         encode_pk(&item.pk, &mut key);
-                        if self
-                            .stored_seq(tree, &key, &written)?
-                            .is_some_and(|stored| stored < item.seq)
+                        if newest
+                            || self
+                                .stored_seq(tree, &key, &written)?
+                                .is_some_and(|stored| stored < item.seq)
                         {
                             batch.delete(tree, &key);
                             written.insert((tree.id(), key), None);
@@ -264,9 +296,10 @@ impl Worker {
                     if still_current {
                         let mut key = new_value.to_vec();
                         encode_pk(&item.pk, &mut key);
-                        if self
-                            .stored_seq(tree, &key, &written)?
-                            .is_none_or(|stored| stored < item.seq)
+                        if newest
+                            || self
+                                .stored_seq(tree, &key, &written)?
+                                .is_none_or(|stored| stored < item.seq)
                         {
                             batch.put(tree, &key, &item.seq.to_be_bytes());
                             written.insert((tree.id(), key), Some(item.seq));

@@ -6,6 +6,7 @@
 //! (`super::verdict`) and the figures the report draws.
 
 pub mod bloom_compression;
+pub mod diff_index;
 pub mod future;
 pub mod mixed;
 pub mod static_queries;
@@ -38,7 +39,7 @@ pub enum ExperimentId {
     Next,
     /// 6: Vinyl's deferred-update microbenchmark (hook).
     Vinyl,
-    /// 7: Diff-Index's maintenance schemes (hook).
+    /// 7: Diff-Index's maintenance schemes under load (`diff_index.rs`).
     DiffIndex,
 }
 
@@ -191,9 +192,8 @@ pub fn run(context: &Context<'_>, id: ExperimentId) -> Result<ExperimentResult, 
         ExperimentId::Queries => static_queries::run(context, false, true)?,
         ExperimentId::Mixed => mixed::run(context)?,
         ExperimentId::BloomCompression => bloom_compression::run(context)?,
-        ExperimentId::Next | ExperimentId::Vinyl | ExperimentId::DiffIndex => {
-            future::not_measured(id)
-        }
+        ExperimentId::DiffIndex => diff_index::run(context)?,
+        ExperimentId::Next | ExperimentId::Vinyl => future::not_measured(id),
     };
     result.duration_s = round(started.elapsed().as_secs_f64(), 3);
     // JSON has no NaN or infinity; a value that is not finite was not measured.
