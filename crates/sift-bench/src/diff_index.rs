@@ -94,7 +94,7 @@ pub enum RateBasis {
 #[derive(Debug, Clone, PartialEq, clap::Args)]
 pub struct DiffIndexArgs {
     /// Documents preloaded (ids 1..=documents); updates replace uniformly chosen ones.
-    #[arg(long, default_value_t = 200_000)]
+    #[arg(long, default_value_t = 100_000)]
     pub documents: u64,
     /// Approximate size of a document's JSON.
     #[arg(long, default_value_t = 200)]
@@ -107,7 +107,7 @@ pub struct DiffIndexArgs {
     #[arg(long, value_delimiter = ',', default_values_t = Scheme::ALL.iter().map(|s| s.name().to_owned()).collect::<Vec<_>>())]
     pub schemes: Vec<String>,
     /// Seconds of the closed-loop saturation measurement per scheme.
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = 1.5)]
     pub saturation_seconds: f64,
     /// Offered loads, in percent of the saturation throughput given by --rate-basis.
     #[arg(long, value_delimiter = ',', default_values_t = [10.0, 25.0, 50.0, 75.0, 90.0])]
@@ -117,17 +117,17 @@ pub struct DiffIndexArgs {
     #[arg(long, value_enum, default_value_t = RateBasis::Baseline)]
     pub rate_basis: RateBasis,
     /// Seconds of each open-loop load step.
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = 1.5)]
     pub step_seconds: f64,
     /// Client threads (each with its share of the schedule; one session each for
     /// async-session).
     #[arg(long, default_value_t = 1)]
     pub clients: usize,
     /// Exact-match LOOKUPs timed per scheme (after a tenth as warm-up).
-    #[arg(long, default_value_t = 5_000)]
+    #[arg(long, default_value_t = 2_000)]
     pub exact_reads: u64,
     /// RANGELOOKUPs timed per scheme and selectivity.
-    #[arg(long, default_value_t = 500)]
+    #[arg(long, default_value_t = 200)]
     pub range_reads: u64,
     /// Range selectivities, in percent of the documents.
     #[arg(long, value_delimiter = ',', default_values_t = [0.0001, 0.001, 0.01, 0.1])]
@@ -620,7 +620,13 @@ impl Bench<'_> {
         (key, value, json)
     }
 
-    fn apply(&self, client: &Client<'_>, key: u64, value: u32, json: &[u8]) -> Result<(), BenchError> {
+    fn apply(
+        &self,
+        client: &Client<'_>,
+        key: u64,
+        value: u32,
+        json: &[u8],
+    ) -> Result<(), BenchError> {
         client.put(json)?;
         self.values[(key - 1) as usize].store(value, Ordering::Relaxed);
         Ok(())
@@ -680,7 +686,12 @@ impl Bench<'_> {
     }
 
     /// One open-loop step at `rate` updates per second.
-    fn open_loop(&self, load_percent: f64, rate: f64, phase_seed: u64) -> Result<LoadStep, BenchError> {
+    fn open_loop(
+        &self,
+        load_percent: f64,
+        rate: f64,
+        phase_seed: u64,
+    ) -> Result<LoadStep, BenchError> {
         let clients = self.settings.clients;
         let seconds = self.settings.step_seconds;
         let scheduled_total = (rate * seconds).round().max(1.0) as u64;
@@ -811,8 +822,13 @@ impl Bench<'_> {
         })
     }
 
-    fn range_reads(&self, client: &Client<'_>, selectivity_ppm: u64) -> Result<RangeReads, BenchError> {
-        let width = (u64::from(VALUE_DOMAIN) * selectivity_ppm / 1_000_000).clamp(1, u64::from(VALUE_DOMAIN));
+    fn range_reads(
+        &self,
+        client: &Client<'_>,
+        selectivity_ppm: u64,
+    ) -> Result<RangeReads, BenchError> {
+        let width = (u64::from(VALUE_DOMAIN) * selectivity_ppm / 1_000_000)
+            .clamp(1, u64::from(VALUE_DOMAIN));
         let mut rng = StdRng::seed_from_u64(self.settings.seed ^ 0x0EA6 ^ (selectivity_ppm << 8));
         let reads = Self::reads(self.settings.range_reads, &mut rng, &mut |rng| {
             let lo = rng.gen_range(0..=u64::from(VALUE_DOMAIN) - width) as i64;
@@ -917,10 +933,11 @@ fn measure(
 
 /// The step of `result` closest to `percent`.
 fn step_near(result: &SchemeResult, percent: f64) -> Option<&LoadStep> {
-    result
-        .steps
-        .iter()
-        .min_by(|a, b| (a.load_percent - percent).abs().total_cmp(&(b.load_percent - percent).abs()))
+    result.steps.iter().min_by(|a, b| {
+        (a.load_percent - percent)
+            .abs()
+            .total_cmp(&(b.load_percent - percent).abs())
+    })
 }
 
 /// The targets: sync-insert ≤ 2.2× and async-simple ≤ 1.3× the no-index update latency
@@ -1062,7 +1079,12 @@ pub fn format_report(report: &Report) -> String {
         let _ = writeln!(
             out,
             "{:<14} {:>12.0} {:>12.0} {:>10.1} {:>9.1} {:>9.1}",
-            r.scheme, s.acknowledged_rate, s.sustained_rate, s.drain_ms, s.latency.p50_us, s.latency.p99_us
+            r.scheme,
+            s.acknowledged_rate,
+            s.sustained_rate,
+            s.drain_ms,
+            s.latency.p50_us,
+            s.latency.p99_us
         );
     }
     let _ = writeln!(
@@ -1089,9 +1111,12 @@ pub fn format_report(report: &Report) -> String {
     );
     for r in &report.results {
         for step in &r.steps {
-            let (lag50, lag99) = step.lag.as_ref().map_or(("-".to_owned(), "-".to_owned()), |lag| {
-                (ms(lag.p50_us as f64), ms(lag.p99_us as f64))
-            });
+            let (lag50, lag99) = step
+                .lag
+                .as_ref()
+                .map_or(("-".to_owned(), "-".to_owned()), |lag| {
+                    (ms(lag.p50_us as f64), ms(lag.p99_us as f64))
+                });
             let _ = writeln!(
                 out,
                 "{:<14} {:>6.0} {:>10.0} {:>10.0} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>8}",
@@ -1148,10 +1173,17 @@ pub fn format_report(report: &Report) -> String {
     let async_steps: Vec<_> = report
         .results
         .iter()
-        .flat_map(|r| r.steps.iter().filter_map(move |s| s.lag.as_ref().map(|lag| (r, s, lag))))
+        .flat_map(|r| {
+            r.steps
+                .iter()
+                .filter_map(move |s| s.lag.as_ref().map(|lag| (r, s, lag)))
+        })
         .collect();
     if !async_steps.is_empty() {
-        let _ = writeln!(out, "\n## index lag histograms (updates per log2 bucket, upper bound)");
+        let _ = writeln!(
+            out,
+            "\n## index lag histograms (updates per log2 bucket, upper bound)"
+        );
         for (r, step, lag) in async_steps {
             let buckets: Vec<String> = lag
                 .histogram
@@ -1171,7 +1203,10 @@ pub fn format_report(report: &Report) -> String {
         let _ = writeln!(out, "# {scheme}: not measured ({reason})");
     }
     if !report.targets.is_empty() {
-        let _ = writeln!(out, "\n## targets (update latency relative to no index at the same load step)");
+        let _ = writeln!(
+            out,
+            "\n## targets (update latency relative to no index at the same load step)"
+        );
         for t in &report.targets {
             let _ = writeln!(
                 out,
@@ -1243,7 +1278,10 @@ mod tests {
     fn latency_percentiles_are_exact() {
         let mut values: Vec<f64> = (1..=100).map(f64::from).collect();
         let latency = Latency::of(&mut values);
-        assert_eq!((latency.p50_us, latency.p90_us, latency.p99_us), (50.0, 90.0, 99.0));
+        assert_eq!(
+            (latency.p50_us, latency.p90_us, latency.p99_us),
+            (50.0, 90.0, 99.0)
+        );
         assert!((latency.mean_us - 50.5).abs() < 1e-9);
     }
 
@@ -1281,7 +1319,10 @@ mod tests {
             // Every scheme is offered the same rates (percentages of the no-index saturation).
             assert!((result.steps[1].offered_rate - baseline * 0.5).abs() < 1e-6);
             assert!(result.steps.iter().all(|s| s.latency.count == s.scheduled));
-            assert_eq!(result.steps[0].lag.is_some(), result.scheme.starts_with("async"));
+            assert_eq!(
+                result.steps[0].lag.is_some(),
+                result.scheme.starts_with("async")
+            );
             if result.scheme == "none" {
                 assert!(result.exact.is_none());
             } else {
@@ -1293,13 +1334,27 @@ mod tests {
                 assert!(wide.reads.hits_per_query > 5.0, "{result:?}");
             }
         }
-        for result in report.results.iter().filter(|r| r.scheme.starts_with("async")) {
-            let lag: u64 = result.steps.iter().map(|s| s.lag.as_ref().unwrap().updates).sum();
+        for result in report
+            .results
+            .iter()
+            .filter(|r| r.scheme.starts_with("async"))
+        {
+            let lag: u64 = result
+                .steps
+                .iter()
+                .map(|s| s.lag.as_ref().unwrap().updates)
+                .sum();
             let scheduled: u64 = result.steps.iter().map(|s| s.scheduled).sum();
-            assert_eq!(lag, scheduled, "every update of a step is lagged once: {result:?}");
+            assert_eq!(
+                lag, scheduled,
+                "every update of a step is lagged once: {result:?}"
+            );
         }
         assert_eq!(report.targets.len(), 2);
         let text = String::from_utf8(out).unwrap();
-        assert!(text.contains("async-session") && text.contains("targets"), "{text}");
+        assert!(
+            text.contains("async-session") && text.contains("targets"),
+            "{text}"
+        );
     }
 }

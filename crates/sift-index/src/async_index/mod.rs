@@ -319,19 +319,21 @@ impl AsyncIndexer {
     }
 
     /// Queues the documents of a write whose batch is being built (under the commit lock).
-    /// Each item: (primary key, sequence number, whether the write is a delete).
-    pub fn enqueue(&self, collection: &str, items: Vec<(Vec<u8>, SeqNo, bool)>) {
+    /// Each item: (primary key, sequence number, the stored envelope; `None`: a delete).
+    pub fn enqueue(&self, collection: &str, items: Vec<(Vec<u8>, SeqNo, Option<Arc<[u8]>>)>) {
         let collection: Arc<str> = Arc::from(collection);
         let now = Instant::now();
         self.core.active.store(true, Ordering::Release);
         let pushed = self
             .core
             .queue
-            .push(items.into_iter().map(|(pk, seq, delete)| Item {
+            .push(items.into_iter().map(|(pk, seq, version)| Item {
                 collection: Arc::clone(&collection),
                 pk,
                 seq,
-                delete,
+                delete: version.is_none(),
+                version,
+                key_hash: 0,
                 queued_at: now,
                 recovered: None,
             }));
@@ -508,6 +510,8 @@ impl Database {
                     pk: pk.clone(),
                     seq,
                     delete: version.is_none(),
+                    version: None,
+                    key_hash: 0,
                     queued_at: now,
                     recovered: Some(Arc::new(RecoveredVersions { version, previous })),
                 });

@@ -189,7 +189,11 @@ impl Session<'_> {
             let Some((seq, key)) = inner.overlay_order.pop_front() else {
                 break;
             };
-            if inner.overlay.get(&key).is_some_and(|entry| entry.seq == seq) {
+            if inner
+                .overlay
+                .get(&key)
+                .is_some_and(|entry| entry.seq == seq)
+            {
                 if let Some(entry) = inner.overlay.remove(&key) {
                     inner.overlay_bytes -= entry.bytes;
                 }

@@ -45,20 +45,26 @@ pub fn configuration_name(scheme: Scheme) -> String {
 /// The preset's scale: documents of the mixed runs, seconds of a query cell per phase.
 pub fn settings(context: &Context<'_>) -> Settings {
     let sizes = context.sizes;
+    // The tiny preset (CI): three short steps, so the experiment takes a few seconds.
     let quick_steps = sizes.cell_seconds_max < 0.5;
+    let phase_seconds = if quick_steps {
+        sizes.cell_seconds_max / 2.0
+    } else {
+        sizes.cell_seconds_max
+    };
     Settings {
         documents: sizes.mixed_preload.max(100),
         document_bytes: 200,
         kind: IndexKind::Composite,
         schemes: SCHEMES.to_vec(),
-        saturation_seconds: sizes.cell_seconds_max,
+        saturation_seconds: phase_seconds,
         load_percents: if quick_steps {
             vec![25.0, 50.0, 90.0]
         } else {
             vec![10.0, 25.0, 50.0, 75.0, 90.0]
         },
         rate_basis: RateBasis::Baseline,
-        step_seconds: sizes.cell_seconds_max,
+        step_seconds: phase_seconds,
         clients: 1,
         exact_reads: sizes.lookups * 5,
         range_reads: sizes.range_lookups,
@@ -177,7 +183,12 @@ pub fn figures() -> Vec<FigureInfo> {
     figures
 }
 
-fn push_latency(out: &mut Vec<Measurement>, template: &Measurement, prefix: &str, latency: &Latency) {
+fn push_latency(
+    out: &mut Vec<Measurement>,
+    template: &Measurement,
+    prefix: &str,
+    latency: &Latency,
+) {
     for (name, value) in [
         ("mean", latency.mean_us),
         ("p5", latency.p5_us),
@@ -231,7 +242,11 @@ pub fn measurements(result: &SchemeResult, out: &mut Vec<Measurement>) {
             ("offered_rate", "ops/s", round(step.offered_rate, 1)),
             ("achieved_rate", "ops/s", round(step.achieved_rate, 1)),
             ("unissued_updates", "ops", step.unissued as f64),
-            ("queue_length_at_end", "ops", step.queue_length_at_end as f64),
+            (
+                "queue_length_at_end",
+                "ops",
+                step.queue_length_at_end as f64,
+            ),
             ("drain_time", "ms", round(step.drain_ms, 3)),
         ] {
             out.push(Measurement {
@@ -297,7 +312,12 @@ pub fn measurements(result: &SchemeResult, out: &mut Vec<Measurement>) {
     }
 }
 
-fn find(measurements: &[Measurement], configuration: &str, metric: &str, slice: Option<u32>) -> Option<f64> {
+fn find(
+    measurements: &[Measurement],
+    configuration: &str,
+    metric: &str,
+    slice: Option<u32>,
+) -> Option<f64> {
     measurements
         .iter()
         .find(|m| {
@@ -327,7 +347,12 @@ fn slice_near(measurements: &[Measurement], percent: f64) -> Option<(u32, f64)> 
         .min_by(|a, b| (a.1 - percent).abs().total_cmp(&(b.1 - percent).abs()))
 }
 
-fn read_p50(measurements: &[Measurement], configuration: &str, op: &str, selectivity: Option<u64>) -> Option<f64> {
+fn read_p50(
+    measurements: &[Measurement],
+    configuration: &str,
+    op: &str,
+    selectivity: Option<u64>,
+) -> Option<f64> {
     measurements
         .iter()
         .find(|m| {
@@ -339,7 +364,13 @@ fn read_p50(measurements: &[Measurement], configuration: &str, op: &str, selecti
         .map(|m| m.value)
 }
 
-fn verdict(claim: &str, source: &str, outcome: Option<bool>, evidence: String, numbers: &[(&str, f64)]) -> Verdict {
+fn verdict(
+    claim: &str,
+    source: &str,
+    outcome: Option<bool>,
+    evidence: String,
+    numbers: &[(&str, f64)],
+) -> Verdict {
     Verdict {
         claim: claim.to_owned(),
         source: source.to_owned(),
@@ -475,8 +506,12 @@ pub fn verdicts(measurements: &[Measurement]) -> Vec<Verdict> {
     {
         let claim = "async-simple sustains a higher update throughput than sync-full (the paper: \
                      30% more, from batching in the update queue)";
-        let values = find(measurements, SIMPLE, "saturation_throughput", None)
-            .zip(find(measurements, FULL, "saturation_throughput", None));
+        let values = find(measurements, SIMPLE, "saturation_throughput", None).zip(find(
+            measurements,
+            FULL,
+            "saturation_throughput",
+            None,
+        ));
         out.push(match values {
             Some((simple, full)) => verdict(
                 claim,
@@ -487,7 +522,10 @@ pub fn verdicts(measurements: &[Measurement]) -> Vec<Verdict> {
                      async-simple {simple:.0} vs sync-full {full:.0} updates/s ({:.2}×)",
                     simple / full
                 ),
-                &[("async_simple_saturation", simple), ("sync_full_saturation", full)],
+                &[
+                    ("async_simple_saturation", simple),
+                    ("sync_full_saturation", full),
+                ],
             ),
             None => verdict(claim, "Diff-Index §8.2", None, missing.clone(), &[]),
         });
@@ -578,7 +616,7 @@ pub fn verdicts(measurements: &[Measurement]) -> Vec<Verdict> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::diff_index::{Lag, LoadStep, Reads, RangeReads, Saturation};
+    use crate::diff_index::{Lag, LoadStep, RangeReads, Reads, Saturation};
 
     fn latency(mean: f64) -> Latency {
         Latency {
@@ -618,7 +656,8 @@ mod tests {
                     unissued: 0,
                     latency: latency(us),
                     service: latency(us),
-                    lag: asynchronous.then(|| Lag::between(&[], &[(1024, 9), (*percent as u64 * 1000, 1)])),
+                    lag: asynchronous
+                        .then(|| Lag::between(&[], &[(1024, 9), (*percent as u64 * 1000, 1)])),
                     queue_length_at_end: 0,
                     drain_ms: 0.0,
                 })
@@ -661,7 +700,15 @@ mod tests {
         // lag, reads.
         assert_eq!(
             outcomes,
-            ["reproduced", "reproduced", "reproduced", "reproduced", "reproduced", "reproduced", "reproduced"],
+            [
+                "reproduced",
+                "reproduced",
+                "reproduced",
+                "reproduced",
+                "reproduced",
+                "reproduced",
+                "reproduced"
+            ],
             "{found:#?}"
         );
         // async-simple twice as slow at half load: the second claim differs.

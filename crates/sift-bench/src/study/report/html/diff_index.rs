@@ -3,8 +3,7 @@
 //! Measurement labels: see `study/experiments/diff_index.rs`.
 
 use super::super::svg::{
-    bar_chart, box_plot, line_plot, Bar, BarGroup, BoxGroup, BoxStats, LegendEntry, Segment,
-    Series,
+    bar_chart, box_plot, line_plot, Bar, BarGroup, BoxGroup, BoxStats, LegendEntry, Segment, Series,
 };
 use super::{colour, opt, pivot_table, value};
 use crate::study::results::{ExperimentResult, FigureInfo, Measurement, StudyResults};
@@ -270,9 +269,7 @@ pub fn figure(
                 label: format!("{}%", *width as f64 / 10_000.0),
                 boxes: indexed
                     .iter()
-                    .filter_map(|name| {
-                        five_numbers(results, ms, name, "RANGELOOKUP", Some(*width))
-                    })
+                    .filter_map(|name| five_numbers(results, ms, name, "RANGELOOKUP", Some(*width)))
                     .collect(),
             })
             .collect();
