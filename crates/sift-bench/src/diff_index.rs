@@ -444,6 +444,9 @@ pub fn document(rng: &mut StdRng, key: u64, value: u32, bytes: usize) -> Vec<u8>
     text.into_bytes()
 }
 
+/// What a query found: (hits, candidates examined, stale entries met).
+type QueryCounts = (u64, u64, u64);
+
 /// Where a client writes and reads: the database, or its session (async-session).
 enum Client<'a> {
     Direct(&'a Database),
@@ -461,7 +464,7 @@ impl Client<'_> {
     }
 
     /// (hits, candidates examined, stale entries met).
-    fn range(&self, lo: i64, hi: i64) -> Result<(u64, u64, u64), BenchError> {
+    fn range(&self, lo: i64, hi: i64) -> Result<QueryCounts, BenchError> {
         let (lo, hi) = (AttrValue::Int(lo), AttrValue::Int(hi));
         let (hits, stats) = match self {
             Client::Direct(database) => database
@@ -472,14 +475,10 @@ impl Client<'_> {
                 .map(|r| (r.hits.len(), r.stats)),
         }
         .map_err(index_error("range"))?;
-        Ok((
-            hits as u64,
-            stats.candidates_examined as u64,
-            stats.stale_entries as u64,
-        ))
+        Ok((hits as u64, stats.candidates_examined, stats.stale_entries))
     }
 
-    fn lookup(&self, value: i64) -> Result<(u64, u64, u64), BenchError> {
+    fn lookup(&self, value: i64) -> Result<QueryCounts, BenchError> {
         let value = AttrValue::Int(value);
         let (hits, stats) = match self {
             Client::Direct(database) => database
@@ -490,11 +489,7 @@ impl Client<'_> {
                 .map(|r| (r.hits.len(), r.stats)),
         }
         .map_err(index_error("lookup"))?;
-        Ok((
-            hits as u64,
-            stats.candidates_examined as u64,
-            stats.stale_entries as u64,
-        ))
+        Ok((hits as u64, stats.candidates_examined, stats.stale_entries))
     }
 }
 
@@ -528,7 +523,7 @@ fn wait_until(at: Instant) {
         }
         let left = at - now;
         if left > Duration::from_millis(1) {
-            std::thread::sleep(left - Duration::from_micros(500));
+            std::thread::sleep(left.saturating_sub(Duration::from_micros(500)));
         } else {
             std::hint::spin_loop();
         }
@@ -789,7 +784,7 @@ impl Bench<'_> {
     fn reads(
         count: u64,
         rng: &mut StdRng,
-        query: &mut dyn FnMut(&mut StdRng) -> Result<(u64, u64, u64), BenchError>,
+        query: &mut dyn FnMut(&mut StdRng) -> Result<QueryCounts, BenchError>,
     ) -> Result<Reads, BenchError> {
         for _ in 0..count.div_ceil(10) {
             query(rng)?;

@@ -209,7 +209,7 @@ struct AroundCommit {
     /// (pk, seq, an older version surely exists) for the update memo of `next` indexes.
     memo_writes: Vec<(Vec<u8>, SeqNo, bool)>,
     /// Work for asynchronous indexes (`async_index`), queued before the commit.
-    async_items: Vec<(Vec<u8>, SeqNo, Option<Arc<[u8]>>)>,
+    async_items: Vec<crate::async_index::QueuedWrite>,
 }
 
 /// A parsed write, ready to apply.

@@ -320,7 +320,7 @@ impl AsyncIndexer {
 
     /// Queues the documents of a write whose batch is being built (under the commit lock).
     /// Each item: (primary key, sequence number, the stored envelope; `None`: a delete).
-    pub fn enqueue(&self, collection: &str, items: Vec<(Vec<u8>, SeqNo, Option<Arc<[u8]>>)>) {
+    pub fn enqueue(&self, collection: &str, items: Vec<QueuedWrite>) {
         let collection: Arc<str> = Arc::from(collection);
         let now = Instant::now();
         self.core.active.store(true, Ordering::Release);
@@ -369,6 +369,10 @@ impl Drop for AsyncIndexer {
         self.stop();
     }
 }
+
+/// A document write to queue: (primary key, sequence number, the stored envelope; `None`: a
+/// delete).
+pub(crate) type QueuedWrite = (Vec<u8>, SeqNo, Option<Arc<[u8]>>);
 
 /// A stored version: sequence number and value (`None`: a delete).
 type Version = (SeqNo, Option<Vec<u8>>);

@@ -55,6 +55,9 @@ pub struct SessionQueryResult {
 /// (index id, encoded value) of each `async-session` index of a collection.
 type IndexValues = Vec<(u64, Option<Vec<u8>>)>;
 
+/// (collection, pk) of an overlay entry.
+type OverlayKey = (Arc<str>, Vec<u8>);
+
 #[derive(Debug)]
 struct OverlayEntry {
     seq: SeqNo,
@@ -71,7 +74,7 @@ struct SessionInner {
     /// The overlay's writes in the order made: (sequence number, key). Pruning pops from the
     /// front, so a write does not scan the whole overlay; a key written again has a newer
     /// entry further back (the older one is skipped when popped).
-    overlay_order: VecDeque<(SeqNo, (Arc<str>, Vec<u8>))>,
+    overlay_order: VecDeque<(SeqNo, OverlayKey)>,
     overlay_bytes: usize,
     /// Set when the overlay outgrew its cap: eventual until every write `<=` this is indexed.
     fallback_until: Option<SeqNo>,
