@@ -152,33 +152,29 @@ pub fn figures() -> Vec<FigureInfo> {
     let mut figures = vec![
         FigureInfo {
             id: "diff-index-update-mean".to_owned(),
-            title: "Mean update latency (µs, from the scheduled time) against offered load \
-                    (updates/s), per scheme (Diff-Index Fig. 7)"
-                .to_owned(),
+            title: "Mean update latency against offered load (Fig. 7)".to_owned(),
         },
         FigureInfo {
             id: "diff-index-update-p99".to_owned(),
-            title: "99th-percentile update latency (µs) against offered load (updates/s)"
-                .to_owned(),
+            title: "p99 update latency against offered load".to_owned(),
         },
     ];
     for maintenance in [Maintenance::AsyncSimple, Maintenance::AsyncSession] {
         figures.push(FigureInfo {
             id: format!("diff-index-lag-{}", maintenance.name()),
             title: format!(
-                "composite:{}: index lag histogram per offered load (share of updates per log2 \
-                 bucket; Diff-Index Fig. 11)",
+                "{}: index lag per offered load (Fig. 11)",
                 maintenance.name()
             ),
         });
     }
     figures.push(FigureInfo {
         id: "diff-index-lookup".to_owned(),
-        title: "Exact-match LOOKUP latency (µs) per scheme (Diff-Index Fig. 8)".to_owned(),
+        title: "Exact-match LOOKUP latency (Fig. 8)".to_owned(),
     });
     figures.push(FigureInfo {
         id: "diff-index-range".to_owned(),
-        title: "RANGELOOKUP latency (µs) by selectivity per scheme (Diff-Index Fig. 9)".to_owned(),
+        title: "RANGELOOKUP latency by selectivity (Fig. 9)".to_owned(),
     });
     figures
 }
