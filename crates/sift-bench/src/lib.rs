@@ -8,6 +8,8 @@
 
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
+#[cfg(feature = "sift")]
+pub mod diff_index;
 pub mod index;
 pub mod kv;
 #[cfg(feature = "sift")]

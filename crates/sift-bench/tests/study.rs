@@ -288,11 +288,40 @@ fn tiny_study_writes_a_valid_complete_report() {
                 }
             }
             ExperimentId::DiffIndex => {
-                assert_eq!(experiment.status, "not-measured");
+                // Its own schemes on one composite index, whatever the configurations.
+                assert_eq!(experiment.status, "measured", "{}", experiment.note);
+                for name in [
+                    "none",
+                    "composite:sync-full",
+                    "composite:sync-insert",
+                    "composite:async-simple",
+                    "composite:async-session",
+                ] {
+                    assert!(
+                        experiment
+                            .measurements
+                            .iter()
+                            .any(|m| m.configuration == name
+                                && m.metric == "latency_p99"
+                                && m.op.as_deref() == Some("UPDATE")),
+                        "diff-index has no update latency for {name}"
+                    );
+                }
+                assert!(experiment
+                    .measurements
+                    .iter()
+                    .any(|m| m.metric == "index_lag_bucket" && m.count.unwrap_or(0) > 0));
+                assert!(experiment
+                    .measurements
+                    .iter()
+                    .all(|m| m.value >= 0.0 && !m.unit.is_empty()));
                 assert!(experiment
                     .verdicts
                     .iter()
-                    .all(|v| v.outcome == "not-measured"));
+                    .all(|v| v.outcome != "not-measured"));
+                for figure in &experiment.figures {
+                    figure_is_drawn(&html, &figure.id).unwrap();
+                }
             }
             _ => {
                 // Partial: the unknown configuration is not measured; the others are.

@@ -85,6 +85,9 @@ enum Benchmark {
     /// The Vinyl deferred-DELETE microbenchmark: four non-unique indexes, batches of 1-500
     /// replaces and deletes from several threads; statements/s of deferred vs sync-full.
     Vinyl(sift_bench::vinyl::VinylArgs),
+    /// The Diff-Index experiments: update latency against offered load (open loop), index lag,
+    /// exact-match and range read latency, per maintenance scheme of one secondary index.
+    DiffIndex(sift_bench::diff_index::DiffIndexArgs),
 }
 
 fn main() -> ExitCode {
@@ -107,6 +110,11 @@ fn main() -> ExitCode {
             benchmark: Benchmark::Vinyl(args),
         } => sift_bench::vinyl::run(&args, &mut std::io::stdout().lock())
             .map(|_results| ())
+            .map_err(|error| error.to_string()),
+        Command::Bench {
+            benchmark: Benchmark::DiffIndex(args),
+        } => sift_bench::diff_index::run(&args, &mut std::io::stdout().lock())
+            .map(|_report| ())
             .map_err(|error| error.to_string()),
         Command::Generate {
             data_set: DataSet::Tweets(args),

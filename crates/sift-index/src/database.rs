@@ -214,7 +214,7 @@ struct AroundCommit {
     /// (pk, seq, an older version surely exists) for the update memo of `next` indexes.
     memo_writes: Vec<(Vec<u8>, SeqNo, bool)>,
     /// Work for asynchronous indexes (`async_index`), queued before the commit.
-    async_items: Vec<(Vec<u8>, SeqNo, bool)>,
+    async_items: Vec<crate::async_index::QueuedWrite>,
     /// DELETEs the deferred fast path put in the batch (counted once it commits).
     deferred_fast_path_deletes: u64,
 }
@@ -1385,7 +1385,7 @@ impl Database {
             if has_async {
                 around
                     .async_items
-                    .push((pk.clone(), seq, new_ref.is_none()));
+                    .push((pk.clone(), seq, new_envelope.as_deref().map(Arc::from)));
             }
             for (position, index) in collection.indexes.iter().enumerate() {
                 if index.record.maintenance.is_async() {

@@ -319,19 +319,21 @@ impl AsyncIndexer {
     }
 
     /// Queues the documents of a write whose batch is being built (under the commit lock).
-    /// Each item: (primary key, sequence number, whether the write is a delete).
-    pub fn enqueue(&self, collection: &str, items: Vec<(Vec<u8>, SeqNo, bool)>) {
+    /// Each item: (primary key, sequence number, the stored envelope; `None`: a delete).
+    pub fn enqueue(&self, collection: &str, items: Vec<QueuedWrite>) {
         let collection: Arc<str> = Arc::from(collection);
         let now = Instant::now();
         self.core.active.store(true, Ordering::Release);
         let pushed = self
             .core
             .queue
-            .push(items.into_iter().map(|(pk, seq, delete)| Item {
+            .push(items.into_iter().map(|(pk, seq, version)| Item {
                 collection: Arc::clone(&collection),
                 pk,
                 seq,
-                delete,
+                delete: version.is_none(),
+                version,
+                key_hash: 0,
                 queued_at: now,
                 recovered: None,
             }));
@@ -346,9 +348,10 @@ impl AsyncIndexer {
         self.core.queue.cancel(first, last);
     }
 
-    /// A write committed: its items may now be applied.
+    /// A write committed: its items may now be applied (by a worker's next poll, or now if
+    /// the workers are parked or a shard filled up).
     pub fn committed(&self) {
-        self.core.queue.wake_workers();
+        self.core.queue.wake_if_requested();
     }
 
     fn stop(&self) {
@@ -366,6 +369,10 @@ impl Drop for AsyncIndexer {
         self.stop();
     }
 }
+
+/// A document write to queue: (primary key, sequence number, the stored envelope; `None`: a
+/// delete).
+pub(crate) type QueuedWrite = (Vec<u8>, SeqNo, Option<Arc<[u8]>>);
 
 /// A stored version: sequence number and value (`None`: a delete).
 type Version = (SeqNo, Option<Vec<u8>>);
@@ -507,6 +514,8 @@ impl Database {
                     pk: pk.clone(),
                     seq,
                     delete: version.is_none(),
+                    version: None,
+                    key_hash: 0,
                     queued_at: now,
                     recovered: Some(Arc::new(RecoveredVersions { version, previous })),
                 });

@@ -10,9 +10,9 @@
 use parking_lot::{Condvar, Mutex};
 use sift_lsm::SeqNo;
 use std::collections::hash_map::DefaultHasher;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -24,6 +24,11 @@ pub(crate) struct Item {
     pub seq: SeqNo,
     /// The write deleted the document (otherwise it stored a version).
     pub delete: bool,
+    /// The stored value (envelope) the write put, when the write path queued it: the worker
+    /// then needs no read to find it.
+    pub version: Option<Arc<[u8]>>,
+    /// [`UpdateQueue::key_hash`] of (collection, pk), set by `push`.
+    pub key_hash: u64,
     /// When the write queued it (about when it committed): the start of its index lag.
     pub queued_at: Instant,
     /// For an update queued again at open: its version and the one before, as found then
@@ -45,6 +50,9 @@ pub(crate) struct RecoveredVersions {
 pub(crate) struct Shard {
     /// In sequence-number order. Items a worker is applying stay here until they are done.
     pub items: VecDeque<Item>,
+    /// Items per key hash: an item whose hash counts 1 is the only pending write of its
+    /// document (a collision only makes the worker take the careful path).
+    pub pending_per_key: HashMap<u64, u32>,
     /// Failed attempts of the batch at the front, since its last success.
     pub attempts: u32,
     pub last_error: Option<String>,
@@ -54,6 +62,8 @@ pub(crate) struct Shard {
 pub(crate) struct QueueState {
     pub shards: Vec<Shard>,
     pub shutting_down: bool,
+    /// Workers sleeping until woken (idle for a while): a write must wake them.
+    pub workers_parked: usize,
 }
 
 impl QueueState {
@@ -104,6 +114,10 @@ impl QueueState {
     }
 }
 
+/// A shard holding this many items wakes its worker at the next commit; fewer wait for the
+/// worker's next poll (see `worker.rs`), so that a write does not pay for a wake-up.
+pub const WAKE_ITEMS: usize = 64;
+
 /// The queue and the conditions its users wait on.
 #[derive(Debug, Default)]
 pub(crate) struct UpdateQueue {
@@ -112,6 +126,8 @@ pub(crate) struct UpdateQueue {
     pub work: Condvar,
     /// Drains (`wait_until_indexed`, flushes, close) wait here for progress.
     pub progress: Condvar,
+    /// A push asked for the workers to be woken once its write commits.
+    pub wake_requested: AtomicBool,
 }
 
 impl UpdateQueue {
@@ -125,11 +141,15 @@ impl UpdateQueue {
         queue
     }
 
-    pub fn shard_of(shards: usize, collection: &str, pk: &[u8]) -> usize {
+    pub fn key_hash(collection: &str, pk: &[u8]) -> u64 {
         let mut hasher = DefaultHasher::new();
         collection.hash(&mut hasher);
         pk.hash(&mut hasher);
-        (hasher.finish() % shards.max(1) as u64) as usize
+        hasher.finish()
+    }
+
+    pub fn shard_of(shards: usize, key_hash: u64) -> usize {
+        (key_hash % shards.max(1) as u64) as usize
     }
 
     /// Queues items given in sequence-number order.
@@ -137,21 +157,44 @@ impl UpdateQueue {
         let mut state = self.state.lock();
         let shards = state.shards.len();
         let mut pushed = 0;
-        for item in items {
-            let shard = Self::shard_of(shards, &item.collection, &item.pk);
-            state.shards[shard].items.push_back(item);
+        let mut wake = state.workers_parked > 0;
+        for mut item in items {
+            item.key_hash = Self::key_hash(&item.collection, &item.pk);
+            let shard = &mut state.shards[Self::shard_of(shards, item.key_hash)];
+            *shard.pending_per_key.entry(item.key_hash).or_insert(0) += 1;
+            shard.items.push_back(item);
+            wake |= shard.items.len() >= WAKE_ITEMS;
             pushed += 1;
         }
+        if wake {
+            self.wake_requested.store(true, Ordering::Release);
+        }
         pushed
+    }
+
+    /// Wakes the workers if a push since the last call asked for it.
+    pub fn wake_if_requested(&self) {
+        if self.wake_requested.swap(false, Ordering::AcqRel) {
+            self.work.notify_all();
+        }
     }
 
     /// Removes the items of a write that did not commit (sequence numbers `first..=last`).
     pub fn cancel(&self, first: SeqNo, last: SeqNo) {
         let mut state = self.state.lock();
         for shard in &mut state.shards {
-            shard
-                .items
-                .retain(|item| item.seq < first || item.seq > last);
+            let Shard {
+                items,
+                pending_per_key,
+                ..
+            } = shard;
+            items.retain(|item| {
+                let keep = item.seq < first || item.seq > last;
+                if !keep {
+                    forget_key(pending_per_key, item.key_hash);
+                }
+                keep
+            });
         }
         drop(state);
         self.progress.notify_all();
@@ -159,6 +202,16 @@ impl UpdateQueue {
 
     pub fn wake_workers(&self) {
         self.work.notify_all();
+    }
+}
+
+/// Counts one pending item of `key_hash` less.
+pub(crate) fn forget_key(pending_per_key: &mut HashMap<u64, u32>, key_hash: u64) {
+    if let Some(count) = pending_per_key.get_mut(&key_hash) {
+        *count -= 1;
+        if *count == 0 {
+            pending_per_key.remove(&key_hash);
+        }
     }
 }
 
@@ -257,6 +310,8 @@ mod tests {
             pk: format!("k{seq}").into_bytes(),
             seq,
             delete: false,
+            version: None,
+            key_hash: 0,
             queued_at: Instant::now(),
             recovered: None,
         };
@@ -266,5 +321,11 @@ mod tests {
         assert_eq!(state.length(), 4);
         assert_eq!(state.oldest_pending(), Some(1));
         assert_eq!(state.pending_up_to(4), 2);
+        let counted: u32 = state
+            .shards
+            .iter()
+            .flat_map(|shard| shard.pending_per_key.values())
+            .sum();
+        assert_eq!(counted, 4, "cancelled items are no longer counted");
     }
 }

@@ -23,7 +23,7 @@ use crate::query::{Hit, QueryResult, QueryStats};
 use crate::value::AttrValue;
 use parking_lot::Mutex;
 use sift_lsm::SeqNo;
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -55,6 +55,9 @@ pub struct SessionQueryResult {
 /// (index id, encoded value) of each `async-session` index of a collection.
 type IndexValues = Vec<(u64, Option<Vec<u8>>)>;
 
+/// (collection, pk) of an overlay entry.
+type OverlayKey = (Arc<str>, Vec<u8>);
+
 #[derive(Debug)]
 struct OverlayEntry {
     seq: SeqNo,
@@ -68,6 +71,10 @@ struct SessionInner {
     expired: bool,
     /// (collection, pk) -> the session's latest write of the document.
     overlay: HashMap<(Arc<str>, Vec<u8>), OverlayEntry>,
+    /// The overlay's writes in the order made: (sequence number, key). Pruning pops from the
+    /// front, so a write does not scan the whole overlay; a key written again has a newer
+    /// entry further back (the older one is skipped when popped).
+    overlay_order: VecDeque<(SeqNo, OverlayKey)>,
     overlay_bytes: usize,
     /// Set when the overlay outgrew its cap: eventual until every write `<=` this is indexed.
     fallback_until: Option<SeqNo>,
@@ -88,6 +95,7 @@ impl SessionState {
         if !inner.expired && inner.last_used.elapsed() > self.idle_timeout {
             inner.expired = true;
             inner.overlay = HashMap::new();
+            inner.overlay_order = VecDeque::new();
             inner.overlay_bytes = 0;
         }
         inner.expired
@@ -130,6 +138,7 @@ impl Database {
                 last_used: Instant::now(),
                 expired: false,
                 overlay: HashMap::new(),
+                overlay_order: VecDeque::new(),
                 overlay_bytes: 0,
                 fallback_until: None,
             }),
@@ -175,15 +184,24 @@ impl Session<'_> {
         if inner.fallback_until.is_some_and(|until| until <= indexed) {
             inner.fallback_until = None;
         }
-        let mut freed = 0;
-        inner.overlay.retain(|_, entry| {
-            let keep = entry.seq > indexed;
-            if !keep {
-                freed += entry.bytes;
+        while inner
+            .overlay_order
+            .front()
+            .is_some_and(|(seq, _)| *seq <= indexed)
+        {
+            let Some((seq, key)) = inner.overlay_order.pop_front() else {
+                break;
+            };
+            if inner
+                .overlay
+                .get(&key)
+                .is_some_and(|entry| entry.seq == seq)
+            {
+                if let Some(entry) = inner.overlay.remove(&key) {
+                    inner.overlay_bytes -= entry.bytes;
+                }
             }
-            keep
-        });
-        inner.overlay_bytes -= freed;
+        }
     }
 
     pub fn put(&self, collection: &str, json: &[u8]) -> Result<SeqNo> {
@@ -265,11 +283,13 @@ impl Session<'_> {
                 // Too much to track: forget it all and read eventually until it is indexed.
                 let newest = inner.overlay.values().map(|e| e.seq).max().unwrap_or(0);
                 inner.overlay = HashMap::new();
+                inner.overlay_order = VecDeque::new();
                 inner.overlay_bytes = 0;
                 inner.fallback_until = Some(newest.max(seq));
                 continue;
             }
             inner.overlay_bytes = inner.overlay_bytes - replaced + bytes;
+            inner.overlay_order.push_back((seq, key.clone()));
             inner
                 .overlay
                 .insert(key, OverlayEntry { seq, values, bytes });

@@ -11,13 +11,19 @@
 //!    value (the newer update will index it) or the stored entry already names `s` or later
 //!    (BA4).
 //!
+//! Fast path: a put queued by the write path carries its stored value, and when it is the only
+//! pending update of its document (per-shard counts by key hash), no newer write of the
+//! document has committed and none will be applied before it. Then only the previous version
+//! is read (1 read instead of 3 + 2 per index): its entry is deleted and the new one put
+//! without checking the stored sequence numbers.
+//!
 //! Why the previous version is still there: an update stays queued until applied, and the
 //! flush of the memtable holding its write waits for that (drain before flush); a compaction
 //! drops a version only for a newer one in its own inputs, and the next version (`s`) is still
 //! in a memtable. Updates queued again at open carry both versions, read when they were queued
 //! (the recovered tables may be compacted before the updates are applied).
 
-use super::queue::Item;
+use super::queue::{forget_key, Item};
 use super::AsyncCore;
 use crate::database::{Catalog, Index};
 use crate::encoding::encode_pk;
@@ -30,8 +36,14 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How long an idle worker sleeps before looking again (a write wakes it sooner).
-const IDLE_WAIT: Duration = Duration::from_millis(10);
+/// How often a worker that had work recently looks for more. Writes do not wake it (a wake-up
+/// per write would cost the writer more than its own work at low load): updates wait up to
+/// this long, unless a shard fills up to `WAKE_ITEMS`.
+const POLL_WAIT: Duration = Duration::from_millis(1);
+/// After this long without work a worker parks: it sleeps until a write (or a drain) wakes it,
+/// looking again after `PARKED_WAIT` at the latest.
+const ACTIVE_WINDOW: Duration = Duration::from_millis(50);
+const PARKED_WAIT: Duration = Duration::from_millis(100);
 
 pub(crate) struct Worker {
     pub core: Arc<AsyncCore>,
@@ -64,8 +76,10 @@ fn with_seq(entry: &sift_lsm::Entry) -> Result<(EnvelopeRef<'_>, SeqNo)> {
 impl Worker {
     pub fn run(self) {
         let queue = &self.core.queue;
+        let mut last_work = Instant::now();
         loop {
-            let batch: Vec<Item> = {
+            // Each item with whether it is the only pending write of its document.
+            let batch: Vec<(Item, bool)> = {
                 let mut state = queue.state.lock();
                 loop {
                     if state.shutting_down {
@@ -75,19 +89,34 @@ impl Worker {
                         break Vec::new();
                     }
                     let visible = self.engine.latest_sequence();
-                    let ready: Vec<Item> = state.shards[self.shard]
+                    let shard = &state.shards[self.shard];
+                    let ready: Vec<(Item, bool)> = shard
                         .items
                         .iter()
                         .take_while(|item| item.seq <= visible)
                         .take(self.core.options.batch_items_max.max(1))
-                        .cloned()
+                        .map(|item| {
+                            let alone = shard.pending_per_key.get(&item.key_hash) == Some(&1);
+                            (item.clone(), alone)
+                        })
                         .collect();
                     if !ready.is_empty() {
                         break ready;
                     }
-                    queue.work.wait_for(&mut state, IDLE_WAIT);
+                    // Items not visible yet, or recent work: poll soon. Otherwise park, so the
+                    // next write wakes this worker (`UpdateQueue::push`).
+                    if !state.shards[self.shard].items.is_empty()
+                        || last_work.elapsed() < ACTIVE_WINDOW
+                    {
+                        queue.work.wait_for(&mut state, POLL_WAIT);
+                    } else {
+                        state.workers_parked += 1;
+                        queue.work.wait_for(&mut state, PARKED_WAIT);
+                        state.workers_parked -= 1;
+                    }
                 }
             };
+            last_work = Instant::now();
             if batch.is_empty() {
                 self.core
                     .watermark_requested
@@ -132,14 +161,14 @@ impl Worker {
     }
 
     /// Removes an applied batch from the shard and records its lag.
-    fn finish(&self, batch: &[Item]) {
+    fn finish(&self, batch: &[(Item, bool)]) {
         let now = Instant::now();
-        for item in batch {
+        for (item, _) in batch {
             self.core
                 .lag
                 .record(now.saturating_duration_since(item.queued_at));
         }
-        let done: HashSet<SeqNo> = batch.iter().map(|item| item.seq).collect();
+        let done: HashSet<SeqNo> = batch.iter().map(|(item, _)| item.seq).collect();
         {
             let mut state = self.core.queue.state.lock();
             let shard = &mut state.shards[self.shard];
@@ -148,7 +177,9 @@ impl Worker {
                 .front()
                 .is_some_and(|item| done.contains(&item.seq))
             {
-                shard.items.pop_front();
+                if let Some(item) = shard.items.pop_front() {
+                    forget_key(&mut shard.pending_per_key, item.key_hash);
+                }
             }
             shard.attempts = 0;
             shard.last_error = None;
@@ -162,7 +193,7 @@ impl Worker {
     }
 
     /// The sync-full work of `items`, as one engine batch.
-    fn apply(&self, items: &[Item]) -> Result<()> {
+    fn apply(&self, items: &[(Item, bool)]) -> Result<()> {
         let injected = self.core.options.inject_failures.fetch_update(
             Ordering::AcqRel,
             Ordering::Acquire,
@@ -175,7 +206,7 @@ impl Worker {
         let mut batch = WriteBatch::new();
         // Entries this batch already wrote: (tree, key) -> stored sequence number (None: gone).
         let mut written: HashMap<(TreeId, Vec<u8>), Option<SeqNo>> = HashMap::new();
-        for item in items {
+        for (item, alone) in items {
             // A collection or index dropped since the write needs nothing any more.
             let Some(collection) = catalog.collections.get(&*item.collection) else {
                 continue;
@@ -191,7 +222,29 @@ impl Worker {
                 continue;
             }
             let primary = &collection.primary;
-            let (version, previous) = if let Some(recovered) = &item.recovered {
+            // The common case: a put queued by the write path (its stored value in hand) whose
+            // document has no newer write pending. A newer write is queued before it commits,
+            // so none has committed; and it will be applied after this one, by this worker. So
+            // only the previous version is read, and the entries need no reads: delete the
+            // previous value's, put the new one's.
+            let newest = *alone && !item.delete && item.recovered.is_none();
+            let fast_version = if newest {
+                item.version.as_deref()
+            } else {
+                None
+            };
+            let live = if fast_version.is_some() {
+                None
+            } else {
+                self.engine.get(primary, &item.pk)?
+            };
+            let newest = fast_version.is_some();
+            let (version, previous) = if newest {
+                let previous = self
+                    .engine
+                    .get_at(primary, &item.pk, item.seq.saturating_sub(1))?;
+                (None, previous)
+            } else if let Some(recovered) = &item.recovered {
                 (
                     recovered.version.clone(),
                     recovered
@@ -214,7 +267,6 @@ impl Worker {
                     .get_at(primary, &item.pk, item.seq.saturating_sub(1))?;
                 (version, previous)
             };
-            let live = self.engine.get(primary, &item.pk)?;
             let corrupt = |e: IndexError| {
                 IndexError::Internal(format!(
                     "stored document {:?} of collection `{}` is corrupt: {e}",
@@ -222,8 +274,8 @@ impl Worker {
                     item.collection
                 ))
             };
-            let version_envelope = version
-                .as_deref()
+            let version_envelope = fast_version
+                .or(version.as_deref())
                 .map(EnvelopeRef::decode)
                 .transpose()
                 .map_err(corrupt)?;
@@ -249,9 +301,10 @@ impl Worker {
                     if new_value.as_deref() != Some(old_value.as_ref()) {
                         let mut key = old_value.to_vec();
                         encode_pk(&item.pk, &mut key);
-                        if self
-                            .stored_seq(tree, &key, &written)?
-                            .is_some_and(|stored| stored < item.seq)
+                        if newest
+                            || self
+                                .stored_seq(tree, &key, &written)?
+                                .is_some_and(|stored| stored < item.seq)
                         {
                             batch.delete(tree, &key);
                             written.insert((tree.id(), key), None);
@@ -259,14 +312,16 @@ impl Worker {
                     }
                 }
                 if let Some(new_value) = &new_value {
-                    let still_current = live_seq == Some(item.seq)
+                    let still_current = newest
+                        || live_seq == Some(item.seq)
                         || live_value.as_deref() == Some(new_value.as_ref());
                     if still_current {
                         let mut key = new_value.to_vec();
                         encode_pk(&item.pk, &mut key);
-                        if self
-                            .stored_seq(tree, &key, &written)?
-                            .is_none_or(|stored| stored < item.seq)
+                        if newest
+                            || self
+                                .stored_seq(tree, &key, &written)?
+                                .is_none_or(|stored| stored < item.seq)
                         {
                             batch.put(tree, &key, &item.seq.to_be_bytes());
                             written.insert((tree.id(), key), Some(item.seq));

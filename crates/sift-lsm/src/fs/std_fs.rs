@@ -139,7 +139,7 @@ impl FileSystem for StdFileSystem {
             }
             return Err(Error::io(path, error));
         }
-        Ok(Box::new(StdFileLock { _file: file }))
+        Ok(Box::new(StdFileLock { file }))
     }
 
     fn file_size(&self, path: &Path) -> Result<u64> {
@@ -425,10 +425,23 @@ impl AlignedBuffer {
 
 /// Holds the LOCK file's descriptor; closing it releases the flock.
 struct StdFileLock {
-    _file: File,
+    file: File,
 }
 
 impl FileLock for StdFileLock {}
+
+impl Drop for StdFileLock {
+    fn drop(&mut self) {
+        // Unlock explicitly before the descriptor closes: a child forked meanwhile by another
+        // thread (before its exec closes the inherited copy) would otherwise keep the lock, and
+        // a reopen in this process would fail with `Locked`.
+        // SAFETY: `flock` only reads its integer arguments; the descriptor belongs to `file`,
+        // which is open until after this call.
+        unsafe {
+            libc::flock(self.file.as_raw_fd(), libc::LOCK_UN);
+        }
+    }
+}
 
 /// A read-only memory map of an immutable file.
 pub struct MappedFile {

@@ -15,6 +15,8 @@ use crate::study::results::{ExperimentResult, FigureInfo, Measurement, StudyResu
 use crate::study::{BASELINE, BASELINE_COLOUR};
 use std::fmt::Write;
 
+mod diff_index;
+
 const STYLE: &str = "body{font-family:sans-serif;max-width:1100px;margin:24px auto;padding:0 16px;\
 color:#222;line-height:1.45}h1{margin-bottom:4px}h2{border-bottom:2px solid #ddd;padding-bottom:4px;\
 margin-top:40px}table{border-collapse:collapse;margin:10px 0;font-size:13px}td,th{border:1px solid #ccc;\
@@ -155,6 +157,9 @@ fn figure_svg(
         if let Some(svg) = super::next::figure_svg(results, experiment, figure) {
             return svg;
         }
+    }
+    if let Some(svg) = diff_index::figure(results, experiment, figure) {
+        return svg;
     }
     let ms = &experiment.measurements;
     let names = configurations_in(results, ms);
@@ -860,6 +865,7 @@ fn experiment_tables(experiment: &ExperimentResult) -> String {
             ],
         ),
         "next" => super::next::tables(experiment),
+        "diff-index" => diff_index::tables(experiment),
         _ => String::new(),
     }
 }

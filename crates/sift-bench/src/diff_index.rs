@@ -1,0 +1,1355 @@
+//! The Diff-Index experiments (Tan et al., EDBT'14 §8), run by `sift bench diff-index` and by
+//! experiment 7 of the study: one collection of ~`document_bytes` documents with one secondary
+//! index on an integer attribute (`price`, uniform in `0..VALUE_DOMAIN`), measured under each
+//! maintenance scheme (`none`, `sync-full`, `sync-insert`, `async-simple`, `async-session`):
+//!
+//! - **saturation**: closed-loop updates (a replace of an existing document with a new indexed
+//!   value) as fast as the clients can issue them; for asynchronous schemes the rate counts the
+//!   time to drain the update queue afterwards, so it is the rate the index can sustain;
+//! - **update latency against offered load**: open loop at fixed rates (percentages of the
+//!   no-index saturation, or of each scheme's own): every update has a scheduled time and its
+//!   latency runs from that time, so a stalled update also delays (and is charged to) the ones
+//!   scheduled behind it — no coordinated omission;
+//! - **index lag** of the asynchronous schemes per load step (base commit → index update
+//!   committed, from the engine's histogram, `Database::async_index_stats`);
+//! - **reads**, closed loop on the settled database: exact-match LOOKUPs of a live value and
+//!   RANGELOOKUPs whose width selects 0.0001 % … 0.1 % of the documents.
+//!
+//! Writes of `async-session` go through one session per client, and its reads through a
+//! session, so the overlay's cost is measured.
+
+use crate::kv::BenchError;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+use sift_index::{
+    AttrType, AttrValue, Database, DatabaseOptions, IndexKind, IndexSpec, Maintenance, Session,
+    WriteOp,
+};
+use std::fmt::Write as _;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+pub const COLLECTION: &str = "items";
+/// The indexed attribute (and the index's name).
+pub const INDEXED_PATH: &str = "price";
+/// Indexed values are uniform in `0..VALUE_DOMAIN`, so a range `VALUE_DOMAIN / 10^6` values
+/// wide selects one document in a million: a RANGELOOKUP's width in values is its selectivity
+/// in parts per million.
+pub const VALUE_DOMAIN: u32 = 1_000_000;
+const PRELOAD_BATCH_DOCUMENTS: u64 = 1000;
+
+/// A maintenance scheme, or no secondary index at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheme {
+    NoIndex,
+    Maintained(Maintenance),
+}
+
+impl Scheme {
+    /// The schemes of the Diff-Index paper, in its order.
+    pub const ALL: [Scheme; 5] = [
+        Scheme::NoIndex,
+        Scheme::Maintained(Maintenance::SyncFull),
+        Scheme::Maintained(Maintenance::SyncInsert),
+        Scheme::Maintained(Maintenance::AsyncSimple),
+        Scheme::Maintained(Maintenance::AsyncSession),
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Scheme::NoIndex => "none",
+            Scheme::Maintained(maintenance) => maintenance.name(),
+        }
+    }
+
+    pub fn is_async(self) -> bool {
+        matches!(self, Scheme::Maintained(m) if m.is_async())
+    }
+
+    pub fn parse(text: &str) -> Result<Scheme, BenchError> {
+        if text == "none" {
+            return Ok(Scheme::NoIndex);
+        }
+        text.parse::<Maintenance>()
+            .map(Scheme::Maintained)
+            .map_err(|e| BenchError::new(format!("{e} (or none)")))
+    }
+}
+
+/// What the offered rates are percentages of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RateBasis {
+    /// The saturation throughput without a secondary index: every scheme gets the same offered
+    /// rates (the x axis of the paper's Figure 7).
+    Baseline,
+    /// Each scheme's own saturation throughput.
+    Own,
+}
+
+/// Options of `sift bench diff-index`.
+#[derive(Debug, Clone, PartialEq, clap::Args)]
+pub struct DiffIndexArgs {
+    /// Documents preloaded (ids 1..=documents); updates replace uniformly chosen ones.
+    #[arg(long, default_value_t = 100_000)]
+    pub documents: u64,
+    /// Approximate size of a document's JSON.
+    #[arg(long, default_value_t = 200)]
+    pub document_bytes: usize,
+    /// Kind of the secondary index on `price`.
+    #[arg(long, default_value = "composite")]
+    pub kind: String,
+    /// Schemes to measure, comma-separated: none, sync-full, sync-insert, async-simple,
+    /// async-session.
+    #[arg(long, value_delimiter = ',', default_values_t = Scheme::ALL.iter().map(|s| s.name().to_owned()).collect::<Vec<_>>())]
+    pub schemes: Vec<String>,
+    /// Seconds of the closed-loop saturation measurement per scheme.
+    #[arg(long, default_value_t = 1.5)]
+    pub saturation_seconds: f64,
+    /// Offered loads, in percent of the saturation throughput given by --rate-basis.
+    #[arg(long, value_delimiter = ',', default_values_t = [10.0, 25.0, 50.0, 75.0, 90.0])]
+    pub loads: Vec<f64>,
+    /// What --loads are percentages of: the no-index saturation (same offered rates for every
+    /// scheme) or each scheme's own.
+    #[arg(long, value_enum, default_value_t = RateBasis::Baseline)]
+    pub rate_basis: RateBasis,
+    /// Seconds of each open-loop load step.
+    #[arg(long, default_value_t = 1.5)]
+    pub step_seconds: f64,
+    /// Client threads (each with its share of the schedule; one session each for
+    /// async-session).
+    #[arg(long, default_value_t = 1)]
+    pub clients: usize,
+    /// Exact-match LOOKUPs timed per scheme (after a tenth as warm-up).
+    #[arg(long, default_value_t = 2_000)]
+    pub exact_reads: u64,
+    /// RANGELOOKUPs timed per scheme and selectivity.
+    #[arg(long, default_value_t = 200)]
+    pub range_reads: u64,
+    /// Range selectivities, in percent of the documents.
+    #[arg(long, value_delimiter = ',', default_values_t = [0.0001, 0.001, 0.01, 0.1])]
+    pub selectivities: Vec<f64>,
+    /// Memtable bytes (small enough that the run flushes and compacts).
+    #[arg(long, default_value_t = 4 << 20)]
+    pub memtable_bytes: usize,
+    /// Block cache bytes [default: Sift's default].
+    #[arg(long)]
+    pub cache_bytes: Option<usize>,
+    /// Asynchronous index worker threads [default: Sift's default].
+    #[arg(long)]
+    pub async_workers: Option<usize>,
+    /// fdatasync the WAL before acknowledging each write.
+    #[arg(long)]
+    pub sync: bool,
+    /// Parent of the databases (one subdirectory per scheme) [default: a temporary directory
+    /// under the current one, removed at the end].
+    #[arg(long)]
+    pub db: Option<PathBuf>,
+    #[arg(long, default_value_t = 11)]
+    pub seed: u64,
+    /// The whole result as one JSON object instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Everything a run needs (the study builds one directly).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub documents: u64,
+    pub document_bytes: usize,
+    pub kind: IndexKind,
+    pub schemes: Vec<Scheme>,
+    pub saturation_seconds: f64,
+    pub load_percents: Vec<f64>,
+    pub rate_basis: RateBasis,
+    pub step_seconds: f64,
+    pub clients: usize,
+    pub exact_reads: u64,
+    pub range_reads: u64,
+    /// Range selectivities in parts per million of the documents.
+    pub selectivities_ppm: Vec<u64>,
+    pub options: DatabaseOptions,
+    pub seed: u64,
+}
+
+impl Settings {
+    pub fn from_args(args: &DiffIndexArgs) -> Result<Settings, BenchError> {
+        let kind = args
+            .kind
+            .parse::<IndexKind>()
+            .map_err(|e| BenchError::new(format!("--kind: {e}")))?;
+        let schemes = args
+            .schemes
+            .iter()
+            .map(|name| Scheme::parse(name))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut options = DatabaseOptions::default();
+        options.engine.memtable_bytes_max = args.memtable_bytes;
+        if let Some(bytes) = args.cache_bytes {
+            options.engine.block_cache_bytes = bytes;
+        }
+        if let Some(workers) = args.async_workers {
+            options.async_index.workers = workers.max(1);
+        }
+        options.sync_writes = args.sync;
+        let selectivities_ppm = args
+            .selectivities
+            .iter()
+            .map(|percent| {
+                if percent.is_finite() && *percent > 0.0 && *percent <= 100.0 {
+                    Ok(((percent * 10_000.0).round() as u64).max(1))
+                } else {
+                    Err(BenchError::new(format!(
+                        "--selectivities: {percent} is not a percentage in (0, 100]"
+                    )))
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if let Some(bad) = args
+            .loads
+            .iter()
+            .find(|load| !(load.is_finite() && **load > 0.0))
+        {
+            return Err(BenchError::new(format!(
+                "--loads: {bad} is not a positive percentage"
+            )));
+        }
+        Ok(Settings {
+            documents: args.documents.max(1),
+            document_bytes: args.document_bytes,
+            kind,
+            schemes,
+            saturation_seconds: args.saturation_seconds.max(0.05),
+            load_percents: args.loads.clone(),
+            rate_basis: args.rate_basis,
+            step_seconds: args.step_seconds.max(0.05),
+            clients: args.clients.max(1),
+            exact_reads: args.exact_reads,
+            range_reads: args.range_reads,
+            selectivities_ppm,
+            options,
+            seed: args.seed,
+        })
+    }
+}
+
+/// A latency distribution, microseconds (exact percentiles, nearest rank).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+pub struct Latency {
+    pub count: u64,
+    pub mean_us: f64,
+    pub p5_us: f64,
+    pub p25_us: f64,
+    pub p50_us: f64,
+    pub p75_us: f64,
+    pub p90_us: f64,
+    pub p95_us: f64,
+    pub p99_us: f64,
+    pub max_us: f64,
+}
+
+impl Latency {
+    pub fn of(values_us: &mut [f64]) -> Latency {
+        if values_us.is_empty() {
+            return Latency::default();
+        }
+        values_us.sort_by(f64::total_cmp);
+        let at = |quantile: f64| {
+            let rank = (quantile * values_us.len() as f64).ceil() as usize;
+            values_us[rank.clamp(1, values_us.len()) - 1]
+        };
+        Latency {
+            count: values_us.len() as u64,
+            mean_us: values_us.iter().sum::<f64>() / values_us.len() as f64,
+            p5_us: at(0.05),
+            p25_us: at(0.25),
+            p50_us: at(0.50),
+            p75_us: at(0.75),
+            p90_us: at(0.90),
+            p95_us: at(0.95),
+            p99_us: at(0.99),
+            max_us: values_us[values_us.len() - 1],
+        }
+    }
+}
+
+/// Index lag of the updates of one phase (log2 buckets: the bound is the bucket's upper end).
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct Lag {
+    pub updates: u64,
+    pub p50_us: u64,
+    pub p90_us: u64,
+    pub p99_us: u64,
+    /// Upper bound of the highest non-empty bucket.
+    pub max_bucket_us: u64,
+    /// (bucket upper bound in µs, updates) of every non-empty bucket.
+    pub histogram: Vec<(u64, u64)>,
+}
+
+impl Lag {
+    /// The lag of the updates recorded between two snapshots of the engine's histogram.
+    pub fn between(before: &[(u64, u64)], after: &[(u64, u64)]) -> Lag {
+        let histogram: Vec<(u64, u64)> = after
+            .iter()
+            .map(|(bound, count)| {
+                let earlier = before
+                    .iter()
+                    .find(|(b, _)| b == bound)
+                    .map_or(0, |(_, c)| *c);
+                (*bound, count.saturating_sub(earlier))
+            })
+            .filter(|(_, count)| *count > 0)
+            .collect();
+        let updates: u64 = histogram.iter().map(|(_, count)| count).sum();
+        let quantile = |q: f64| {
+            let rank = ((q * updates as f64).ceil() as u64).max(1);
+            let mut seen = 0;
+            for (bound, count) in &histogram {
+                seen += count;
+                if seen >= rank {
+                    return *bound;
+                }
+            }
+            0
+        };
+        Lag {
+            updates,
+            p50_us: quantile(0.5),
+            p90_us: quantile(0.9),
+            p99_us: quantile(0.99),
+            max_bucket_us: histogram.last().map_or(0, |(bound, _)| *bound),
+            histogram,
+        }
+    }
+}
+
+/// The closed-loop saturation measurement.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct Saturation {
+    pub updates: u64,
+    /// Updates per second acknowledged to the clients.
+    pub acknowledged_rate: f64,
+    /// Updates per second including the time to drain the asynchronous queue afterwards (the
+    /// same as acknowledged for synchronous schemes): what the scheme sustains.
+    pub sustained_rate: f64,
+    pub drain_ms: f64,
+    pub latency: Latency,
+}
+
+/// One open-loop load step.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LoadStep {
+    pub load_percent: f64,
+    pub offered_rate: f64,
+    /// Updates completed per second of the step.
+    pub achieved_rate: f64,
+    /// Updates scheduled in the step, and those never issued because the clients fell more than
+    /// a step behind (their latency is counted as the time they had waited when the step ended,
+    /// a lower bound).
+    pub scheduled: u64,
+    pub unissued: u64,
+    /// From the scheduled time to the acknowledgement.
+    pub latency: Latency,
+    /// From the call to the acknowledgement (the update's own cost, without the wait behind
+    /// earlier updates or a late client).
+    pub service: Latency,
+    /// Asynchronous schemes: the step's index lag, the queue left when the step ended and the
+    /// time to drain it.
+    pub lag: Option<Lag>,
+    pub queue_length_at_end: u64,
+    pub drain_ms: f64,
+}
+
+/// A closed-loop read measurement.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct Reads {
+    pub latency: Latency,
+    pub hits_per_query: f64,
+    pub candidates_per_query: f64,
+    pub stale_per_query: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RangeReads {
+    pub selectivity_ppm: u64,
+    /// Width of the range in values (equal to the selectivity in ppm, see [`VALUE_DOMAIN`]).
+    pub width_values: u64,
+    pub expected_hits: f64,
+    pub reads: Reads,
+}
+
+/// Everything measured for one scheme.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SchemeResult {
+    pub scheme: String,
+    pub saturation: Saturation,
+    /// The rate the load percentages were applied to.
+    pub basis_rate: f64,
+    pub steps: Vec<LoadStep>,
+    /// Absent without an index.
+    pub exact: Option<Reads>,
+    pub ranges: Vec<RangeReads>,
+}
+
+/// A target of issue 5: a scheme's update latency relative to no index at about half load.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TargetCheck {
+    pub scheme: String,
+    pub load_percent: f64,
+    pub limit: f64,
+    pub mean_ratio: f64,
+    pub p50_ratio: f64,
+    pub p99_ratio: f64,
+    /// The same for the service time (the call alone).
+    pub service_mean_ratio: f64,
+    pub service_p50_ratio: f64,
+    /// Judged on the mean (the paper's Figure 7 plots averages) and the median.
+    pub met: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    pub documents: u64,
+    pub document_bytes: usize,
+    pub kind: String,
+    pub clients: usize,
+    pub rate_basis: RateBasis,
+    pub step_seconds: f64,
+    /// The no-index saturation (the basis of the offered rates with `baseline`).
+    pub baseline_saturation_rate: Option<f64>,
+    pub results: Vec<SchemeResult>,
+    /// Schemes that could not run (scheme, reason).
+    pub skipped: Vec<(String, String)>,
+    pub targets: Vec<TargetCheck>,
+}
+
+/// Told where the run is; an error stops it (Ctrl-C in the study).
+pub type Progress<'a> = &'a mut dyn FnMut(&str) -> Result<(), BenchError>;
+
+fn index_error(what: &str) -> impl Fn(sift_index::IndexError) -> BenchError + '_ {
+    move |e| BenchError::new(format!("{what}: {e}"))
+}
+
+/// A document: `{"id":K,"price":V,"title":"…"}` padded to about `bytes`.
+pub fn document(rng: &mut StdRng, key: u64, value: u32, bytes: usize) -> Vec<u8> {
+    let mut text = format!("{{\"id\":{key},\"price\":{value},\"title\":\"");
+    let pad = bytes.saturating_sub(text.len() + 2).max(1);
+    for _ in 0..pad {
+        text.push(char::from(b'a' + rng.gen_range(0..26u8)));
+    }
+    text.push_str("\"}");
+    text.into_bytes()
+}
+
+/// What a query found: (hits, candidates examined, stale entries met).
+type QueryCounts = (u64, u64, u64);
+
+/// Where a client writes and reads: the database, or its session (async-session).
+enum Client<'a> {
+    Direct(&'a Database),
+    Session(Session<'a>),
+}
+
+impl Client<'_> {
+    fn put(&self, json: &[u8]) -> Result<(), BenchError> {
+        match self {
+            Client::Direct(database) => database.put(COLLECTION, json),
+            Client::Session(session) => session.put(COLLECTION, json),
+        }
+        .map(|_| ())
+        .map_err(index_error("update"))
+    }
+
+    /// (hits, candidates examined, stale entries met).
+    fn range(&self, lo: i64, hi: i64) -> Result<QueryCounts, BenchError> {
+        let (lo, hi) = (AttrValue::Int(lo), AttrValue::Int(hi));
+        let (hits, stats) = match self {
+            Client::Direct(database) => database
+                .range(COLLECTION, INDEXED_PATH, &lo, &hi, None)
+                .map(|r| (r.hits.len(), r.stats)),
+            Client::Session(session) => session
+                .range(COLLECTION, INDEXED_PATH, &lo, &hi, None)
+                .map(|r| (r.hits.len(), r.stats)),
+        }
+        .map_err(index_error("range"))?;
+        Ok((hits as u64, stats.candidates_examined, stats.stale_entries))
+    }
+
+    fn lookup(&self, value: i64) -> Result<QueryCounts, BenchError> {
+        let value = AttrValue::Int(value);
+        let (hits, stats) = match self {
+            Client::Direct(database) => database
+                .lookup(COLLECTION, INDEXED_PATH, &value, None)
+                .map(|r| (r.hits.len(), r.stats)),
+            Client::Session(session) => session
+                .lookup(COLLECTION, INDEXED_PATH, &value, None)
+                .map(|r| (r.hits.len(), r.stats)),
+        }
+        .map_err(index_error("lookup"))?;
+        Ok((hits as u64, stats.candidates_examined, stats.stale_entries))
+    }
+}
+
+fn client_for(database: &Database, scheme: Scheme) -> Client<'_> {
+    if scheme == Scheme::Maintained(Maintenance::AsyncSession) {
+        Client::Session(database.session())
+    } else {
+        Client::Direct(database)
+    }
+}
+
+/// The database of one scheme with its documents' current indexed values.
+struct Bench<'a> {
+    settings: &'a Settings,
+    scheme: Scheme,
+    database: Database,
+    /// Current `price` of document `id` at index `id - 1`.
+    values: Vec<AtomicU32>,
+    /// False for the no-index database opened only for its saturation (the rates' basis).
+    measured: bool,
+}
+
+/// Waits until `at`: sleeps while far from it, then spins, so updates start on time even at
+/// tens of thousands per second (a yield could hand the core to another process for
+/// milliseconds on a busy machine).
+fn wait_until(at: Instant) {
+    loop {
+        let now = Instant::now();
+        if now >= at {
+            return;
+        }
+        let left = at - now;
+        if left > Duration::from_millis(1) {
+            std::thread::sleep(left.saturating_sub(Duration::from_micros(500)));
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+fn micros(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1e6
+}
+
+impl Bench<'_> {
+    /// Opens a fresh database in `dir`, creates the index (unless none) and preloads.
+    fn open<'a>(
+        settings: &'a Settings,
+        scheme: Scheme,
+        dir: &Path,
+        progress: Progress<'_>,
+    ) -> Result<Bench<'a>, BenchError> {
+        let database =
+            Database::open(dir, settings.options.clone()).map_err(index_error("open"))?;
+        database
+            .create_collection(COLLECTION, "id")
+            .map_err(index_error("create collection"))?;
+        if let Scheme::Maintained(maintenance) = scheme {
+            let spec = IndexSpec::new(INDEXED_PATH, INDEXED_PATH, AttrType::Int, settings.kind)
+                .with_maintenance(maintenance);
+            database
+                .create_index(COLLECTION, spec)
+                .map_err(index_error("create index"))?;
+        }
+        let mut rng = StdRng::seed_from_u64(settings.seed);
+        let mut values = Vec::with_capacity(settings.documents as usize);
+        let mut key = 1;
+        while key <= settings.documents {
+            let end = (key + PRELOAD_BATCH_DOCUMENTS).min(settings.documents + 1);
+            let docs: Vec<Vec<u8>> = (key..end)
+                .map(|k| {
+                    let value = rng.gen_range(0..VALUE_DOMAIN);
+                    values.push(AtomicU32::new(value));
+                    document(&mut rng, k, value, settings.document_bytes)
+                })
+                .collect();
+            let ops: Vec<WriteOp<'_>> = docs.iter().map(|d| WriteOp::Put(d)).collect();
+            database
+                .write(COLLECTION, &ops)
+                .map_err(index_error("preload"))?;
+            key = end;
+            if key % (PRELOAD_BATCH_DOCUMENTS * 20) == 1 {
+                progress(&format!("{}: preloaded {}", scheme.name(), key - 1))?;
+            }
+        }
+        let bench = Bench {
+            settings,
+            scheme,
+            database,
+            values,
+            measured: true,
+        };
+        bench.settle()?;
+        Ok(bench)
+    }
+
+    /// Flushes, waits for the index queue and background work.
+    fn settle(&self) -> Result<(), BenchError> {
+        self.database.flush().map_err(index_error("flush"))?;
+        self.drain()?;
+        self.database
+            .engine()
+            .wait_for_background_work()
+            .map_err(|e| BenchError::new(format!("background work: {e}")))
+    }
+
+    /// Waits until every asynchronous index update is applied.
+    fn drain(&self) -> Result<(), BenchError> {
+        self.database
+            .wait_until_indexed()
+            .map_err(index_error("wait until indexed"))
+    }
+
+    fn lag_histogram(&self) -> Vec<(u64, u64)> {
+        self.database.async_index_stats().lag_histogram
+    }
+
+    /// The next update of a client: (key, new value, document).
+    fn next_update(&self, rng: &mut StdRng) -> (u64, u32, Vec<u8>) {
+        let key = rng.gen_range(1..=self.settings.documents);
+        let value = rng.gen_range(0..VALUE_DOMAIN);
+        let json = document(rng, key, value, self.settings.document_bytes);
+        (key, value, json)
+    }
+
+    fn apply(
+        &self,
+        client: &Client<'_>,
+        key: u64,
+        value: u32,
+        json: &[u8],
+    ) -> Result<(), BenchError> {
+        client.put(json)?;
+        self.values[(key - 1) as usize].store(value, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Closed loop for `seconds`: (updates, elapsed, latencies in µs).
+    fn saturate(&self, phase_seed: u64) -> Result<Saturation, BenchError> {
+        let clients = self.settings.clients;
+        let stop = AtomicBool::new(false);
+        let done = AtomicU64::new(0);
+        let started = Instant::now();
+        let outcomes: Vec<Result<Vec<f64>, BenchError>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..clients)
+                .map(|c| {
+                    let (stop, done) = (&stop, &done);
+                    scope.spawn(move || -> Result<Vec<f64>, BenchError> {
+                        let client = client_for(&self.database, self.scheme);
+                        let mut rng = StdRng::seed_from_u64(phase_seed ^ ((c as u64 + 1) << 40));
+                        let mut latencies = Vec::new();
+                        while !stop.load(Ordering::Relaxed) {
+                            let (key, value, json) = self.next_update(&mut rng);
+                            let begun = Instant::now();
+                            self.apply(&client, key, value, &json)?;
+                            latencies.push(micros(begun.elapsed()));
+                            done.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Ok(latencies)
+                    })
+                })
+                .collect();
+            std::thread::sleep(Duration::from_secs_f64(self.settings.saturation_seconds));
+            stop.store(true, Ordering::Relaxed);
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(BenchError::new("a client thread panicked")))
+                })
+                .collect()
+        });
+        let elapsed = started.elapsed();
+        let mut latencies = Vec::new();
+        for outcome in outcomes {
+            latencies.extend(outcome?);
+        }
+        let drain_started = Instant::now();
+        self.drain()?;
+        let drain = drain_started.elapsed();
+        let updates = done.load(Ordering::Relaxed);
+        Ok(Saturation {
+            updates,
+            acknowledged_rate: updates as f64 / elapsed.as_secs_f64(),
+            sustained_rate: updates as f64 / (elapsed + drain).as_secs_f64(),
+            drain_ms: drain.as_secs_f64() * 1e3,
+            latency: Latency::of(&mut latencies),
+        })
+    }
+
+    /// One open-loop step at `rate` updates per second.
+    fn open_loop(
+        &self,
+        load_percent: f64,
+        rate: f64,
+        phase_seed: u64,
+    ) -> Result<LoadStep, BenchError> {
+        let clients = self.settings.clients;
+        let seconds = self.settings.step_seconds;
+        let scheduled_total = (rate * seconds).round().max(1.0) as u64;
+        let interval_s = 1.0 / rate.max(1e-9);
+        let lag_before = self.lag_histogram();
+        // The clients stop issuing a step behind schedule (at least one second).
+        let grace = Duration::from_secs_f64(seconds.max(1.0));
+        let start = Instant::now() + Duration::from_millis(2);
+        let end_of_schedule = start + Duration::from_secs_f64(seconds);
+        let hard_stop = end_of_schedule + grace;
+        type Outcome = Result<(Vec<f64>, Vec<f64>, u64), BenchError>;
+        let outcomes: Vec<Outcome> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..clients)
+                .map(|c| {
+                    scope.spawn(move || -> Outcome {
+                        let client = client_for(&self.database, self.scheme);
+                        let mut rng = StdRng::seed_from_u64(phase_seed ^ ((c as u64 + 1) << 40));
+                        let mut latencies = Vec::new();
+                        let mut services = Vec::new();
+                        let mut unissued = 0;
+                        let mut i = c as u64;
+                        while i < scheduled_total {
+                            let scheduled = start + Duration::from_secs_f64(i as f64 * interval_s);
+                            let (key, value, json) = self.next_update(&mut rng);
+                            wait_until(scheduled);
+                            let now = Instant::now();
+                            if now >= hard_stop {
+                                // Too far behind: the rest waited at least until now.
+                                let mut j = i;
+                                while j < scheduled_total {
+                                    let at = start + Duration::from_secs_f64(j as f64 * interval_s);
+                                    latencies.push(micros(now.saturating_duration_since(at)));
+                                    unissued += 1;
+                                    j += clients as u64;
+                                }
+                                break;
+                            }
+                            self.apply(&client, key, value, &json)?;
+                            let done = Instant::now();
+                            latencies.push(micros(done.saturating_duration_since(scheduled)));
+                            services.push(micros(done.saturating_duration_since(now)));
+                            i += clients as u64;
+                        }
+                        Ok((latencies, services, unissued))
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(BenchError::new("a client thread panicked")))
+                })
+                .collect()
+        });
+        let finished = Instant::now();
+        let mut latencies = Vec::new();
+        let mut services = Vec::new();
+        let mut unissued = 0;
+        for outcome in outcomes {
+            let (mut these, mut their_services, missed) = outcome?;
+            latencies.append(&mut these);
+            services.append(&mut their_services);
+            unissued += missed;
+        }
+        let queue_length_at_end = self.database.async_index_stats().queue_length;
+        let drain_started = Instant::now();
+        self.drain()?;
+        let drain_ms = drain_started.elapsed().as_secs_f64() * 1e3;
+        let lag = self
+            .scheme
+            .is_async()
+            .then(|| Lag::between(&lag_before, &self.lag_histogram()));
+        let completed = scheduled_total - unissued;
+        let elapsed = finished.saturating_duration_since(start).as_secs_f64();
+        self.database
+            .engine()
+            .wait_for_background_work()
+            .map_err(|e| BenchError::new(format!("background work: {e}")))?;
+        Ok(LoadStep {
+            load_percent,
+            offered_rate: rate,
+            achieved_rate: completed as f64 / elapsed.max(1e-9),
+            scheduled: scheduled_total,
+            unissued,
+            latency: Latency::of(&mut latencies),
+            service: Latency::of(&mut services),
+            lag,
+            queue_length_at_end,
+            drain_ms,
+        })
+    }
+
+    /// Closed-loop reads: `count` timed after `count / 10` untimed, each made by `query`.
+    fn reads(
+        count: u64,
+        rng: &mut StdRng,
+        query: &mut dyn FnMut(&mut StdRng) -> Result<QueryCounts, BenchError>,
+    ) -> Result<Reads, BenchError> {
+        for _ in 0..count.div_ceil(10) {
+            query(rng)?;
+        }
+        let mut latencies = Vec::with_capacity(count as usize);
+        let (mut hits, mut candidates, mut stale) = (0, 0, 0);
+        for _ in 0..count {
+            let started = Instant::now();
+            let (h, c, s) = query(rng)?;
+            latencies.push(micros(started.elapsed()));
+            hits += h;
+            candidates += c;
+            stale += s;
+        }
+        let n = count.max(1) as f64;
+        Ok(Reads {
+            latency: Latency::of(&mut latencies),
+            hits_per_query: hits as f64 / n,
+            candidates_per_query: candidates as f64 / n,
+            stale_per_query: stale as f64 / n,
+        })
+    }
+
+    fn exact_reads(&self, client: &Client<'_>) -> Result<Reads, BenchError> {
+        let mut rng = StdRng::seed_from_u64(self.settings.seed ^ 0x5EAD);
+        Self::reads(self.settings.exact_reads, &mut rng, &mut |rng| {
+            let key = rng.gen_range(1..=self.settings.documents);
+            let value = self.values[(key - 1) as usize].load(Ordering::Relaxed);
+            client.lookup(i64::from(value))
+        })
+    }
+
+    fn range_reads(
+        &self,
+        client: &Client<'_>,
+        selectivity_ppm: u64,
+    ) -> Result<RangeReads, BenchError> {
+        let width = (u64::from(VALUE_DOMAIN) * selectivity_ppm / 1_000_000)
+            .clamp(1, u64::from(VALUE_DOMAIN));
+        let mut rng = StdRng::seed_from_u64(self.settings.seed ^ 0x0EA6 ^ (selectivity_ppm << 8));
+        let reads = Self::reads(self.settings.range_reads, &mut rng, &mut |rng| {
+            let lo = rng.gen_range(0..=u64::from(VALUE_DOMAIN) - width) as i64;
+            client.range(lo, lo + width as i64 - 1)
+        })?;
+        Ok(RangeReads {
+            selectivity_ppm,
+            width_values: width,
+            expected_hits: self.settings.documents as f64 * width as f64 / f64::from(VALUE_DOMAIN),
+            reads,
+        })
+    }
+}
+
+fn phase_seed(settings: &Settings, scheme: Scheme, phase: u64) -> u64 {
+    let scheme_number = Scheme::ALL.iter().position(|s| *s == scheme).unwrap_or(9) as u64;
+    settings.seed ^ (scheme_number << 48) ^ (phase << 24)
+}
+
+/// The reads of one scheme on its settled database.
+fn read_phase(bench: &Bench<'_>) -> Result<(Option<Reads>, Vec<RangeReads>), BenchError> {
+    if bench.scheme == Scheme::NoIndex {
+        return Ok((None, Vec::new()));
+    }
+    bench.settle()?;
+    let client = client_for(&bench.database, bench.scheme);
+    let exact = bench.exact_reads(&client)?;
+    let ranges = bench
+        .settings
+        .selectivities_ppm
+        .iter()
+        .map(|ppm| bench.range_reads(&client, *ppm))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((Some(exact), ranges))
+}
+
+/// The measurements of every open database: saturation one scheme after the other, then each
+/// load step for every scheme in turn (so that a change in the machine's load, shared with
+/// other work, affects the schemes of a step alike), then the reads.
+fn measure(
+    settings: &Settings,
+    benches: &[Bench<'_>],
+    progress: Progress<'_>,
+) -> Result<(Vec<SchemeResult>, Option<f64>), BenchError> {
+    let mut saturations = Vec::new();
+    for bench in benches {
+        progress(&format!("{}: saturation", bench.scheme.name()))?;
+        saturations.push(bench.saturate(phase_seed(settings, bench.scheme, 0))?);
+        bench.settle()?;
+    }
+    let baseline = benches
+        .iter()
+        .zip(&saturations)
+        .find(|(bench, _)| bench.scheme == Scheme::NoIndex)
+        .map(|(_, saturation)| saturation.sustained_rate);
+    let bases: Vec<f64> = saturations
+        .iter()
+        .map(|saturation| match (settings.rate_basis, baseline) {
+            (RateBasis::Baseline, Some(rate)) => rate,
+            _ => saturation.sustained_rate,
+        })
+        .map(|rate| rate.max(1.0))
+        .collect();
+    let mut steps: Vec<Vec<LoadStep>> = benches.iter().map(|_| Vec::new()).collect();
+    for (position, percent) in settings.load_percents.iter().enumerate() {
+        for ((bench, basis), steps) in benches.iter().zip(&bases).zip(&mut steps) {
+            if !bench.measured {
+                continue;
+            }
+            let rate = basis * percent / 100.0;
+            progress(&format!(
+                "{}: {percent}% load ({rate:.0} updates/s)",
+                bench.scheme.name()
+            ))?;
+            steps.push(bench.open_loop(
+                *percent,
+                rate,
+                phase_seed(settings, bench.scheme, position as u64 + 1),
+            )?);
+        }
+    }
+    let mut results = Vec::new();
+    for (((bench, saturation), basis), steps) in
+        benches.iter().zip(saturations).zip(bases).zip(steps)
+    {
+        if !bench.measured {
+            continue;
+        }
+        progress(&format!("{}: reads", bench.scheme.name()))?;
+        let (exact, ranges) = read_phase(bench)?;
+        results.push(SchemeResult {
+            scheme: bench.scheme.name().to_owned(),
+            saturation,
+            basis_rate: basis,
+            steps,
+            exact,
+            ranges,
+        });
+    }
+    Ok((results, baseline))
+}
+
+/// The step of `result` closest to `percent`.
+fn step_near(result: &SchemeResult, percent: f64) -> Option<&LoadStep> {
+    result.steps.iter().min_by(|a, b| {
+        (a.load_percent - percent)
+            .abs()
+            .total_cmp(&(b.load_percent - percent).abs())
+    })
+}
+
+/// The issue's targets: sync-insert ≤ 2.2× and async-simple ≤ 1.3× the no-index update latency
+/// at half load.
+pub fn check_targets(results: &[SchemeResult]) -> Vec<TargetCheck> {
+    let Some(baseline) = results.iter().find(|r| r.scheme == "none") else {
+        return Vec::new();
+    };
+    let mut checks = Vec::new();
+    for (scheme, limit) in [("sync-insert", 2.2), ("async-simple", 1.3)] {
+        let Some(result) = results.iter().find(|r| r.scheme == scheme) else {
+            continue;
+        };
+        let (Some(step), Some(base)) = (step_near(result, 50.0), step_near(baseline, 50.0)) else {
+            continue;
+        };
+        let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::INFINITY };
+        let mean_ratio = ratio(step.latency.mean_us, base.latency.mean_us);
+        let p50_ratio = ratio(step.latency.p50_us, base.latency.p50_us);
+        checks.push(TargetCheck {
+            scheme: scheme.to_owned(),
+            load_percent: step.load_percent,
+            limit,
+            mean_ratio,
+            p50_ratio,
+            p99_ratio: ratio(step.latency.p99_us, base.latency.p99_us),
+            service_mean_ratio: ratio(step.service.mean_us, base.service.mean_us),
+            service_p50_ratio: ratio(step.service.p50_us, base.service.p50_us),
+            met: mean_ratio <= limit && p50_ratio <= limit,
+        });
+    }
+    checks
+}
+
+/// Runs every scheme of `settings` in subdirectories of `parent` (which must not hold them).
+pub fn run_all(
+    settings: &Settings,
+    parent: &Path,
+    progress: Progress<'_>,
+) -> Result<Report, BenchError> {
+    let mut order: Vec<Scheme> = Vec::new();
+    for scheme in &settings.schemes {
+        if !order.contains(scheme) {
+            order.push(*scheme);
+        }
+    }
+    // The no-index database first: with the baseline basis its saturation sets every rate;
+    // it is measured (saturation only) even when `none` is not asked for.
+    order.sort_by_key(|s| *s != Scheme::NoIndex);
+    let baseline_only =
+        settings.rate_basis == RateBasis::Baseline && order.first() != Some(&Scheme::NoIndex);
+    if baseline_only {
+        order.insert(0, Scheme::NoIndex);
+    }
+    let mut benches = Vec::new();
+    let mut skipped = Vec::new();
+    for (position, scheme) in order.into_iter().enumerate() {
+        let dir = parent.join(scheme.name());
+        if dir.exists() {
+            return Err(BenchError::new(format!(
+                "{} exists: give an empty --db",
+                dir.display()
+            )));
+        }
+        match Bench::open(settings, scheme, &dir, progress) {
+            Ok(mut bench) => {
+                bench.measured = !(baseline_only && position == 0);
+                benches.push(bench);
+            }
+            Err(error) if error.message().starts_with("create index") => {
+                skipped.push((scheme.name().to_owned(), error.message().to_owned()));
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+            Err(error) => return Err(error),
+        }
+    }
+    let measured = measure(settings, &benches, progress);
+    let mut closed = Ok(());
+    for bench in benches {
+        let dir = bench.database.engine().path().to_path_buf();
+        if let Err(error) = bench.database.close() {
+            closed = Err(BenchError::new(format!("close: {error}")));
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    let (results, baseline_saturation_rate) = measured?;
+    closed?;
+    let targets = check_targets(&results);
+    Ok(Report {
+        documents: settings.documents,
+        document_bytes: settings.document_bytes,
+        kind: settings.kind.name().to_owned(),
+        clients: settings.clients,
+        rate_basis: settings.rate_basis,
+        step_seconds: settings.step_seconds,
+        baseline_saturation_rate,
+        results,
+        skipped,
+        targets,
+    })
+}
+
+fn ms(us: f64) -> String {
+    if us >= 10_000.0 {
+        format!("{:.0}ms", us / 1e3)
+    } else if us >= 1000.0 {
+        format!("{:.1}ms", us / 1e3)
+    } else {
+        format!("{us:.1}")
+    }
+}
+
+/// The report as text tables.
+pub fn format_report(report: &Report) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# sift bench diff-index: {} documents of ~{} B, one {} index on `{}`, {} client(s), \
+         open-loop steps of {} s, offered rates in % of {}",
+        report.documents,
+        report.document_bytes,
+        report.kind,
+        INDEXED_PATH,
+        report.clients,
+        report.step_seconds,
+        match report.rate_basis {
+            RateBasis::Baseline => "the no-index saturation".to_owned(),
+            RateBasis::Own => "each scheme's own sustained saturation".to_owned(),
+        }
+    );
+    let _ = writeln!(out, "\n## saturation (closed loop)");
+    let _ = writeln!(
+        out,
+        "{:<14} {:>12} {:>12} {:>10} {:>9} {:>9}",
+        "scheme", "ack/s", "sustained/s", "drain ms", "p50 µs", "p99 µs"
+    );
+    for r in &report.results {
+        let s = &r.saturation;
+        let _ = writeln!(
+            out,
+            "{:<14} {:>12.0} {:>12.0} {:>10.1} {:>9.1} {:>9.1}",
+            r.scheme,
+            s.acknowledged_rate,
+            s.sustained_rate,
+            s.drain_ms,
+            s.latency.p50_us,
+            s.latency.p99_us
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\n## update latency against offered load (µs from the scheduled time; lag = base commit → index update)"
+    );
+    let _ = writeln!(
+        out,
+        "{:<14} {:>6} {:>10} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>8}",
+        "scheme",
+        "load%",
+        "offered/s",
+        "done/s",
+        "n",
+        "mean",
+        "p50",
+        "p90",
+        "p99",
+        "svc mean",
+        "svc p50",
+        "lag p50",
+        "lag p99",
+        "unissued"
+    );
+    for r in &report.results {
+        for step in &r.steps {
+            let (lag50, lag99) = step
+                .lag
+                .as_ref()
+                .map_or(("-".to_owned(), "-".to_owned()), |lag| {
+                    (ms(lag.p50_us as f64), ms(lag.p99_us as f64))
+                });
+            let _ = writeln!(
+                out,
+                "{:<14} {:>6.0} {:>10.0} {:>10.0} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>8}",
+                r.scheme,
+                step.load_percent,
+                step.offered_rate,
+                step.achieved_rate,
+                step.latency.count,
+                ms(step.latency.mean_us),
+                ms(step.latency.p50_us),
+                ms(step.latency.p90_us),
+                ms(step.latency.p99_us),
+                ms(step.service.mean_us),
+                ms(step.service.p50_us),
+                lag50,
+                lag99,
+                step.unissued
+            );
+        }
+    }
+    let _ = writeln!(out, "\n## reads (closed loop, settled database; µs)");
+    let _ = writeln!(
+        out,
+        "{:<14} {:<14} {:>8} {:>8} {:>8} {:>8} {:>10} {:>10} {:>8}",
+        "scheme", "query", "n", "p50", "p90", "p99", "hits/q", "cands/q", "stale/q"
+    );
+    for r in &report.results {
+        let rows = r
+            .exact
+            .iter()
+            .map(|reads| ("exact match".to_owned(), reads))
+            .chain(r.ranges.iter().map(|range| {
+                (
+                    format!("range {}%", range.selectivity_ppm as f64 / 10_000.0),
+                    &range.reads,
+                )
+            }));
+        for (query, reads) in rows {
+            let _ = writeln!(
+                out,
+                "{:<14} {:<14} {:>8} {:>8} {:>8} {:>8} {:>10.2} {:>10.2} {:>8.2}",
+                r.scheme,
+                query,
+                reads.latency.count,
+                ms(reads.latency.p50_us),
+                ms(reads.latency.p90_us),
+                ms(reads.latency.p99_us),
+                reads.hits_per_query,
+                reads.candidates_per_query,
+                reads.stale_per_query
+            );
+        }
+    }
+    let async_steps: Vec<_> = report
+        .results
+        .iter()
+        .flat_map(|r| {
+            r.steps
+                .iter()
+                .filter_map(move |s| s.lag.as_ref().map(|lag| (r, s, lag)))
+        })
+        .collect();
+    if !async_steps.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n## index lag histograms (updates per log2 bucket, upper bound)"
+        );
+        for (r, step, lag) in async_steps {
+            let buckets: Vec<String> = lag
+                .histogram
+                .iter()
+                .map(|(bound, count)| format!("≤{}:{count}", ms(*bound as f64)))
+                .collect();
+            let _ = writeln!(
+                out,
+                "{:<14} {:>4.0}%  {}",
+                r.scheme,
+                step.load_percent,
+                buckets.join(" ")
+            );
+        }
+    }
+    for (scheme, reason) in &report.skipped {
+        let _ = writeln!(out, "# {scheme}: not measured ({reason})");
+    }
+    if !report.targets.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n## targets (update latency relative to no index at the same load step)"
+        );
+        for t in &report.targets {
+            let _ = writeln!(
+                out,
+                "{:<14} at {:.0}%: mean {:.2}×, p50 {:.2}×, p99 {:.2}× (target ≤ {}×): {}; \
+                 service time mean {:.2}×, p50 {:.2}×",
+                t.scheme,
+                t.load_percent,
+                t.mean_ratio,
+                t.p50_ratio,
+                t.p99_ratio,
+                t.limit,
+                if t.met { "met" } else { "missed" },
+                t.service_mean_ratio,
+                t.service_p50_ratio
+            );
+        }
+    }
+    out
+}
+
+/// `sift bench diff-index`.
+pub fn run(args: &DiffIndexArgs, out: &mut dyn Write) -> Result<Report, BenchError> {
+    let settings = Settings::from_args(args)?;
+    let (parent, _temporary) = if let Some(path) = &args.db {
+        (path.clone(), None)
+    } else {
+        let current = std::env::current_dir()
+            .map_err(|e| BenchError::new(format!("cannot read the current directory: {e}")))?;
+        let temporary = tempfile::Builder::new()
+            .prefix("sift-bench-diff-index-")
+            .tempdir_in(current)
+            .map_err(|e| BenchError::new(format!("cannot create a temporary directory: {e}")))?;
+        (temporary.path().to_path_buf(), Some(temporary))
+    };
+    let quiet = args.json;
+    let mut progress = |message: &str| -> Result<(), BenchError> {
+        if !quiet {
+            eprintln!("# {message}");
+        }
+        Ok(())
+    };
+    let report = run_all(&settings, &parent, &mut progress)?;
+    let text = if args.json {
+        serde_json::to_string(&report).map_err(|e| BenchError::new(e.to_string()))? + "\n"
+    } else {
+        format_report(&report)
+    };
+    out.write_all(text.as_bytes())
+        .map_err(|e| BenchError::new(e.to_string()))?;
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn lag_between_snapshots_subtracts_buckets() {
+        let before = vec![(8, 2), (16, 1)];
+        let after = vec![(8, 5), (16, 1), (1024, 1)];
+        let lag = Lag::between(&before, &after);
+        assert_eq!(lag.histogram, vec![(8, 3), (1024, 1)]);
+        assert_eq!(lag.updates, 4);
+        assert_eq!((lag.p50_us, lag.p99_us, lag.max_bucket_us), (8, 1024, 1024));
+    }
+
+    #[test]
+    fn latency_percentiles_are_exact() {
+        let mut values: Vec<f64> = (1..=100).map(f64::from).collect();
+        let latency = Latency::of(&mut values);
+        assert_eq!(
+            (latency.p50_us, latency.p90_us, latency.p99_us),
+            (50.0, 90.0, 99.0)
+        );
+        assert!((latency.mean_us - 50.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_tiny_run_measures_every_scheme() {
+        let dir = tempfile::tempdir().unwrap();
+        let args = DiffIndexArgs {
+            documents: 300,
+            document_bytes: 120,
+            kind: "composite".into(),
+            schemes: Scheme::ALL.iter().map(|s| s.name().to_owned()).collect(),
+            saturation_seconds: 0.1,
+            loads: vec![25.0, 50.0],
+            rate_basis: RateBasis::Baseline,
+            step_seconds: 0.1,
+            clients: 1,
+            exact_reads: 20,
+            range_reads: 5,
+            selectivities: vec![0.1, 10.0],
+            memtable_bytes: 32 << 10,
+            cache_bytes: None,
+            async_workers: None,
+            sync: false,
+            db: Some(dir.path().to_path_buf()),
+            seed: 3,
+            json: false,
+        };
+        let mut out = Vec::new();
+        let report = run(&args, &mut out).unwrap();
+        assert_eq!(report.results.len(), 5, "{report:?}");
+        let baseline = report.baseline_saturation_rate.unwrap();
+        for result in &report.results {
+            assert!(result.saturation.updates > 0, "{result:?}");
+            assert_eq!(result.steps.len(), 2);
+            // Every scheme is offered the same rates (percentages of the no-index saturation).
+            assert!((result.steps[1].offered_rate - baseline * 0.5).abs() < 1e-6);
+            assert!(result.steps.iter().all(|s| s.latency.count == s.scheduled));
+            assert_eq!(
+                result.steps[0].lag.is_some(),
+                result.scheme.starts_with("async")
+            );
+            if result.scheme == "none" {
+                assert!(result.exact.is_none());
+            } else {
+                // Every lookup asks for a live value: at least the document itself matches.
+                let exact = result.exact.as_ref().unwrap();
+                assert!(exact.hits_per_query >= 1.0, "{result:?}");
+                // A 10% range over 300 documents finds about 30.
+                let wide = &result.ranges[1];
+                assert!(wide.reads.hits_per_query > 5.0, "{result:?}");
+            }
+        }
+        for result in report
+            .results
+            .iter()
+            .filter(|r| r.scheme.starts_with("async"))
+        {
+            let lag: u64 = result
+                .steps
+                .iter()
+                .map(|s| s.lag.as_ref().unwrap().updates)
+                .sum();
+            let scheduled: u64 = result.steps.iter().map(|s| s.scheduled).sum();
+            assert_eq!(
+                lag, scheduled,
+                "every update of a step is lagged once: {result:?}"
+            );
+        }
+        assert_eq!(report.targets.len(), 2);
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains("async-session") && text.contains("targets"),
+            "{text}"
+        );
+    }
+}
