@@ -310,6 +310,10 @@ impl Database {
             async_index,
         };
         database.load_catalog()?;
+        // A flush or compaction that started before the catalog was loaded may have recorded
+        // dropped versions as pending and not committed them yet: wait for it, or its records
+        // would land after the scan below and stay unapplied until the next open.
+        database.engine.wait_for_running_jobs()?;
         {
             let _guard = database.lock_writes();
             database.apply_pending_drops()?;

@@ -53,7 +53,10 @@
 //! trees that have (or had) deferred indexes; until the catalog is loaded, the observer
 //! records every put dropped from those trees durably, in the engine's default tree under
 //! [`PENDING_PREFIX`], with the job, and `Database::open` turns the records into deletes once
-//! the catalog is loaded. Databases without deferred indexes write nothing at open.
+//! the catalog is loaded and every job running at that moment has committed
+//! (`Db::wait_for_running_jobs`): a job that saw the catalog unloaded commits its records at
+//! its end, possibly after the catalog is in, and later jobs no longer record anything.
+//! Databases without deferred indexes write nothing at open.
 
 use crate::database::{Collection, Database, Index};
 use crate::encoding::{decode_pk, decode_value};

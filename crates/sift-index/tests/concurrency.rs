@@ -166,3 +166,112 @@ fn concurrent_writers_and_readers_see_only_real_versions() {
         "eager posting lists hold exactly the live documents"
     );
 }
+
+/// Regression (a reopen in a test binary that spawns child processes failed once with a LOCK
+/// error): `drop(db); Database::open(same path)` must work at once, every time, while the
+/// dropped database had background work in flight (asynchronous index workers with a queue,
+/// flushes, compactions emitting deferred DELETEs) and while another thread spawns processes.
+/// Dropping waits for every background thread; the LOCK was an `flock`, which a child process
+/// shares from its spawn until it execs, so a reopen in that window found it held.
+#[test]
+fn drop_then_reopen_at_once_works_during_background_work_and_process_spawns() {
+    use sift_index::{IndexKind, Maintenance};
+    let seed = seed();
+    let _guard = SeedGuard(seed);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let options = || {
+        let mut options = common::small_options();
+        options.engine.memtable_bytes_max = 4 << 10;
+        options.engine.l0_compaction_trigger = 2;
+        options.async_index.workers = 2;
+        options
+    };
+    let indexes = [
+        ("async", Maintenance::AsyncSimple),
+        ("deferred", Maintenance::Deferred),
+        ("full", Maintenance::SyncFull),
+    ];
+    let mut db = sift_index::Database::open(dir.path(), options()).unwrap();
+    db.create_collection("docs", "id").unwrap();
+    for (name, maintenance) in indexes {
+        let spec = IndexSpec::new(name, "n", AttrType::Int, IndexKind::Composite)
+            .with_maintenance(maintenance);
+        db.create_index("docs", spec).unwrap();
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let spawner = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let mut spawned = 0u32;
+            while !stop.load(Ordering::SeqCst) {
+                if let Ok(mut child) = std::process::Command::new("true").spawn() {
+                    let _ = child.wait();
+                    spawned += 1;
+                }
+            }
+            spawned
+        })
+    };
+    let mut model: BTreeMap<String, i64> = BTreeMap::new();
+    for round in 0..40 {
+        let mut docs = Vec::new();
+        for _ in 0..40 {
+            let pk = format!("pk{:02}", rng.gen_range(0..PKS));
+            if rng.gen_range(0..5) == 0 {
+                docs.push((pk, None));
+            } else {
+                let n = rng.gen_range(0..VALUES);
+                docs.push((pk, Some(n)));
+            }
+        }
+        let jsons: Vec<Vec<u8>> = docs
+            .iter()
+            .map(|(pk, n)| {
+                serde_json::to_vec(&serde_json::json!({"id": pk, "n": n, "round": round})).unwrap()
+            })
+            .collect();
+        let ops: Vec<WriteOp<'_>> = docs
+            .iter()
+            .zip(&jsons)
+            .map(|((pk, n), json)| match n {
+                Some(_) => WriteOp::Put(json),
+                None => WriteOp::Delete(pk.as_bytes()),
+            })
+            .collect();
+        db.write("docs", &ops).unwrap();
+        for (pk, n) in docs {
+            match n {
+                Some(n) => model.insert(pk, n),
+                None => model.remove(&pk),
+            };
+        }
+        // No close, no wait: the queue, flushes and compactions are still busy.
+        drop(db);
+        db = match sift_index::Database::open(dir.path(), options()) {
+            Ok(db) => db,
+            Err(error) => panic!("round {round}: reopen right after drop failed: {error}"),
+        };
+    }
+    stop.store(true, Ordering::SeqCst);
+    let spawned = spawner.join().unwrap();
+    assert!(spawned > 0, "no process was spawned");
+    db.wait_until_indexed().unwrap();
+    for (name, _) in indexes {
+        for v in 0..VALUES {
+            let got: HashSet<Vec<u8>> = db
+                .lookup("docs", name, &AttrValue::Int(v), None)
+                .unwrap()
+                .hits
+                .into_iter()
+                .map(|hit| hit.pk)
+                .collect();
+            let want: HashSet<Vec<u8>> = model
+                .iter()
+                .filter(|(_, n)| **n == v)
+                .map(|(pk, _)| pk.clone().into_bytes())
+                .collect();
+            assert_eq!(got, want, "index {name}, n = {v}");
+        }
+    }
+}

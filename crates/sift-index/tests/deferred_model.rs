@@ -787,3 +787,254 @@ fn sigkill_during_writes_and_compactions_loses_nothing_acknowledged() {
         db.close().unwrap();
     }
 }
+
+// ---- a job running across open ------------------------------------------------------------
+
+/// Forces one interleaving of a reopen: a compaction of the primary, started by the engine as
+/// soon as it opens, reports a dropped version to the deferred observer while the catalog is
+/// not loaded yet (so the observer records it as pending, to be committed with the job), and
+/// the job commits only after `Database::open` has looked for pending records.
+///
+/// Two gates, both in the test's own extension points: a compaction observer installed before
+/// the database's (it sees each dropped entry just before the deferred observer does) and a
+/// file system that holds the opening thread's first table open (the catalog's, read before
+/// the catalog is installed) until the deferred observer has seen a dropped put. The observer
+/// then holds the job until `open` has returned, or for at most `JOB_HOLD`: a fixed `open`
+/// waits for the job, so there the hold times out.
+struct OpenRaceGate {
+    armed: std::sync::atomic::AtomicBool,
+    primary: std::sync::atomic::AtomicU32,
+    opener: std::sync::Mutex<Option<std::thread::ThreadId>>,
+    state: std::sync::Mutex<OpenRaceState>,
+    changed: std::sync::Condvar,
+}
+
+#[derive(Default)]
+struct OpenRaceState {
+    /// Puts of the primary dropped by the held job so far.
+    primary_put_drops: u32,
+    /// The deferred observer has seen a dropped put (before the catalog was installed).
+    deferred_saw_a_drop: bool,
+    /// The opening thread passed the table gate.
+    opener_passed: bool,
+    open_returned: bool,
+}
+
+const JOB_HOLD: Duration = Duration::from_millis(1500);
+const GATE_TIMEOUT: Duration = Duration::from_secs(20);
+
+impl OpenRaceGate {
+    fn wait_until(&self, timeout: Duration, done: impl Fn(&OpenRaceState) -> bool) {
+        let state = self.state.lock().unwrap();
+        let _state = self
+            .changed
+            .wait_timeout_while(state, timeout, |state| !done(state))
+            .unwrap();
+    }
+}
+
+impl sift_lsm::extension::CompactionObserver for OpenRaceGate {
+    fn on_drop(
+        &self,
+        _job: sift_lsm::extension::JobKind,
+        entry: &sift_lsm::extension::DroppedEntry<'_>,
+        _emit: &mut sift_lsm::WriteBatch,
+    ) {
+        use std::sync::atomic::Ordering;
+        if !self.armed.load(Ordering::SeqCst)
+            || entry.tree != self.primary.load(Ordering::SeqCst)
+            || entry.kind != sift_lsm::ValueKind::Put
+        {
+            return;
+        }
+        let mut state = self.state.lock().unwrap();
+        state.primary_put_drops += 1;
+        if state.primary_put_drops != 2 {
+            return;
+        }
+        // The deferred observer, called after this one, has seen the first dropped put.
+        state.deferred_saw_a_drop = true;
+        self.changed.notify_all();
+        drop(state);
+        self.wait_until(JOB_HOLD, |state| state.open_returned);
+    }
+}
+
+/// The standard file system, with the opening thread's first table open held (see
+/// [`OpenRaceGate`]).
+struct GatedFileSystem {
+    inner: sift_lsm::fs::StdFileSystem,
+    gate: std::sync::Arc<OpenRaceGate>,
+}
+
+impl GatedFileSystem {
+    fn hold_table_open(&self, path: &Path) {
+        use std::sync::atomic::Ordering;
+        let is_opener = *self.gate.opener.lock().unwrap() == Some(std::thread::current().id());
+        if !self.gate.armed.load(Ordering::SeqCst)
+            || !is_opener
+            || path.extension().is_none_or(|extension| extension != "sst")
+        {
+            return;
+        }
+        if self.gate.state.lock().unwrap().opener_passed {
+            return;
+        }
+        self.gate
+            .wait_until(GATE_TIMEOUT, |state| state.deferred_saw_a_drop);
+        self.gate.state.lock().unwrap().opener_passed = true;
+    }
+}
+
+impl sift_lsm::fs::FileSystem for GatedFileSystem {
+    fn create(&self, path: &Path) -> sift_lsm::Result<Box<dyn sift_lsm::fs::WritableFile>> {
+        self.inner.create(path)
+    }
+    fn open(
+        &self,
+        path: &Path,
+        direct: bool,
+    ) -> sift_lsm::Result<std::sync::Arc<dyn sift_lsm::fs::RandomAccessFile>> {
+        self.hold_table_open(path);
+        self.inner.open(path, direct)
+    }
+    fn open_mapped(
+        &self,
+        path: &Path,
+    ) -> sift_lsm::Result<std::sync::Arc<dyn sift_lsm::fs::RandomAccessFile>> {
+        self.hold_table_open(path);
+        self.inner.open_mapped(path)
+    }
+    fn read_all(&self, path: &Path) -> sift_lsm::Result<Vec<u8>> {
+        self.inner.read_all(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> sift_lsm::Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn remove(&self, path: &Path) -> sift_lsm::Result<()> {
+        self.inner.remove(path)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        self.inner.exists(path)
+    }
+    fn create_dir_all(&self, path: &Path) -> sift_lsm::Result<()> {
+        self.inner.create_dir_all(path)
+    }
+    fn list(&self, dir: &Path) -> sift_lsm::Result<Vec<String>> {
+        self.inner.list(dir)
+    }
+    fn sync_dir(&self, dir: &Path) -> sift_lsm::Result<()> {
+        self.inner.sync_dir(dir)
+    }
+    fn lock(&self, path: &Path) -> sift_lsm::Result<Box<dyn sift_lsm::fs::FileLock>> {
+        self.inner.lock(path)
+    }
+    fn file_size(&self, path: &Path) -> sift_lsm::Result<u64> {
+        self.inner.file_size(path)
+    }
+}
+
+/// Regression (flaky `deferred_matches_the_model`, seed 2870922161592621890 under load): a
+/// compaction of the primary that the engine starts at open, before the catalog is loaded,
+/// records the versions it drops as pending; `Database::open` turned pending records into
+/// DELETEs right after loading the catalog, without waiting for that job to commit, so records
+/// committed later stayed unapplied (their index entries garbage) until the next open. Now
+/// `open` waits for every job running when the catalog was installed
+/// (`Db::wait_for_running_jobs`) before applying them.
+#[test]
+fn pending_drops_of_a_job_running_across_open_are_applied_at_open() {
+    use std::sync::atomic::Ordering;
+    let seed = seed();
+    let _guard = SeedGuard(seed);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let gate = std::sync::Arc::new(OpenRaceGate {
+        armed: std::sync::atomic::AtomicBool::new(false),
+        primary: std::sync::atomic::AtomicU32::new(u32::MAX),
+        opener: std::sync::Mutex::new(None),
+        state: std::sync::Mutex::new(OpenRaceState::default()),
+        changed: std::sync::Condvar::new(),
+    });
+    let with_gate = |l0_compaction_trigger: usize| {
+        let mut options = options(false);
+        options.engine.memtable_bytes_max = 16 << 20;
+        options.engine.l0_compaction_trigger = l0_compaction_trigger;
+        options.engine.compaction_observers.push(gate.clone());
+        options.engine.file_system = std::sync::Arc::new(GatedFileSystem {
+            inner: sift_lsm::fs::StdFileSystem,
+            gate: gate.clone(),
+        });
+        options
+    };
+    // Four L0 tables of the primary, each rewriting every document; no compaction yet.
+    let mut model = Model::new();
+    {
+        let db = Database::open(dir.path(), with_gate(16)).unwrap();
+        db.create_collection("docs", "id").unwrap();
+        db.create_index("docs", deferred_spec("n", "n", AttrType::Int))
+            .unwrap();
+        db.create_index("docs", deferred_spec("s", "s", AttrType::String))
+            .unwrap();
+        for round in 0..4u64 {
+            for pk in 0..PKS {
+                let (json, n, s) = random_doc(&mut rng, pk, round);
+                let seq = db.put("docs", &json).unwrap();
+                model.insert(
+                    pk_name(pk).into_bytes(),
+                    ModelDoc {
+                        seq,
+                        doc: json,
+                        n,
+                        s,
+                    },
+                );
+            }
+            db.flush().unwrap();
+        }
+        gate.primary
+            .store(tree_of(&db, "docs").id(), Ordering::SeqCst);
+        db.close().unwrap();
+    }
+    // Reopen with a low trigger: the engine compacts the primary's L0 at once.
+    *gate.opener.lock().unwrap() = Some(std::thread::current().id());
+    gate.armed.store(true, Ordering::SeqCst);
+    let db = Database::open(dir.path(), with_gate(2)).unwrap();
+    {
+        let mut state = gate.state.lock().unwrap();
+        state.open_returned = true;
+        gate.changed.notify_all();
+        assert!(
+            state.deferred_saw_a_drop && state.opener_passed,
+            "the interleaving was not forced: no compaction of the primary dropped a put before \
+             the catalog was loaded"
+        );
+    }
+    db.engine().wait_for_background_work().unwrap();
+    gate.armed.store(false, Ordering::SeqCst);
+    // Every pending record was turned into DELETEs, none is left for a later open.
+    let default_tree = db.engine().default_tree();
+    let mut iter = db
+        .engine()
+        .iter(&default_tree, sift_lsm::ReadOptions::default())
+        .unwrap();
+    iter.seek(sift_index::deferred::PENDING_PREFIX).unwrap();
+    let mut left = 0;
+    while iter.valid() && iter.key().starts_with(sift_index::deferred::PENDING_PREFIX) {
+        left += 1;
+        iter.next().unwrap();
+    }
+    let report = db.deferred_garbage("docs", "n").unwrap();
+    assert_eq!(
+        left, 0,
+        "pending records committed after open applied them: {report:?}"
+    );
+    assert!(report.pending_versions_applied > 0, "{report:?}");
+    // Without `compact_all` (which applies pending records again): the engine's own
+    // compactions, primary first, leave exactly the live entries.
+    for tree in ["docs", "n", "s"] {
+        let tree = tree_of(&db, tree);
+        db.engine().compact_range(&tree, None, None).unwrap();
+    }
+    check_no_garbage(&db, &model);
+    check_queries(&db, &model, &mut rng, true, "after the reopen");
+}

@@ -1062,6 +1062,103 @@ fn observer_writes_commit_while_writers_stall() {
     });
 }
 
+/// Holds the first job that drops a version of `data` after emitting one put into `log`,
+/// until released.
+struct HoldingObserver {
+    data: AtomicU32,
+    log: AtomicU32,
+    state: std::sync::Mutex<(bool, bool)>,
+    changed: std::sync::Condvar,
+}
+
+impl CompactionObserver for HoldingObserver {
+    fn on_drop(&self, _job: JobKind, entry: &DroppedEntry<'_>, emit: &mut WriteBatch) {
+        if entry.tree != self.data.load(Ordering::SeqCst) {
+            return;
+        }
+        let mut state = self.state.lock().unwrap();
+        if state.0 {
+            return;
+        }
+        emit.put_in(self.log.load(Ordering::SeqCst), b"held", entry.user_key);
+        *state = (true, false);
+        self.changed.notify_all();
+        let _released = self
+            .changed
+            .wait_while(state, |(_, released)| !*released)
+            .unwrap();
+    }
+}
+
+/// `wait_for_running_jobs` returns only once the jobs running at the call have committed,
+/// their emitted writes visible with them; with no job running it returns at once.
+#[test]
+fn wait_for_running_jobs_waits_for_the_job_in_flight_and_its_emitted_writes() {
+    let fs = FaultFileSystem::new();
+    let observer = Arc::new(HoldingObserver {
+        data: AtomicU32::new(u32::MAX),
+        log: AtomicU32::new(u32::MAX),
+        state: std::sync::Mutex::new((false, false)),
+        changed: std::sync::Condvar::new(),
+    });
+    let options = Options {
+        l0_compaction_trigger: 2,
+        l0_slowdown_trigger: 8,
+        l0_stop_trigger: 12,
+        compaction_observers: vec![Arc::clone(&observer) as Arc<dyn CompactionObserver>],
+        ..quiet_options(&fs)
+    };
+    let db = Db::open(DIR, options.clone()).expect("open");
+    db.wait_for_running_jobs()
+        .expect("nothing runs: returns at once");
+    let data = open_or_create(&db, "data", &options);
+    let log = open_or_create(&db, "log", &options);
+    observer.data.store(data.id(), Ordering::SeqCst);
+    observer.log.store(log.id(), Ordering::SeqCst);
+    for round in 0..2u8 {
+        db.put(&data, b"k", &[round]).expect("put");
+        db.flush().expect("flush");
+    }
+    // The background L0 compaction drops the older version of `k` and is held there.
+    drop(
+        observer
+            .changed
+            .wait_while(observer.state.lock().unwrap(), |(held, _)| !*held)
+            .unwrap(),
+    );
+    let (returned_sender, returned) = std::sync::mpsc::channel();
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            db.wait_for_running_jobs().expect("wait");
+            let visible = db.get(&log, b"held").expect("get").is_some();
+            returned_sender.send(visible).expect("send");
+        });
+        assert!(
+            returned
+                .recv_timeout(std::time::Duration::from_millis(200))
+                .is_err(),
+            "returned while the job was held"
+        );
+        observer.state.lock().unwrap().1 = true;
+        observer.changed.notify_all();
+        let visible = returned
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("did not return once the job was released");
+        assert!(
+            visible,
+            "returned before the job's emitted write was visible"
+        );
+    });
+    db.wait_for_background_work().expect("wait");
+    assert_eq!(
+        scan(&db, &data, ReadOptions::default())
+            .into_iter()
+            .map(|(k, v, _)| (k, v))
+            .collect::<Vec<_>>(),
+        vec![(b"k".to_vec(), vec![1u8])]
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Merge operators
 // ---------------------------------------------------------------------------------------------

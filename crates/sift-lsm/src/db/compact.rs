@@ -2,7 +2,7 @@
 //! job, and manual range compaction.
 
 use crate::compaction::iter::{CompactionIterator, CompactionParams};
-use crate::db::state::{DbInner, DbState, TreeInfo};
+use crate::db::state::{DbInner, DbState, JobTicket, TreeInfo};
 use crate::extension::{ChangeReason, JobKind, TableReason};
 use crate::iter::{LevelIterator, MergingIterator};
 use crate::iterator::InternalIterator;
@@ -225,6 +225,7 @@ impl DbInner {
     }
 
     pub(crate) fn run_compaction(self: &Arc<Self>, c: &Compaction) -> Result<()> {
+        let _job = JobTicket::new(self);
         let tree_id = c.tree.id;
         let level = c.level;
         let output_level = c.output_level();

@@ -2,7 +2,7 @@
 //! writing one table, and installing a version edit (with version listeners told).
 
 use crate::compaction::iter::{CompactionIterator, CompactionParams};
-use crate::db::state::{DbInner, DbState, TreeInfo};
+use crate::db::state::{DbInner, DbState, JobTicket, TreeInfo};
 use crate::extension::{
     ChangeReason, FileChange, JobKind, TableContext, TableReason, VersionChange,
 };
@@ -125,6 +125,8 @@ impl DbInner {
                 listener.before_flush(&info);
             }
         }
+        // From here on the observers may run (after the listeners, which may block).
+        let _job = JobTicket::new(self);
         let (imm, trees, log_number_after) = {
             let state = self.state.lock();
             let Some(imm) = state.imms.last().cloned() else {

@@ -395,6 +395,28 @@ impl Db {
         self.flush()?;
         self.inner.compact_range(tree.id(), start, end)
     }
+    /// Blocks until every flush and compaction job running at the time of the call has
+    /// finished: its version edit and the writes its compaction observers emitted are visible
+    /// (or it failed and installed nothing). Jobs started after the call are not waited for,
+    /// so this returns even under a steady stream of background work. A job that failed counts
+    /// as finished.
+    ///
+    /// For layers whose observers change behaviour at some point (say, once a catalog is
+    /// loaded): after changing the state the observers read, this call guarantees that every
+    /// job still acting on the old state has committed, and every later job sees the new state.
+    pub fn wait_for_running_jobs(&self) -> Result<()> {
+        self.inner.check_open()?;
+        let mut state = self.inner.state.lock();
+        let horizon = state.next_job_ticket;
+        while state
+            .running_jobs
+            .first()
+            .is_some_and(|ticket| *ticket < horizon)
+        {
+            self.inner.bg_cv.wait(&mut state);
+        }
+        Ok(())
+    }
     /// Blocks until no flush or compaction is pending or running.
     pub fn wait_for_background_work(&self) -> Result<()> {
         let mut state = self.inner.state.lock();

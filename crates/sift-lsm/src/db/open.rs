@@ -146,6 +146,8 @@ impl Db {
                 compactions_running: 0,
                 flush_running: false,
                 manual_compactions: 0,
+                running_jobs: std::collections::BTreeSet::new(),
+                next_job_ticket: 0,
             }),
             bg_cv: Condvar::new(),
             super_version: ArcSwap::from_pointee(SuperVersion {

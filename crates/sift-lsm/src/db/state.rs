@@ -14,7 +14,7 @@ use crate::wal::LogWriter;
 use crate::{Error, Result};
 use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -52,6 +52,37 @@ pub(crate) struct DbState {
     pub compactions_running: usize,
     pub flush_running: bool,
     pub manual_compactions: usize,
+    /// Tickets of the flush and compaction jobs running now (see `JobTicket`).
+    pub running_jobs: BTreeSet<u64>,
+    /// The ticket the next job gets.
+    pub next_job_ticket: u64,
+}
+
+/// Marks a flush or compaction job as running from before its compaction observers first run
+/// until after its result (edit and emitted writes) is installed or abandoned, so
+/// `Db::wait_for_running_jobs` can wait for every job that may have seen the observers'
+/// state as it was before the call. Dropped without the state lock held.
+pub(crate) struct JobTicket<'a> {
+    inner: &'a DbInner,
+    ticket: u64,
+}
+
+impl<'a> JobTicket<'a> {
+    pub fn new(inner: &'a DbInner) -> JobTicket<'a> {
+        let mut state = inner.state.lock();
+        let ticket = state.next_job_ticket;
+        state.next_job_ticket += 1;
+        state.running_jobs.insert(ticket);
+        JobTicket { inner, ticket }
+    }
+}
+
+impl Drop for JobTicket<'_> {
+    fn drop(&mut self) {
+        let mut state = self.inner.state.lock();
+        state.running_jobs.remove(&self.ticket);
+        self.inner.bg_cv.notify_all();
+    }
 }
 
 /// Deletes table files once the last version referring to them is gone.

@@ -1,5 +1,6 @@
 //! The real file system: buffered appends, positional reads (optionally O_DIRECT through an
-//! aligned bounce buffer), directory sync, and the `flock`-based LOCK file.
+//! aligned bounce buffer), directory sync, and the LOCK file (a POSIX record lock plus a
+//! registry of the paths this process holds).
 
 use super::{FileLock, FileSystem, RandomAccessFile, WritableFile};
 use crate::{Error, Result};
@@ -117,6 +118,23 @@ impl FileSystem for StdFileSystem {
     }
 
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
+        // A POSIX record lock (`fcntl`), not `flock`: an `flock` belongs to the open file
+        // description, which a child process spawned by any thread shares until it execs, so
+        // `drop(db); Db::open(path)` failed with `Locked` whenever another thread was spawning a
+        // process at that moment. A record lock belongs to this process alone; since it does
+        // not exclude the process itself, the paths held here are also kept in a registry.
+        let held_key = held_lock_key(path);
+        let mut held = held_locks()
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if held.contains(&held_key) {
+            return Err(Error::Locked {
+                path: path.to_path_buf(),
+                detail: "another open handle in this process holds this LOCK file".to_string(),
+            });
+        }
+        // Opened only once the registry says this process holds no lock on it: closing any
+        // descriptor of the file would release a record lock this process holds.
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -124,22 +142,30 @@ impl FileSystem for StdFileSystem {
             .truncate(false)
             .open(path)
             .map_err(|e| Error::io(path, e))?;
-        // SAFETY: `flock` only reads its integer arguments; the descriptor belongs to `file`,
-        // which is alive for the whole call.
-        let status = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        // SAFETY: an all-zero `flock` is a valid value of this plain C struct.
+        let mut request: libc::flock = unsafe { std::mem::zeroed() };
+        request.l_type = libc::F_WRLCK as libc::c_short;
+        request.l_whence = libc::SEEK_SET as libc::c_short;
+        // `l_start` and `l_len` 0: the whole file, however long it grows.
+        // SAFETY: `fcntl(F_SETLK)` reads the `flock` struct, which outlives the call; the
+        // descriptor belongs to `file`, which is alive for the whole call.
+        let status = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETLK, &request) };
         if status != 0 {
             let error = io::Error::last_os_error();
-            if error.kind() == io::ErrorKind::WouldBlock {
+            let code = error.raw_os_error();
+            if code == Some(libc::EAGAIN) || code == Some(libc::EACCES) {
                 return Err(Error::Locked {
                     path: path.to_path_buf(),
-                    detail: "another process or another open handle in this process holds \
-                             an exclusive flock on this LOCK file"
-                        .to_string(),
+                    detail: "another process holds a lock on this LOCK file".to_string(),
                 });
             }
             return Err(Error::io(path, error));
         }
-        Ok(Box::new(StdFileLock { file }))
+        held.insert(held_key.clone());
+        Ok(Box::new(StdFileLock {
+            file: Some(file),
+            held_key,
+        }))
     }
 
     fn file_size(&self, path: &Path) -> Result<u64> {
@@ -423,23 +449,49 @@ impl AlignedBuffer {
     }
 }
 
-/// Holds the LOCK file's descriptor; closing it releases the flock.
+/// The paths of the LOCK files this process holds (see `StdFileSystem::lock`).
+fn held_locks() -> &'static std::sync::Mutex<std::collections::BTreeSet<PathBuf>> {
+    static HELD: OnceLock<std::sync::Mutex<std::collections::BTreeSet<PathBuf>>> = OnceLock::new();
+    HELD.get_or_init(Default::default)
+}
+
+/// The registry key of a LOCK file: its directory resolved (symbolic links, relative paths),
+/// so two spellings of one directory are one key.
+fn held_lock_key(path: &Path) -> PathBuf {
+    let resolved = path
+        .parent()
+        .map(|dir| {
+            if dir.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                dir
+            }
+        })
+        .and_then(|dir| std::fs::canonicalize(dir).ok());
+    match (resolved, path.file_name()) {
+        (Some(dir), Some(name)) => dir.join(name),
+        _ => path.to_path_buf(),
+    }
+}
+
+/// Holds the LOCK file's descriptor; closing it releases the record lock.
 struct StdFileLock {
-    file: File,
+    /// `None` once dropped.
+    file: Option<File>,
+    held_key: PathBuf,
 }
 
 impl FileLock for StdFileLock {}
 
 impl Drop for StdFileLock {
     fn drop(&mut self) {
-        // Unlock explicitly before the descriptor closes: a child forked meanwhile by another
-        // thread (before its exec closes the inherited copy) would otherwise keep the lock, and
-        // a reopen in this process would fail with `Locked`.
-        // SAFETY: `flock` only reads its integer arguments; the descriptor belongs to `file`,
-        // which is open until after this call.
-        unsafe {
-            libc::flock(self.file.as_raw_fd(), libc::LOCK_UN);
-        }
+        let mut held = held_locks()
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Closing the descriptor releases the record lock; only then may another handle of
+        // this process open the file (its close would otherwise release this lock).
+        drop(self.file.take());
+        held.remove(&self.held_key);
     }
 }
 
@@ -732,12 +784,52 @@ mod tests {
                 detail,
             }) => {
                 assert_eq!(locked, path);
-                assert!(detail.contains("another process"), "{detail}");
+                assert!(detail.contains("in this process"), "{detail}");
             }
             Err(other) => panic!("unexpected error {other:?}"),
             Ok(_) => panic!("second lock succeeded"),
         }
         drop(first);
         let _again = StdFileSystem.lock(&path).unwrap();
+        // Another spelling of the same path is the same lock.
+        let spelled = dir.path().join(".").join("LOCK");
+        assert!(matches!(
+            StdFileSystem.lock(&spelled),
+            Err(Error::Locked { .. })
+        ));
+    }
+
+    /// Regression: with `flock`, a child process forked by any thread shared the lock's open
+    /// file description until it exec'd or exited, so dropping the lock did not release it
+    /// and an immediate reopen failed with `Locked` (seen as a flaky reopen in test binaries
+    /// that spawn child processes). The child here lives 300 ms after the fork: the lock must
+    /// be free as soon as this process drops it.
+    #[test]
+    fn a_dropped_lock_is_free_while_a_forked_child_still_lives() {
+        let dir = temp_dir();
+        let path = dir.path().join("LOCK");
+        let lock = StdFileSystem.lock(&path).unwrap();
+        // SAFETY: the child only calls async-signal-safe functions (`usleep`, `_exit`) before
+        // exiting, as required after `fork` in a multi-threaded process.
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            // SAFETY: see above.
+            unsafe {
+                libc::usleep(300_000);
+                libc::_exit(0);
+            }
+        }
+        assert!(child > 0, "fork failed: {}", io::Error::last_os_error());
+        drop(lock);
+        let again = StdFileSystem.lock(&path);
+        let mut status = 0;
+        // SAFETY: waits for the child forked above; `status` outlives the call.
+        let waited = unsafe { libc::waitpid(child, &raw mut status, 0) };
+        assert_eq!(waited, child);
+        assert!(
+            again.is_ok(),
+            "the lock stayed held by the forked child: {:?}",
+            again.err()
+        );
     }
 }
