@@ -14,7 +14,7 @@ use crate::key::{
     append_internal_key, make_seek_key, parse_internal_key, SeqNo, TreeId, ValueKind, SEQ_MAX,
 };
 use crate::Result;
-use skiplist::{Node, SkipList};
+use skiplist::{KeyOrder, Node, SkipList};
 use std::cmp::Ordering;
 use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::Arc;
@@ -31,12 +31,17 @@ const ENTRY_OVERHEAD_BYTES: usize = 64;
 /// width, so `[tree id][user key]` compares as one byte string (tree order, then user-key
 /// order, in a single memcmp); then the trailer, descending (newest first). Same order as
 /// `compare_internal_keys` per tree.
-fn compare_encoded_keys(a: &[u8], b: &[u8]) -> Ordering {
-    let (a_prefix, a_trailer) = split_trailer(a);
-    let (b_prefix, b_trailer) = split_trailer(b);
-    a_prefix
-        .cmp(b_prefix)
-        .then_with(|| b_trailer.cmp(&a_trailer))
+struct EncodedKeyOrder;
+
+impl KeyOrder for EncodedKeyOrder {
+    #[inline]
+    fn compare(a: &[u8], b: &[u8]) -> Ordering {
+        let (a_prefix, a_trailer) = split_trailer(a);
+        let (b_prefix, b_trailer) = split_trailer(b);
+        a_prefix
+            .cmp(b_prefix)
+            .then_with(|| b_trailer.cmp(&a_trailer))
+    }
 }
 
 /// Splits `[tree id][user key][trailer]` into the prefix and the trailer value.
@@ -77,7 +82,7 @@ pub struct MemtableEntry {
 
 /// A concurrent in-memory sorted buffer of recent writes of all trees.
 pub struct Memtable {
-    list: SkipList,
+    list: SkipList<EncodedKeyOrder>,
     wal_number: u64,
     approximate_bytes: AtomicUsize,
 }
@@ -110,7 +115,7 @@ impl Memtable {
     /// A memtable for the records of WAL file `wal_number`.
     pub fn new(wal_number: u64) -> Self {
         Memtable {
-            list: SkipList::new(compare_encoded_keys),
+            list: SkipList::new(),
             wal_number,
             approximate_bytes: AtomicUsize::new(0),
         }
@@ -292,7 +297,7 @@ impl InternalIterator for MemtableIterator {
 
     fn next(&mut self) -> Result<()> {
         if !self.current.is_null() {
-            let node = SkipList::after(self.current);
+            let node = SkipList::<EncodedKeyOrder>::after(self.current);
             self.set_current(node);
         }
         Ok(())

@@ -76,28 +76,30 @@ impl Node {
     }
 }
 
-/// The skiplist's order: see `super::compare_encoded_keys`.
-type Compare = fn(&[u8], &[u8]) -> KeyOrdering;
+/// The order of a skiplist's keys (a type, so the comparison is inlined into the searches).
+pub(super) trait KeyOrder {
+    fn compare(a: &[u8], b: &[u8]) -> KeyOrdering;
+}
 
-pub(super) struct SkipList {
+pub(super) struct SkipList<O: KeyOrder> {
     head: NonNull<Node>,
     /// Height of the tallest node (at least 1).
     height: AtomicUsize,
     entries: AtomicUsize,
     /// State of the height generator (a Weyl sequence, mixed).
     random: AtomicU64,
-    compare: Compare,
     arena: Arena,
+    order: std::marker::PhantomData<fn() -> O>,
 }
 
 // SAFETY: the nodes are in `arena`, owned by the skiplist; all shared mutation goes through
 // atomics (links published with release stores, read with acquire loads).
-unsafe impl Send for SkipList {}
+unsafe impl<O: KeyOrder> Send for SkipList<O> {}
 // SAFETY: as above.
-unsafe impl Sync for SkipList {}
+unsafe impl<O: KeyOrder> Sync for SkipList<O> {}
 
-impl SkipList {
-    pub(super) fn new(compare: Compare) -> SkipList {
+impl<O: KeyOrder> SkipList<O> {
+    pub(super) fn new() -> SkipList<O> {
         let arena = Arena::new();
         let head = Self::allocate_node(&arena, 0, HEIGHT_MAX, &[], std::ptr::null_mut());
         SkipList {
@@ -105,8 +107,8 @@ impl SkipList {
             height: AtomicUsize::new(1),
             entries: AtomicUsize::new(0),
             random: AtomicU64::new(0x853C_49E6_748F_EA9B),
-            compare,
             arena,
+            order: std::marker::PhantomData,
         }
     }
 
@@ -203,10 +205,10 @@ impl SkipList {
     }
 
     /// Whether `node` (not null) sorts before `key` (or, with `or_equal`, not after it).
-    fn before(&self, node: *const Node, key: &[u8], or_equal: bool) -> bool {
+    fn before(node: *const Node, key: &[u8], or_equal: bool) -> bool {
         // SAFETY: a published node of this skiplist.
         let node_key = unsafe { Node::key(node) };
-        match (self.compare)(node_key, key) {
+        match O::compare(node_key, key) {
             KeyOrdering::Less => true,
             KeyOrdering::Equal => or_equal,
             KeyOrdering::Greater => false,
@@ -271,7 +273,7 @@ impl SkipList {
         for level in (0..self.height.load(Ordering::Acquire)).rev() {
             loop {
                 let next = Self::next(node, level);
-                if next.is_null() || !self.before(next, key, or_equal) {
+                if next.is_null() || !Self::before(next, key, or_equal) {
                     break;
                 }
                 node = next;
@@ -282,16 +284,11 @@ impl SkipList {
 
     /// From `start` (the head or a node before `key`) at `level`: the last node before `key`
     /// and its successor.
-    fn splice_at(
-        &self,
-        key: &[u8],
-        start: *const Node,
-        level: usize,
-    ) -> (*const Node, *const Node) {
+    fn splice_at(key: &[u8], start: *const Node, level: usize) -> (*const Node, *const Node) {
         let mut node = start;
         loop {
             let next = Self::next(node, level);
-            if next.is_null() || !self.before(next, key, false) {
+            if next.is_null() || !Self::before(next, key, false) {
                 return (node, next);
             }
             node = next;
@@ -299,9 +296,9 @@ impl SkipList {
     }
 
     /// Whether `node` (may be null) has exactly `key`.
-    fn has_key(&self, node: *const Node, key: &[u8]) -> bool {
+    fn has_key(node: *const Node, key: &[u8]) -> bool {
         // SAFETY: a published node of this skiplist.
-        !node.is_null() && (self.compare)(unsafe { Node::key(node) }, key).is_eq()
+        !node.is_null() && O::compare(unsafe { Node::key(node) }, key).is_eq()
     }
 
     /// Inserts `key` with `value`; if the key is present, replaces its value. Thread-safe.
@@ -325,12 +322,12 @@ impl SkipList {
         let mut next = [std::ptr::null::<Node>(); HEIGHT_MAX];
         let mut node = self.head();
         for level in (0..top).rev() {
-            let (before, after) = self.splice_at(key, node, level);
+            let (before, after) = Self::splice_at(key, node, level);
             prev[level] = before;
             next[level] = after;
             node = before;
         }
-        if self.has_key(next[0], key) {
+        if Self::has_key(next[0], key) {
             // SAFETY: a published node; value blocks are never freed before the arena.
             unsafe { (*next[0]).value.store(value, Ordering::Release) };
             return;
@@ -357,8 +354,8 @@ impl SkipList {
                 }
                 // Another writer linked a node here first: find the splice again from `prev`,
                 // which still sorts before `key` (nodes are never removed).
-                let (before, after) = self.splice_at(key, prev[level], level);
-                if level == 0 && self.has_key(after, key) {
+                let (before, after) = Self::splice_at(key, prev[level], level);
+                if level == 0 && Self::has_key(after, key) {
                     // The same key was inserted meanwhile: replace its value; `new` was never
                     // published and stays unused in the arena.
                     // SAFETY: a published node.
@@ -380,17 +377,20 @@ mod tests {
     use rand::{Rng, SeedableRng};
     use std::collections::BTreeMap;
 
-    fn compare(a: &[u8], b: &[u8]) -> KeyOrdering {
-        a.cmp(b)
+    struct Bytewise;
+    impl KeyOrder for Bytewise {
+        fn compare(a: &[u8], b: &[u8]) -> KeyOrdering {
+            a.cmp(b)
+        }
     }
 
-    fn collect(list: &SkipList) -> Vec<(Vec<u8>, Vec<u8>)> {
+    fn collect(list: &SkipList<Bytewise>) -> Vec<(Vec<u8>, Vec<u8>)> {
         let mut out = Vec::new();
         let mut node = list.first();
         while !node.is_null() {
             // SAFETY: published nodes of a live skiplist.
             unsafe { out.push((Node::key(node).to_vec(), Node::value(node).to_vec())) };
-            node = SkipList::after(node);
+            node = SkipList::<Bytewise>::after(node);
         }
         out
     }
@@ -399,7 +399,7 @@ mod tests {
     fn concurrent_inserts_and_replacements_match_a_model() {
         let seed: u64 = rand::thread_rng().gen();
         println!("skiplist test seed {seed}");
-        let list = SkipList::new(compare);
+        let list = SkipList::<Bytewise>::new();
         let threads = 4u64;
         std::thread::scope(|scope| {
             for thread in 0..threads {
@@ -458,7 +458,7 @@ mod tests {
 
     #[test]
     fn large_and_empty_values_round_trip() {
-        let list = SkipList::new(compare);
+        let list = SkipList::<Bytewise>::new();
         let big = vec![7u8; 3 << 20];
         list.insert(0, b"b", &big);
         list.insert(0, b"a", b"");
