@@ -139,8 +139,20 @@ impl TopK {
 /// What the snapshot says about a pk's live version.
 struct Live {
     seq: SeqNo,
-    value: Option<Vec<u8>>,
+    /// Whether the version carries a value in the queried range.
+    in_range: bool,
     envelope: Vec<u8>,
+    /// Where the JSON starts in `envelope`.
+    doc_offset: usize,
+}
+
+impl Live {
+    /// The JSON bytes, reusing the envelope's buffer.
+    fn into_doc(mut self) -> Vec<u8> {
+        self.envelope
+            .drain(..self.doc_offset.min(self.envelope.len()));
+        self.envelope
+    }
 }
 
 struct Query<'a> {
@@ -182,14 +194,16 @@ impl Query<'_> {
         };
         let envelope =
             EnvelopeRef::decode(&entry.value).map_err(|e| self.corrupt("document", &e))?;
-        let value = self
+        let in_range = self
             .index
             .encoded_value(&envelope, entry.seq)
-            .map(std::borrow::Cow::into_owned);
+            .is_some_and(|v| self.in_range(&v));
+        let doc_offset = envelope.doc_offset();
         Ok(Some(Live {
             seq: entry.seq,
-            value,
+            in_range,
             envelope: entry.value,
+            doc_offset,
         }))
     }
 
@@ -199,29 +213,26 @@ impl Query<'_> {
         if self.emitted.contains(pk) {
             return Ok(());
         }
-        if !self.checked.contains_key(pk) {
+        // A version read for an earlier candidate of the same pk is reused; one that becomes a
+        // hit moves into the hit (its pk goes to `emitted`), so nothing is read twice.
+        let live = if let Some(live) = self.checked.remove(pk) {
+            live
+        } else {
             self.stats.validations += 1;
-            let live = self.read_primary(pk)?;
-            self.checked.insert(pk.to_vec(), live);
-        }
-        let live = self.checked.get(pk).and_then(Option::as_ref);
-        let valid = live.is_some_and(|live| {
-            live.value.as_deref().is_some_and(|v| self.in_range(v))
-                && posting_seq.is_none_or(|seq| seq == live.seq)
-        });
+            self.read_primary(pk)?
+        };
         match live {
-            Some(live) if valid => {
-                let envelope = EnvelopeRef::decode(&live.envelope)
-                    .map_err(|e| self.corrupt("document", &e))?;
+            Some(live) if live.in_range && posting_seq.is_none_or(|seq| seq == live.seq) => {
                 let hit = Hit {
                     pk: pk.to_vec(),
                     seq: live.seq,
-                    doc: envelope.doc().to_vec(),
+                    doc: live.into_doc(),
                 };
                 self.emitted.insert(pk.to_vec());
                 self.top.push(hit);
             }
-            _ => {
+            live => {
+                self.checked.insert(pk.to_vec(), live);
                 self.stats.stale_entries += 1;
                 if self.index.record.read_repair {
                     self.stale.push(StaleEntry {

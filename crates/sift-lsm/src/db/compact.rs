@@ -247,8 +247,12 @@ impl DbInner {
             let f = &c.inputs[0][0];
             edit.new_files
                 .push((tree_id, output_level, NewFile::from_meta(f)));
-            let mut state = self.state.lock();
-            self.apply_edit(&mut state, &mut edit, ChangeReason::TrivialMove)?;
+            {
+                let mut state = self.state.lock();
+                self.apply_edit(&mut state, &mut edit, ChangeReason::TrivialMove)?;
+            }
+            // The moved file has new metadata, so its table is opened (mapped) again.
+            self.prefault_new_tables(&[f.number]);
             return Ok(());
         }
 
@@ -371,6 +375,7 @@ impl DbInner {
             self.fs.sync_dir(&self.dir)?;
         }
         let bytes_written: u64 = outputs.iter().map(|f| f.file_bytes).sum();
+        let new_numbers: Vec<u64> = outputs.iter().map(|f| f.number).collect();
         for f in outputs {
             edit.new_files.push((tree_id, output_level, f));
         }
@@ -378,6 +383,7 @@ impl DbInner {
             let mut state = inner.state.lock();
             inner.apply_edit(&mut state, &mut edit, ChangeReason::Compaction)
         })?;
+        self.prefault_new_tables(&new_numbers);
         let slot = output_level.min(LEVELS_TRACKED - 1);
         EngineCounters::add(&self.counters.compactions, 1);
         EngineCounters::add(&self.counters.compaction_bytes_read[slot], bytes_read);

@@ -173,6 +173,7 @@ impl DbInner {
         if !edit.new_files.is_empty() {
             self.fs.sync_dir(&self.dir)?;
         }
+        let new_numbers: Vec<u64> = edit.new_files.iter().map(|(_, _, f)| f.number).collect();
         let install = {
             let imm = Arc::clone(&imm);
             move |inner: &DbInner| -> Result<()> {
@@ -195,6 +196,7 @@ impl DbInner {
             }
         };
         self.commit_job(emitted, install)?;
+        self.prefault_new_tables(&new_numbers);
         EngineCounters::add(&self.counters.flushes, 1);
         EngineCounters::add(&self.counters.flush_bytes_written, flushed_bytes);
         self.delete_obsolete_wals(log_number_after);
@@ -230,6 +232,26 @@ impl DbInner {
         })?;
         emitted.append(&iter.emitted());
         Ok(new_file)
+    }
+
+    /// Opens the tables numbered `numbers` (just written or moved, so in the page cache) and
+    /// maps their pages into the process, on this background thread: otherwise the first
+    /// reads of every 64 KiB of a new table each take a page fault in a reader's thread.
+    pub(crate) fn prefault_new_tables(&self, numbers: &[u64]) {
+        if numbers.is_empty() || !self.options.use_mmap_reads || self.options.use_direct_reads {
+            return;
+        }
+        let version = Arc::clone(&self.state.lock().version);
+        for tree in version.trees.values() {
+            for (_, file) in tree.all_files() {
+                if numbers.contains(&file.number) {
+                    // A hint: a table that fails to open fails again for its first reader.
+                    if let Ok(table) = self.table(file) {
+                        table.prefault();
+                    }
+                }
+            }
+        }
     }
 
     /// Installs a job's result: directly, or — when observers emitted writes — through the

@@ -36,6 +36,10 @@ pub trait RandomAccessFile: Send + Sync {
     fn mapped(&self) -> Option<&[u8]> {
         None
     }
+    /// A hint: map the file's pages that are already in the operating system's page cache
+    /// into this process now, so later reads of a memory-mapped file take no page faults.
+    /// Never reads the file from disk. The default does nothing.
+    fn prefault(&self) {}
 }
 
 /// Held while a database directory is open; dropping it releases the lock.

@@ -1,55 +1,49 @@
 //! The memtable: a concurrent skiplist of internal keys of all trees.
 //!
 //! One memtable holds the entries of every tree written since its WAL file was started. Each
-//! skiplist entry is a single allocation `[tree id, big-endian u32][internal key][value]`,
-//! ordered by tree id, then by `key::compare_internal_keys`. Writers insert concurrently
-//! (`crossbeam_skiplist` is lock-free); readers never lock.
+//! skiplist key is `[tree id, big-endian u32][internal key]`, ordered by tree id, then by
+//! `key::compare_internal_keys`. Nodes and values live in an arena freed with the memtable
+//! (`arena.rs`, `skiplist.rs`). Writers insert concurrently (compare-and-swap linking);
+//! readers never lock.
+
+mod arena;
+mod skiplist;
 
 use crate::iterator::InternalIterator;
 use crate::key::{
     append_internal_key, make_seek_key, parse_internal_key, SeqNo, TreeId, ValueKind, SEQ_MAX,
 };
 use crate::Result;
-use crossbeam_skiplist::map::Entry;
-use crossbeam_skiplist::SkipMap;
-use std::borrow::Borrow;
+use skiplist::{KeyOrder, Node, SkipList};
 use std::cmp::Ordering;
-use std::ops::Bound;
 use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
 /// Bytes of the tree-id prefix of every skiplist key.
 const TREE_PREFIX_BYTES: usize = 4;
 
-/// Estimated bytes a skiplist node and its bookkeeping take beyond key and value bytes (node
-/// header, average tower, the boxed slice's pointer and length).
+/// Estimated bytes an entry takes beyond its key and value bytes (node header, average tower,
+/// value header, arena slack). Counted the same as when each entry was a heap allocation, so
+/// memtables fill (and flush) at the same points.
 const ENTRY_OVERHEAD_BYTES: usize = 64;
 
-/// The ordered part of a skiplist key: `[tree id][internal key]`. Unsized so that seeks can
-/// borrow a caller-built buffer instead of allocating a `MemtableKey`.
-#[repr(transparent)]
-struct EncodedKey([u8]);
+/// The order of skiplist keys `[tree id][user key][trailer]`: the big-endian tree id is fixed
+/// width, so `[tree id][user key]` compares as one byte string (tree order, then user-key
+/// order, in a single memcmp); then the trailer, descending (newest first). Same order as
+/// `compare_internal_keys` per tree.
+struct EncodedKeyOrder;
 
-impl EncodedKey {
-    fn from_bytes(bytes: &[u8]) -> &EncodedKey {
-        // SAFETY: `EncodedKey` is `repr(transparent)` over `[u8]`, so the two references have
-        // the same layout and metadata (length).
-        unsafe { &*(std::ptr::from_ref::<[u8]>(bytes) as *const EncodedKey) }
-    }
-}
-
-impl Ord for EncodedKey {
-    fn cmp(&self, other: &Self) -> Ordering {
-        // `[tree id][user key]` compares as one byte string: the big-endian tree id is fixed
-        // width, so this is tree order, then user-key order, in a single memcmp. Then the
-        // trailer, descending (newest first). Same order as `compare_internal_keys` per tree.
-        let (a_prefix, a_trailer) = split_trailer(&self.0);
-        let (b_prefix, b_trailer) = split_trailer(&other.0);
+impl KeyOrder for EncodedKeyOrder {
+    #[inline]
+    fn compare(a: &[u8], b: &[u8]) -> Ordering {
+        let (a_prefix, a_trailer) = split_trailer(a);
+        let (b_prefix, b_trailer) = split_trailer(b);
         a_prefix
             .cmp(b_prefix)
             .then_with(|| b_trailer.cmp(&a_trailer))
     }
 }
+
 /// Splits `[tree id][user key][trailer]` into the prefix and the trailer value.
 #[inline]
 fn split_trailer(bytes: &[u8]) -> (&[u8], u64) {
@@ -58,63 +52,6 @@ fn split_trailer(bytes: &[u8]) -> (&[u8], u64) {
     let trailer = trailer.try_into().map_or(0, u64::from_le_bytes);
     (prefix, trailer)
 }
-
-impl PartialOrd for EncodedKey {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl PartialEq for EncodedKey {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other).is_eq()
-    }
-}
-impl Eq for EncodedKey {}
-
-/// A skiplist key that also carries the value, so an entry costs one allocation.
-struct MemtableKey {
-    /// `[tree id][internal key][value]`.
-    bytes: Box<[u8]>,
-    /// Length of `[tree id][internal key]`.
-    key_bytes: usize,
-}
-
-impl MemtableKey {
-    fn encoded_key(&self) -> &EncodedKey {
-        EncodedKey::from_bytes(&self.bytes[..self.key_bytes])
-    }
-    fn tree(&self) -> TreeId {
-        tree_of(&self.bytes)
-    }
-    fn internal_key(&self) -> &[u8] {
-        &self.bytes[TREE_PREFIX_BYTES..self.key_bytes]
-    }
-    fn value(&self) -> &[u8] {
-        &self.bytes[self.key_bytes..]
-    }
-}
-
-impl Borrow<EncodedKey> for MemtableKey {
-    fn borrow(&self) -> &EncodedKey {
-        self.encoded_key()
-    }
-}
-impl Ord for MemtableKey {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.encoded_key().cmp(other.encoded_key())
-    }
-}
-impl PartialOrd for MemtableKey {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl PartialEq for MemtableKey {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other).is_eq()
-    }
-}
-impl Eq for MemtableKey {}
 
 fn tree_of(bytes: &[u8]) -> TreeId {
     let mut prefix = [0u8; TREE_PREFIX_BYTES];
@@ -145,7 +82,7 @@ pub struct MemtableEntry {
 
 /// A concurrent in-memory sorted buffer of recent writes of all trees.
 pub struct Memtable {
-    map: SkipMap<MemtableKey, ()>,
+    list: SkipList<EncodedKeyOrder>,
     wal_number: u64,
     approximate_bytes: AtomicUsize,
 }
@@ -156,15 +93,29 @@ impl std::fmt::Debug for Memtable {
             .field("wal_number", &self.wal_number)
             .field("entries", &self.len())
             .field("approximate_bytes", &self.approximate_bytes())
+            .field("arena_bytes", &self.list.arena_bytes())
             .finish()
     }
+}
+
+/// A published node's skiplist key.
+fn node_key<'a>(node: *const Node) -> &'a [u8] {
+    // SAFETY: callers pass non-null nodes found in a skiplist that outlives the borrow (the
+    // memtable owning it is borrowed or kept alive by an `Arc`).
+    unsafe { Node::key(node) }
+}
+
+/// A published node's value.
+fn node_value<'a>(node: *const Node) -> &'a [u8] {
+    // SAFETY: as for `node_key`.
+    unsafe { Node::value(node) }
 }
 
 impl Memtable {
     /// A memtable for the records of WAL file `wal_number`.
     pub fn new(wal_number: u64) -> Self {
         Memtable {
-            map: SkipMap::new(),
+            list: SkipList::new(),
             wal_number,
             approximate_bytes: AtomicUsize::new(0),
         }
@@ -178,64 +129,64 @@ impl Memtable {
     /// Inserts one entry. Thread-safe. Sequence numbers are unique, so an entry never replaces
     /// another (re-adding the identical `(tree, key, seq, kind)` replaces the value).
     pub fn add(&self, tree: TreeId, seq: SeqNo, kind: ValueKind, user_key: &[u8], value: &[u8]) {
-        let mut bytes = Vec::with_capacity(
-            TREE_PREFIX_BYTES + user_key.len() + crate::key::TRAILER_BYTES + value.len(),
+        let mut stack = [0u8; 256];
+        let key_bytes = TREE_PREFIX_BYTES + user_key.len() + crate::key::TRAILER_BYTES;
+        let mut heap = Vec::new();
+        let key: &[u8] = if key_bytes <= stack.len() {
+            stack[..TREE_PREFIX_BYTES].copy_from_slice(&tree.to_be_bytes());
+            stack[TREE_PREFIX_BYTES..TREE_PREFIX_BYTES + user_key.len()].copy_from_slice(user_key);
+            let trailer = crate::key::pack_trailer(seq, kind as u8).to_le_bytes();
+            stack[TREE_PREFIX_BYTES + user_key.len()..key_bytes].copy_from_slice(&trailer);
+            &stack[..key_bytes]
+        } else {
+            heap.reserve_exact(key_bytes);
+            heap.extend_from_slice(&tree.to_be_bytes());
+            append_internal_key(&mut heap, user_key, seq, kind);
+            &heap
+        };
+        self.list.insert(tree, key, value);
+        self.approximate_bytes.fetch_add(
+            key_bytes + value.len() + ENTRY_OVERHEAD_BYTES,
+            AtomicOrdering::Relaxed,
         );
-        bytes.extend_from_slice(&tree.to_be_bytes());
-        append_internal_key(&mut bytes, user_key, seq, kind);
-        let key_bytes = bytes.len();
-        bytes.extend_from_slice(value);
-        let total_bytes = bytes.len();
-        self.map.insert(
-            MemtableKey {
-                bytes: bytes.into_boxed_slice(),
-                key_bytes,
-            },
-            (),
-        );
-        self.approximate_bytes
-            .fetch_add(total_bytes + ENTRY_OVERHEAD_BYTES, AtomicOrdering::Relaxed);
     }
 
-    /// The newest entry of `user_key` in `tree` whose sequence number is `<= seq`.
-    pub fn get(&self, tree: TreeId, user_key: &[u8], seq: SeqNo) -> Option<MemtableEntry> {
+    /// The first node at or after `[tree][internal key of user_key at seq]` if it is a version
+    /// of `user_key` in `tree`.
+    fn find_version(&self, tree: TreeId, user_key: &[u8], seq: SeqNo) -> Option<*const Node> {
         let mut lookup = Vec::with_capacity(TREE_PREFIX_BYTES + user_key.len() + 8);
         encode_lookup_key(
             &mut lookup,
             tree,
             &make_seek_key(user_key, seq.min(SEQ_MAX)),
         );
-        let entry = self
-            .map
-            .lower_bound(Bound::Included(EncodedKey::from_bytes(&lookup)))?;
-        let key = entry.key();
-        if key.tree() != tree {
+        let node = self.list.seek(&lookup);
+        if node.is_null() {
             return None;
         }
-        let parsed = parse_internal_key(key.internal_key())?;
-        if parsed.user_key != user_key {
+        let key = node_key(node);
+        if tree_of(key) != tree {
             return None;
         }
+        let parsed = parse_internal_key(&key[TREE_PREFIX_BYTES..])?;
+        (parsed.user_key == user_key).then_some(node)
+    }
+
+    /// The newest entry of `user_key` in `tree` whose sequence number is `<= seq`.
+    pub fn get(&self, tree: TreeId, user_key: &[u8], seq: SeqNo) -> Option<MemtableEntry> {
+        let node = self.find_version(tree, user_key, seq)?;
+        let parsed = parse_internal_key(&node_key(node)[TREE_PREFIX_BYTES..])?;
         Some(MemtableEntry {
             seq: parsed.seq,
             kind: parsed.kind,
-            value: key.value().to_vec(),
+            value: node_value(node).to_vec(),
         })
     }
 
     /// The sequence number of the newest version of `user_key`, whatever the snapshot.
     pub fn newest_seq(&self, tree: TreeId, user_key: &[u8]) -> Option<SeqNo> {
-        let mut lookup = Vec::with_capacity(TREE_PREFIX_BYTES + user_key.len() + 8);
-        encode_lookup_key(&mut lookup, tree, &make_seek_key(user_key, SEQ_MAX));
-        let entry = self
-            .map
-            .lower_bound(Bound::Included(EncodedKey::from_bytes(&lookup)))?;
-        let key = entry.key();
-        if key.tree() != tree {
-            return None;
-        }
-        let parsed = parse_internal_key(key.internal_key())?;
-        (parsed.user_key == user_key).then_some(parsed.seq)
+        let node = self.find_version(tree, user_key, SEQ_MAX)?;
+        parse_internal_key(&node_key(node)[TREE_PREFIX_BYTES..]).map(|parsed| parsed.seq)
     }
 
     /// Key, value and per-entry overhead bytes inserted so far.
@@ -244,28 +195,26 @@ impl Memtable {
     }
 
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.list.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.list.first().is_null()
     }
 
     /// The trees that have entries, ascending.
     pub fn trees(&self) -> Vec<TreeId> {
         let mut trees = Vec::new();
         let mut lookup = Vec::new();
-        let mut next = self.map.front();
-        while let Some(entry) = next {
-            let tree = entry.key().tree();
+        let mut next = self.list.first();
+        while !next.is_null() {
+            let tree = tree_of(node_key(next));
             trees.push(tree);
             let Some(following) = tree.checked_add(1) else {
                 break;
             };
             encode_tree_start(&mut lookup, following);
-            next = self
-                .map
-                .lower_bound(Bound::Included(EncodedKey::from_bytes(&lookup)));
+            next = self.list.seek(&lookup);
         }
         trees
     }
@@ -273,128 +222,107 @@ impl Memtable {
     /// A bidirectional iterator over the entries of `tree` only. It keeps the memtable alive.
     pub fn iter(self: &Arc<Self>, tree: TreeId) -> MemtableIterator {
         MemtableIterator {
-            current: None,
+            current: std::ptr::null(),
             memtable: Arc::clone(self),
             tree,
             lookup: Vec::new(),
         }
     }
-
-    /// The skiplist entry at or after `lookup` (`[tree][internal key]`).
-    fn lower_bound(&self, lookup: &[u8]) -> Option<Entry<'_, MemtableKey, ()>> {
-        self.map
-            .lower_bound(Bound::Included(EncodedKey::from_bytes(lookup)))
-    }
-
-    /// The skiplist entry at or before `lookup`, or strictly before it when `exclusive`.
-    fn upper_bound(&self, lookup: &[u8], exclusive: bool) -> Option<Entry<'_, MemtableKey, ()>> {
-        let key = EncodedKey::from_bytes(lookup);
-        let bound = if exclusive {
-            Bound::Excluded(key)
-        } else {
-            Bound::Included(key)
-        };
-        self.map.upper_bound(bound)
-    }
 }
 
-/// Iterates over one tree of a memtable, holding a reference-counted skiplist entry so each
-/// step is a pointer walk rather than a fresh search.
+/// Iterates over one tree of a memtable, holding a node pointer so each step is a pointer
+/// walk rather than a fresh search.
 pub struct MemtableIterator {
-    // Declared before `memtable` so it is dropped first: the entry points into the skiplist that
-    // the `Arc` keeps alive.
-    current: Option<Entry<'static, MemtableKey, ()>>,
+    /// A node of `memtable`'s skiplist, or null when not positioned.
+    current: *const Node,
     memtable: Arc<Memtable>,
     tree: TreeId,
     /// Reused buffer for `[tree][target]` seek keys.
     lookup: Vec<u8>,
 }
 
-impl MemtableIterator {
-    /// Positions at `entry` (found in `self.memtable`) if it belongs to our tree.
-    fn set_current(&mut self, entry: Option<Entry<'_, MemtableKey, ()>>) {
-        let entry = entry.filter(|e| e.key().tree() == self.tree);
-        // SAFETY: the entry borrows the skiplist inside `self.memtable`. The skiplist lives in
-        // the `Arc`'s heap allocation, which neither moves nor is freed while `self.memtable`
-        // holds its reference; `current` is declared before `memtable`, so it is dropped (or
-        // replaced) only while that reference is still held. Crossbeam reference-counts entries
-        // and the memtable never removes any, so the node stays valid.
-        self.current = entry.map(|e| unsafe {
-            std::mem::transmute::<Entry<'_, MemtableKey, ()>, Entry<'static, MemtableKey, ()>>(e)
-        });
-    }
+// SAFETY: `current` points into the skiplist of `memtable`, which the `Arc` keeps alive and
+// which is safe to read from any thread (nodes are immutable once published, except for
+// atomics).
+unsafe impl Send for MemtableIterator {}
 
-    fn current_key(&self) -> Option<&MemtableKey> {
-        self.current.as_ref().map(Entry::key)
+impl MemtableIterator {
+    /// Positions at `node` (of `self.memtable`, may be null) if it belongs to our tree.
+    fn set_current(&mut self, node: *const Node) {
+        self.current = if !node.is_null() && tree_of(node_key(node)) == self.tree {
+            node
+        } else {
+            std::ptr::null()
+        };
     }
 }
 
 impl InternalIterator for MemtableIterator {
     fn valid(&self) -> bool {
-        self.current.is_some()
+        !self.current.is_null()
     }
 
     fn seek_to_first(&mut self) -> Result<()> {
         encode_tree_start(&mut self.lookup, self.tree);
-        let memtable = Arc::clone(&self.memtable);
-        let entry = memtable.lower_bound(&self.lookup);
-        self.set_current(entry);
+        let node = self.memtable.list.seek(&self.lookup);
+        self.set_current(node);
         Ok(())
     }
 
     fn seek_to_last(&mut self) -> Result<()> {
-        let memtable = Arc::clone(&self.memtable);
-        let entry = match self.tree.checked_add(1) {
+        let node = match self.tree.checked_add(1) {
             Some(following) => {
                 encode_tree_start(&mut self.lookup, following);
-                memtable.upper_bound(&self.lookup, true)
+                self.memtable.list.seek_before(&self.lookup, false)
             }
-            None => memtable.map.back(),
+            None => self.memtable.list.last(),
         };
-        self.set_current(entry);
+        self.set_current(node);
         Ok(())
     }
 
     fn seek(&mut self, target: &[u8]) -> Result<()> {
         encode_lookup_key(&mut self.lookup, self.tree, target);
-        let memtable = Arc::clone(&self.memtable);
-        let entry = memtable.lower_bound(&self.lookup);
-        self.set_current(entry);
+        let node = self.memtable.list.seek(&self.lookup);
+        self.set_current(node);
         Ok(())
     }
 
     fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
         encode_lookup_key(&mut self.lookup, self.tree, target);
-        let memtable = Arc::clone(&self.memtable);
-        let entry = memtable.upper_bound(&self.lookup, false);
-        self.set_current(entry);
+        let node = self.memtable.list.seek_before(&self.lookup, true);
+        self.set_current(node);
         Ok(())
     }
 
     fn next(&mut self) -> Result<()> {
-        if let Some(entry) = self.current.as_mut() {
-            if !entry.move_next() || entry.key().tree() != self.tree {
-                self.current = None;
-            }
+        if !self.current.is_null() {
+            let node = SkipList::<EncodedKeyOrder>::after(self.current);
+            self.set_current(node);
         }
         Ok(())
     }
 
     fn prev(&mut self) -> Result<()> {
-        if let Some(entry) = self.current.as_mut() {
-            if !entry.move_prev() || entry.key().tree() != self.tree {
-                self.current = None;
-            }
+        if !self.current.is_null() {
+            let node = self.memtable.list.before_node(self.current);
+            self.set_current(node);
         }
         Ok(())
     }
 
     fn key(&self) -> &[u8] {
-        self.current_key().map_or(&[], MemtableKey::internal_key)
+        if self.current.is_null() {
+            return &[];
+        }
+        &node_key(self.current)[TREE_PREFIX_BYTES..]
     }
 
     fn value(&self) -> &[u8] {
-        self.current_key().map_or(&[], MemtableKey::value)
+        if self.current.is_null() {
+            return &[];
+        }
+        node_value(self.current)
     }
 }
 

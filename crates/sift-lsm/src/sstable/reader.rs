@@ -282,6 +282,11 @@ impl Table {
 
     /// Bloom filter check on a user key, no I/O. `true` if there is no filter.
     #[inline]
+    /// Maps the table's cached pages ahead of reads (see `RandomAccessFile::prefault`).
+    pub fn prefault(&self) {
+        self.file.prefault();
+    }
+
     pub fn may_contain_user_key(&self, user_key: &[u8]) -> bool {
         self.filter.as_ref().is_none_or(|f| f.may_contain(user_key))
     }

@@ -1,0 +1,180 @@
+//! The memtable's bump allocator: skiplist nodes and values are carved out of large chunks
+//! that live exactly as long as the memtable.
+//!
+//! Why: one heap allocation per entry (and one free per entry when a flushed memtable is
+//! dropped) cost more than the insert itself, and scattered the small nodes of index trees
+//! among the large documents, so a random-order insert missed the cache at every level of
+//! the skiplist. Nodes come from one region and values from another, so the nodes (key bytes
+//! and towers) stay densely packed however large the values are.
+
+use parking_lot::Mutex;
+use std::alloc::Layout;
+use std::ptr::NonNull;
+
+/// Alignment of every allocation (skiplist nodes hold atomic pointers; values a `usize`).
+pub(super) const ALIGN: usize = 8;
+/// First chunk of each region; later chunks double up to `CHUNK_BYTES_MAX`, so a small
+/// memtable (tests, idle trees) stays small.
+const CHUNK_BYTES_MIN: usize = 64 << 10;
+const CHUNK_BYTES_MAX: usize = 2 << 20;
+
+/// One heap block, freed when the arena is dropped.
+struct Chunk {
+    start: NonNull<u8>,
+    layout: Layout,
+}
+
+impl Drop for Chunk {
+    fn drop(&mut self) {
+        // SAFETY: `start` was returned by `std::alloc::alloc(self.layout)` and is freed once.
+        unsafe { std::alloc::dealloc(self.start.as_ptr(), self.layout) }
+    }
+}
+
+/// A bump region: the current chunk's free tail.
+struct Region {
+    cursor: *mut u8,
+    remaining: usize,
+    next_chunk_bytes: usize,
+}
+
+impl Region {
+    fn new() -> Region {
+        Region {
+            cursor: std::ptr::null_mut(),
+            remaining: 0,
+            next_chunk_bytes: CHUNK_BYTES_MIN,
+        }
+    }
+}
+
+struct ArenaState {
+    chunks: Vec<Chunk>,
+    /// One node region per class (the memtable's classes are tree ids), so the nodes of a
+    /// tree of small entries stay dense among those of other trees.
+    nodes: Vec<(u32, Region)>,
+    values: Region,
+    allocated_bytes: usize,
+}
+
+/// Which region an allocation comes from.
+#[derive(Clone, Copy)]
+pub(super) enum Area {
+    Nodes(u32),
+    Values,
+}
+
+pub(super) struct Arena {
+    state: Mutex<ArenaState>,
+}
+
+// SAFETY: the raw pointers in `ArenaState` point into chunks the arena owns; they are only
+// read and advanced under the mutex, and every block handed out is disjoint from every other.
+unsafe impl Send for Arena {}
+// SAFETY: as above; `allocate` takes the mutex.
+unsafe impl Sync for Arena {}
+
+impl Arena {
+    pub(super) fn new() -> Arena {
+        Arena {
+            state: Mutex::new(ArenaState {
+                chunks: Vec::new(),
+                nodes: Vec::new(),
+                values: Region::new(),
+                allocated_bytes: 0,
+            }),
+        }
+    }
+
+    /// Bytes of all chunks allocated so far.
+    pub(super) fn allocated_bytes(&self) -> usize {
+        self.state.lock().allocated_bytes
+    }
+
+    /// `bytes` (rounded up to `ALIGN`) of uninitialised memory aligned to `ALIGN`, valid until
+    /// the arena is dropped. Aborts like any allocation when memory is exhausted.
+    pub(super) fn allocate(&self, area: Area, bytes: usize) -> NonNull<u8> {
+        let bytes = bytes.max(1).div_ceil(ALIGN) * ALIGN;
+        let mut guard = self.state.lock();
+        let state = &mut *guard;
+        let region = match area {
+            Area::Nodes(class) => {
+                let found = state.nodes.iter().position(|(c, _)| *c == class);
+                let position = found.unwrap_or_else(|| {
+                    state.nodes.push((class, Region::new()));
+                    state.nodes.len() - 1
+                });
+                &mut state.nodes[position].1
+            }
+            Area::Values => &mut state.values,
+        };
+        if bytes <= region.remaining {
+            let start = region.cursor;
+            // SAFETY: `start + bytes` stays inside the current chunk (`bytes <= remaining`).
+            region.cursor = unsafe { start.add(bytes) };
+            region.remaining -= bytes;
+            // SAFETY: `start` points into a live chunk, so it is not null.
+            return unsafe { NonNull::new_unchecked(start) };
+        }
+        if bytes > region.next_chunk_bytes / 4 {
+            // A large value gets a chunk of its own and leaves the current one in use.
+            return push_chunk(&mut state.chunks, &mut state.allocated_bytes, bytes);
+        }
+        let chunk_bytes = region.next_chunk_bytes;
+        region.next_chunk_bytes = (chunk_bytes * 2).min(CHUNK_BYTES_MAX);
+        let start = push_chunk(&mut state.chunks, &mut state.allocated_bytes, chunk_bytes);
+        // SAFETY: the chunk is `chunk_bytes >= bytes` long.
+        region.cursor = unsafe { start.as_ptr().add(bytes) };
+        region.remaining = chunk_bytes - bytes;
+        start
+    }
+}
+
+/// Allocates a chunk of `bytes`, records it for freeing, and returns its start.
+fn push_chunk(chunks: &mut Vec<Chunk>, allocated_bytes: &mut usize, bytes: usize) -> NonNull<u8> {
+    let layout = match Layout::from_size_align(bytes, ALIGN) {
+        Ok(layout) => layout,
+        Err(_) => std::alloc::handle_alloc_error(Layout::new::<u8>()),
+    };
+    // SAFETY: `layout` has a non-zero size (`bytes >= ALIGN`).
+    let raw = unsafe { std::alloc::alloc(layout) };
+    let Some(start) = NonNull::new(raw) else {
+        std::alloc::handle_alloc_error(layout)
+    };
+    chunks.push(Chunk { start, layout });
+    *allocated_bytes += bytes;
+    start
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allocations_are_aligned_disjoint_and_writable() {
+        let arena = Arena::new();
+        let mut blocks: Vec<(usize, usize)> = Vec::new();
+        for (i, bytes) in [1usize, 7, 8, 100, 20_000, 70_000, 3, 1 << 20, 5]
+            .into_iter()
+            .cycle()
+            .take(200)
+            .enumerate()
+        {
+            let area = match i % 3 {
+                0 => Area::Nodes(0),
+                1 => Area::Nodes(9),
+                _ => Area::Values,
+            };
+            let start = arena.allocate(area, bytes);
+            assert_eq!(start.as_ptr() as usize % ALIGN, 0);
+            // SAFETY: the block is `bytes` long and ours.
+            unsafe { std::ptr::write_bytes(start.as_ptr(), i as u8, bytes) };
+            blocks.push((start.as_ptr() as usize, bytes));
+        }
+        blocks.sort_unstable();
+        for pair in blocks.windows(2) {
+            assert!(pair[0].0 + pair[0].1 <= pair[1].0, "overlap: {pair:?}");
+        }
+        assert!(arena.allocated_bytes() >= blocks.iter().map(|b| b.1).sum::<usize>());
+    }
+}
