@@ -663,7 +663,7 @@ fn format_cell(value: f64) -> String {
     }
 }
 
-fn opt(text: Option<&String>) -> String {
+pub(super) fn opt(text: Option<&String>) -> String {
     text.cloned().unwrap_or_else(|| "–".to_owned())
 }
 

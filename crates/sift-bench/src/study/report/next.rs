@@ -2,7 +2,7 @@
 //! plots, the δ sweep, the skew comparison, the global index against the data and the
 //! two-index runs, drawn from the experiment's measurements (`experiments::next_windows`).
 
-use super::html::{colour, pivot_table};
+use super::html::{colour, opt, pivot_table};
 use super::svg::{bar_chart, box_plot, line_plot, Bar, BarGroup, BoxGroup, BoxStats, LegendEntry};
 use super::svg::{Segment, Series};
 use crate::study::experiments::next_windows::{series_name, window_label, Pick};
@@ -388,10 +388,6 @@ pub(super) fn figure_svg(
     })
 }
 
-fn text(value: Option<&String>) -> String {
-    value.cloned().unwrap_or_else(|| "–".to_owned())
-}
-
 fn delta_text(m: &Measurement) -> String {
     m.split_delta
         .map_or_else(|| "none".to_owned(), |d| format!("{d:e}"))
@@ -407,10 +403,10 @@ pub(super) fn tables(experiment: &ExperimentResult) -> String {
         &|m| {
             (whole(m) && m.window.is_none() && m.op.as_deref() != Some("LOOKUP")).then(|| {
                 vec![
-                    text(m.suite.as_ref()),
+                    opt(m.suite.as_ref()),
                     m.configuration.clone(),
-                    text(m.attribute.as_ref()),
-                    text(m.distribution.as_ref()),
+                    opt(m.attribute.as_ref()),
+                    opt(m.distribution.as_ref()),
                     delta_text(m),
                 ]
             })
@@ -462,10 +458,10 @@ pub(super) fn tables(experiment: &ExperimentResult) -> String {
         &|m| {
             (whole(m) && matches!(m.op.as_deref(), Some("RANGELOOKUP" | "LOOKUP"))).then(|| {
                 vec![
-                    text(m.suite.as_ref()),
+                    opt(m.suite.as_ref()),
                     m.configuration.clone(),
-                    text(m.attribute.as_ref()),
-                    text(m.distribution.as_ref()),
+                    opt(m.attribute.as_ref()),
+                    opt(m.distribution.as_ref()),
                     delta_text(m),
                     match &m.window {
                         Some(window) => format!("{window} window"),
