@@ -277,6 +277,8 @@ impl Database {
         let (async_index, flush_listener) =
             crate::async_index::AsyncIndexer::new(options.async_index.clone());
         engine_options.flush_listeners.push(flush_listener);
+        // Paused until the asynchronous indexes' retention is in place (below).
+        engine_options.compactions_paused_at_open = true;
         let engine = Arc::new(Db::open(path, engine_options)?);
         if engine.default_tree().id() != crate::deferred::DEFAULT_TREE_ID {
             return Err(IndexError::Internal(
@@ -290,6 +292,12 @@ impl Database {
             }
             Err(error) => return Err(error.into()),
         };
+        // The versions the replay of asynchronous index updates will read must survive the
+        // compactions that now start (`async_index` module docs).
+        if let Some(floor) = crate::async_index::recovery_floor(&engine, &catalog_tree)? {
+            async_index.core.retain_versions_above(&engine, floor);
+        }
+        engine.resume_compactions();
         let opened_sequence = engine.latest_sequence();
         let database = Database {
             engine,
@@ -1023,6 +1031,12 @@ impl Database {
             bloom_bits_per_key: spec.bloom_bits_per_key,
             unique: spec.unique,
         };
+        if record.maintenance.is_async() {
+            // Until a watermark is written, a crash replays from the creation point.
+            self.async_index
+                .core
+                .ensure_retention(&self.engine, record.first_seq);
+        }
         if record.maintenance == Maintenance::Deferred {
             // Before the index can get entries: the observer must know this primary at the
             // next open even before the catalog is loaded (`deferred.rs`).

@@ -91,7 +91,7 @@ pub mod unique;
 pub mod value;
 
 pub use async_index::{
-    AsyncIndexOptions, AsyncIndexStats, Session, SessionConsistency, SessionQueryResult,
+    AsyncIndexOptions, AsyncIndexStats, ReplayHook, Session, SessionConsistency, SessionQueryResult,
 };
 pub use catalog::{IndexKind, IndexRecord, IndexSpec, IndexState, Maintenance};
 pub use database::{

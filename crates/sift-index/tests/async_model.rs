@@ -14,9 +14,9 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use sift_index::{
     decode_pk, decode_value, AttrType, AttrValue, Database, DatabaseOptions, IndexError, IndexKind,
-    IndexSpec, Maintenance, SessionConsistency, WriteOp,
+    IndexSpec, Maintenance, ReplayHook, SessionConsistency, WriteOp,
 };
-use sift_lsm::ReadOptions;
+use sift_lsm::{Db, ReadOptions};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -536,9 +536,80 @@ fn killed_writer_loses_no_index_update() {
                 "round {round}"
             );
         }
-        check_exact(&db, &model, &format!("seed {seed} round {round} ({mode})"));
+        let stats = db.async_index_stats();
+        check_exact(
+            &db,
+            &model,
+            &format!(
+                "seed {seed} round {round} ({mode}), watermark at open {}, {} updates queued again",
+                stats.durable_watermark, stats.updates_recovered
+            ),
+        );
         db.close().unwrap();
     }
+}
+
+/// Regression (CI, `killed_writer_loses_no_index_update`, seeds 4797718652392583330 and
+/// 10628404133040631396): the log replay at open puts writes whose index updates were never
+/// applied into L0 tables beside the older versions, and a background compaction that ran
+/// before the replay scan dropped the versions the scan needs (the one indexed at the
+/// watermark, and versions above it whose updates were applied but not yet covered by a
+/// watermark), leaving their entries in the index forever. The hook compacts every tree at
+/// exactly that moment.
+#[test]
+fn versions_compacted_before_the_replay_scan_leave_no_stale_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = options(1);
+    opts.engine.memtable_bytes_max = 4 << 20; // no flush: no drain writes a watermark
+    let value = |pk: u64, version: u64| Some(((pk + version) % VALUES as u64) as i64);
+    let mut model = Model::new();
+    let put = |db: &Database, model: &mut Model, pk: u64, v: Option<i64>| {
+        let seq = db.put(COLLECTION, &doc(pk, v, "a")).unwrap();
+        model.insert(pk, (v, "a".into(), seq));
+    };
+    {
+        // Version 0 of every document, indexed; the close writes the watermark above it.
+        let db = Database::open(dir.path(), opts.clone()).unwrap();
+        setup(&db, Maintenance::AsyncSimple);
+        for pk in 0..PKS {
+            put(&db, &mut model, pk, value(pk, 0));
+        }
+        db.close().unwrap();
+    }
+    {
+        let db = Database::open(dir.path(), opts.clone()).unwrap();
+        // Version 1: indexed (its entries replace version 0's), but no watermark covers it.
+        for pk in 0..PKS {
+            put(&db, &mut model, pk, value(pk, 1));
+        }
+        db.wait_until_indexed().unwrap();
+        // Version 2 (or a delete): never indexed.
+        opts.async_index
+            .inject_failures
+            .store(u64::MAX, Ordering::SeqCst);
+        for pk in 0..PKS {
+            if pk % 7 == 3 {
+                db.delete(COLLECTION, &pk_bytes(pk)).unwrap();
+                model.remove(&pk);
+            } else {
+                put(&db, &mut model, pk, value(pk, 2));
+            }
+        }
+        assert!(db.async_index_stats().queue_length > 0);
+        drop(db); // no close: nothing drained, no watermark written
+    }
+    let mut reopen = options(1);
+    reopen.async_index.before_replay_scan = Some(ReplayHook(Arc::new(|engine: &Db| {
+        for name in engine.tree_names() {
+            let tree = engine.tree(&name).unwrap();
+            engine.compact_range(&tree, None, None).unwrap();
+        }
+    })));
+    let db = Database::open(dir.path(), reopen).unwrap();
+    assert!(db.async_index_stats().updates_recovered > 0);
+    assert_eq!(recovered_model(&db), model, "the primary itself");
+    check_exact(&db, &model, "after a compaction before the replay scan");
+    db.close().unwrap();
 }
 
 // ---- sessions ---------------------------------------------------------------------------------

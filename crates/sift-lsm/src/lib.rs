@@ -32,6 +32,6 @@ pub use db::{ComponentId, Db, Entry, NewerVersion, Tree, DEFAULT_TREE};
 pub use error::{Error, Result};
 pub use key::{SeqNo, TreeId, ValueKind};
 pub use options::{Compression, Options, ReadOptions, TreeOptions, WalRecovery, WriteOptions};
-pub use snapshot::Snapshot;
+pub use snapshot::{Snapshot, VersionRetention};
 pub use stats::{ReadStats, Stats};
 pub use write_batch::WriteBatch;

@@ -112,6 +112,11 @@ pub struct Options {
     /// round-robin order: pushes deletes down to the entries they cancel sooner (for trees that
     /// receive many deletes of keys written long ago, such as deferred secondary indexes).
     pub compaction_prefer_tombstones: bool,
+    /// Open with automatic compactions paused until `Db::resume_compactions`: a layer on top
+    /// can then register what compactions must keep (snapshots, version retentions) from
+    /// state it reads after open, before any compaction runs. Writes stall at
+    /// `l0_stop_trigger` while compactions are paused; flushes and manual compactions run.
+    pub compactions_paused_at_open: bool,
 
     /// Uncompressed data block size target.
     pub block_bytes: usize,
@@ -161,6 +166,7 @@ impl Default for Options {
             table_file_bytes_target: 64 << 20,
             compaction_threads: 1,
             compaction_prefer_tombstones: false,
+            compactions_paused_at_open: false,
             block_bytes: 4096,
             block_restart_interval: 16,
             bloom_bits_per_key: 10,

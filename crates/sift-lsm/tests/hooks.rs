@@ -117,3 +117,66 @@ fn get_at_reads_the_version_visible_at_a_sequence_number() {
     db.flush().unwrap();
     assert_eq!(db.get_at(&tree, b"k", deleted).unwrap(), None);
 }
+
+/// `Options::compactions_paused_at_open` holds automatic compactions until
+/// `Db::resume_compactions`, so a layer can register a `VersionRetention` first; the
+/// retention keeps the newest version at or below its floor and every version above it, and
+/// once released the next compaction drops them.
+#[test]
+fn compactions_paused_at_open_wait_for_a_retention_that_keeps_versions_above_its_floor() {
+    let dir = tempfile::tempdir().unwrap();
+    let versions: Vec<(u64, &[u8])> = {
+        let options = Options {
+            l0_compaction_trigger: 8,
+            l0_slowdown_trigger: 16,
+            l0_stop_trigger: 24,
+            ..Options::default()
+        };
+        let db = Db::open(dir.path(), options).unwrap();
+        let tree = db.default_tree();
+        let mut versions = Vec::new();
+        for value in [&b"v0"[..], b"v1", b"v2", b"v3"] {
+            versions.push((db.put(&tree, b"k", value).unwrap(), value));
+            db.flush().unwrap();
+        }
+        db.close().unwrap();
+        versions
+    };
+    let l0_files = |db: &Db| {
+        db.components(&db.default_tree(), &sift_lsm::ReadOptions::default())
+            .unwrap()
+            .files(0)
+            .len()
+    };
+    let options = Options {
+        l0_compaction_trigger: 2,
+        compactions_paused_at_open: true,
+        ..Options::default()
+    };
+    let db = Db::open(dir.path(), options).unwrap();
+    let tree = db.default_tree();
+    std::thread::sleep(Duration::from_millis(100));
+    db.wait_for_background_work().unwrap();
+    assert_eq!(l0_files(&db), 4, "no compaction may run before the resume");
+    let floor = versions[1].0;
+    let retention = db.retain_versions_above(floor);
+    assert_eq!(retention.floor(), floor);
+    assert!(db.resume_compactions());
+    db.wait_for_background_work().unwrap();
+    assert_eq!(l0_files(&db), 0, "compactions run after the resume");
+    // v0 is shadowed at the floor by v1; v1 is the newest at the floor; v2 and v3 are above it.
+    assert_eq!(db.get_at(&tree, b"k", versions[0].0).unwrap(), None);
+    for (seq, value) in &versions[1..] {
+        let entry = db.get_at(&tree, b"k", *seq).unwrap().unwrap();
+        assert_eq!((entry.seq, entry.value.as_slice()), (*seq, *value));
+    }
+    drop(retention);
+    db.put(&tree, b"k", b"v4").unwrap();
+    db.compact_range(&tree, None, None).unwrap();
+    assert_eq!(
+        db.get_at(&tree, b"k", versions[3].0).unwrap(),
+        None,
+        "without the retention, compaction drops the shadowed versions"
+    );
+    assert_eq!(db.get(&tree, b"k").unwrap().unwrap().value, b"v4");
+}

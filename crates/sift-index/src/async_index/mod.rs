@@ -24,7 +24,16 @@
 //!   worker after each drain, after the workers' entries, and at close) and, at open, queues again every primary
 //!   entry with a sequence number above `W` (found by reading only the components whose
 //!   sequence range reaches above `W`). Entries applied twice are harmless (see above).
-//!   A watermark write lost with an unsynced log tail only makes the next open re-queue more.
+//!   The watermark is written with a log sync, so it never claims more than survived.
+//! - Versions kept for the replay: the updates queued again at open need the primary's
+//!   versions above `W` and the one visible at `W` (to delete the entries of values a
+//!   document no longer has). A compaction could drop those — in the crashed process after a
+//!   drain abandoned at shutdown, or at open right after the log replay put the unindexed
+//!   writes into L0 tables beside the older versions. So the engine keeps them: the database
+//!   holds a `VersionRetention` at the durable watermark (moved up each time the watermark is
+//!   written), and at open the engine starts with compactions paused until that retention is
+//!   registered from the stored watermark (or, before any was written, from the asynchronous
+//!   indexes' creation points).
 //! - Failed index operations are retried with exponential backoff, never dropped; a batch
 //!   that keeps failing is reported by [`Database::wait_until_indexed`] and in the stats. A
 //!   drain that meets such a failure lets the flush go on: the watermark then stays below the
@@ -40,7 +49,10 @@ use crate::error::{IndexError, Result};
 use parking_lot::Mutex;
 use queue::{Item, LagHistogram, RecoveredVersions, UpdateQueue};
 use sift_lsm::hooks::{FlushInfo, FlushListener};
-use sift_lsm::{ComponentId, Db, ReadOptions, SeqNo, Tree, ValueKind, WriteBatch, WriteOptions};
+use sift_lsm::{
+    ComponentId, Db, ReadOptions, SeqNo, Tree, ValueKind, VersionRetention, WriteBatch,
+    WriteOptions,
+};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
@@ -73,6 +85,21 @@ pub struct AsyncIndexOptions {
     /// Testing aid: each unit makes one index batch fail before it is written.
     #[doc(hidden)]
     pub inject_failures: Arc<AtomicU64>,
+    /// Testing aid: runs at open just before the replay scan reads the primaries, where a
+    /// background compaction may run (tests compact there).
+    #[doc(hidden)]
+    pub before_replay_scan: Option<ReplayHook>,
+}
+
+/// A function given the engine (see `AsyncIndexOptions::before_replay_scan`).
+#[doc(hidden)]
+#[derive(Clone)]
+pub struct ReplayHook(pub Arc<dyn Fn(&Db) + Send + Sync>);
+
+impl std::fmt::Debug for ReplayHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ReplayHook")
+    }
 }
 
 impl Default for AsyncIndexOptions {
@@ -86,6 +113,7 @@ impl Default for AsyncIndexOptions {
             session_idle_timeout: Duration::from_mins(30),
             session_overlay_bytes_max: 8 << 20,
             inject_failures: Arc::new(AtomicU64::new(0)),
+            before_replay_scan: None,
         }
     }
 }
@@ -155,6 +183,8 @@ pub(crate) struct AsyncCore {
     /// Whether the watermark is worth writing (some asynchronous index exists or did).
     pub active: AtomicBool,
     pub durable_watermark: AtomicU64,
+    /// Keeps the primaries' versions above the durable watermark (see the module docs).
+    pub retention: Mutex<Option<VersionRetention>>,
     pub sessions: Mutex<Vec<Weak<session::SessionState>>>,
     pub next_session_id: AtomicU64,
 }
@@ -171,6 +201,7 @@ impl AsyncCore {
             watermark_requested: AtomicBool::new(false),
             active: AtomicBool::new(false),
             durable_watermark: AtomicU64::new(0),
+            retention: Mutex::new(None),
             sessions: Mutex::new(Vec::new()),
             next_session_id: AtomicU64::new(1),
         }
@@ -234,10 +265,32 @@ impl AsyncCore {
         }
         let mut batch = WriteBatch::new();
         batch.put(catalog_tree, WATERMARK_KEY, &watermark.to_be_bytes());
-        engine.write_unthrottled(batch, &WriteOptions::default())?;
+        // Synced: the retention below may let compactions drop versions at or below it, which
+        // a recovery from an older watermark would need.
+        engine.write_unthrottled(batch, &WriteOptions { sync: true })?;
         self.durable_watermark
             .fetch_max(watermark, Ordering::AcqRel);
+        self.retain_versions_above(engine, watermark);
         Ok(())
+    }
+
+    /// Moves the retention of the primaries' versions up to `floor` (never down), or sets it.
+    pub fn retain_versions_above(&self, engine: &Db, floor: SeqNo) {
+        let mut retention = self.retention.lock();
+        if retention.as_ref().is_none_or(|held| held.floor() < floor) {
+            // The new guard is registered before the old one is released.
+            let previous = retention.replace(engine.retain_versions_above(floor));
+            drop(previous);
+        }
+    }
+
+    /// Sets the retention at `floor` unless one is held (an asynchronous index was created
+    /// at `floor`: the replay after a crash starts there until a watermark is written).
+    pub fn ensure_retention(&self, engine: &Db, floor: SeqNo) {
+        let mut retention = self.retention.lock();
+        if retention.is_none() {
+            *retention = Some(engine.retain_versions_above(floor));
+        }
     }
 
     /// Asks the first worker to write the watermark soon.
@@ -385,28 +438,58 @@ fn has_async_index(collection: &crate::database::Collection) -> bool {
         .any(|index| index.record.maintenance.is_async())
 }
 
+/// The stored durable watermark, if one was ever written.
+pub(crate) fn stored_watermark(engine: &Db, catalog_tree: &Tree) -> Result<Option<SeqNo>> {
+    let Some(entry) = engine.get(catalog_tree, WATERMARK_KEY)? else {
+        return Ok(None);
+    };
+    let bytes: [u8; 8] =
+        entry
+            .value
+            .as_slice()
+            .try_into()
+            .map_err(|_| IndexError::CorruptCatalog {
+                key: String::from_utf8_lossy(WATERMARK_KEY).into_owned(),
+                message: format!(
+                    "the index watermark is {} bytes, expected 8",
+                    entry.value.len()
+                ),
+            })?;
+    Ok(Some(SeqNo::from_be_bytes(bytes)))
+}
+
+/// Where the replay at open will start, read before any compaction may run (the engine is
+/// opened with compactions paused): the stored watermark, or without one the lowest creation
+/// point of the asynchronous indexes in the catalog; `None` if there is nothing to replay.
+pub(crate) fn recovery_floor(engine: &Db, catalog_tree: &Tree) -> Result<Option<SeqNo>> {
+    if let Some(watermark) = stored_watermark(engine, catalog_tree)? {
+        return Ok(Some(watermark));
+    }
+    let mut floor: Option<SeqNo> = None;
+    for item in engine.iter(catalog_tree, ReadOptions::default())? {
+        let (key, value, _) = item?;
+        if key.starts_with(b"index/") {
+            let record: crate::catalog::IndexRecord = crate::catalog::decode_record(&key, &value)?;
+            if record.maintenance.is_async() {
+                floor = Some(floor.map_or(record.first_seq, |f| f.min(record.first_seq)));
+            }
+        }
+    }
+    Ok(floor)
+}
+
 impl Database {
     /// Connects the indexer to the opened engine, starts the workers and queues again the
     /// base writes above the durable watermark (see the module documentation).
     pub(crate) fn start_async_index(&self) -> Result<()> {
         let core = &self.async_index.core;
-        let watermark =
-            match self.engine.get(&self.catalog_tree, WATERMARK_KEY)? {
-                Some(entry) => {
-                    let bytes: [u8; 8] = entry.value.as_slice().try_into().map_err(|_| {
-                        IndexError::CorruptCatalog {
-                            key: String::from_utf8_lossy(WATERMARK_KEY).into_owned(),
-                            message: format!(
-                                "the index watermark is {} bytes, expected 8",
-                                entry.value.len()
-                            ),
-                        }
-                    })?;
-                    core.active.store(true, Ordering::Release);
-                    SeqNo::from_be_bytes(bytes)
-                }
-                None => 0,
-            };
+        let watermark = match stored_watermark(&self.engine, &self.catalog_tree)? {
+            Some(watermark) => {
+                core.active.store(true, Ordering::Release);
+                watermark
+            }
+            None => 0,
+        };
         core.durable_watermark.store(watermark, Ordering::Release);
         let _ = core.catalog_tree.set(self.catalog_tree.clone());
         let catalog = Arc::clone(&self.catalog.read());
@@ -434,6 +517,9 @@ impl Database {
             workers.push(handle);
         }
         drop(workers);
+        if let Some(hook) = &core.options.before_replay_scan {
+            (hook.0)(&self.engine);
+        }
         for collection in collections {
             let floor = collection
                 .indexes

@@ -20,6 +20,10 @@
 //! compaction observer exactly once, in input order; folded entries are combined, not dropped,
 //! and are not reported.
 //!
+//! A version retention floor `f` (`CompactionParams::retain_above`, see
+//! [`crate::snapshot::VersionRetention`]) reads as a snapshot at `f` plus one at every sequence
+//! number above it: each version above `f` is a stripe of its own, so it is kept as it is.
+//!
 //! The iterator streams: it buffers only the pending merge operands of the current stripe.
 
 use std::collections::VecDeque;
@@ -37,6 +41,8 @@ pub struct CompactionParams<'a> {
     pub tree_name: Arc<str>,
     /// Sequence numbers of live snapshots, ascending (sorted and deduplicated again by `new`).
     pub snapshots: Vec<SeqNo>,
+    /// Keep every version above this sequence number, and the newest at or below it.
+    pub retain_above: Option<SeqNo>,
     /// Whether older versions of `user_key` may exist in levels below the output (for
     /// flushes: always true). Called at most once per user key.
     pub key_may_exist_below: &'a dyn Fn(&[u8]) -> bool,
@@ -84,8 +90,8 @@ struct KeyState {
     user_key: Vec<u8>,
     /// Sequence number of the previous version of this key, to check the input order.
     last_seq: SeqNo,
-    /// Index into the snapshot list; `snapshots.len()` is the top stripe.
-    stripe: usize,
+    /// See `Core::stripe_of`.
+    stripe: u64,
     state: StripeState,
     /// Pending merge operands of the current stripe, newest first.
     operands: Vec<(SeqNo, Vec<u8>)>,
@@ -118,6 +124,9 @@ impl<'a> CompactionIterator<'a> {
     /// `input` is all inputs of the job merged in internal-key order; the iterator positions it
     /// with `seek_to_first` on the first call to `next_entry`.
     pub fn new(input: Box<dyn InternalIterator + 'a>, mut params: CompactionParams<'a>) -> Self {
+        if let Some(floor) = params.retain_above {
+            params.snapshots.push(floor);
+        }
         params.snapshots.sort_unstable();
         params.snapshots.dedup();
         CompactionIterator {
@@ -193,11 +202,15 @@ impl<'a> CompactionIterator<'a> {
 }
 
 impl Core<'_> {
-    /// The stripe of a version: index of the smallest snapshot `>= seq`, or the top stripe.
-    fn stripe_of(&self, seq: SeqNo) -> usize {
-        self.params
-            .snapshots
-            .partition_point(|&snapshot| snapshot < seq)
+    /// The stripe of a version: index of the smallest snapshot `>= seq`, or the top stripe
+    /// (`snapshots.len()`); above a retention floor, a stripe per sequence number (numbers
+    /// past the top stripe; sequence numbers stay far below `u64::MAX`).
+    fn stripe_of(&self, seq: SeqNo) -> u64 {
+        let snapshots = &self.params.snapshots;
+        if self.params.retain_above.is_some_and(|floor| seq > floor) {
+            return (snapshots.len() as u64 + 1).saturating_add(seq);
+        }
+        snapshots.partition_point(|&snapshot| snapshot < seq) as u64
     }
 
     fn input_corruption(&self, message: &str) -> Error {
@@ -274,7 +287,7 @@ impl Core<'_> {
 
     /// The newest Put or Delete of a stripe that is not folded into a merge: kept, except a
     /// tombstone that no reader needs. Everything older in the stripe is then shadowed.
-    fn keep_base(&mut self, stripe: usize, seq: SeqNo, kind: ValueKind, value: &[u8]) {
+    fn keep_base(&mut self, stripe: u64, seq: SeqNo, kind: ValueKind, value: &[u8]) {
         // Bottom-most stripe: no snapshot is older than the tombstone, so every reader that
         // could see an older version also sees the tombstone.
         if kind == ValueKind::Delete && stripe == 0 && !self.may_exist_below() {
@@ -511,6 +524,24 @@ mod tests {
         merge_operator: Option<Arc<dyn MergeOperator>>,
         observer_count: usize,
     ) -> Result<Outcome> {
+        run_retaining(
+            input,
+            snapshots,
+            None,
+            below,
+            merge_operator,
+            observer_count,
+        )
+    }
+
+    fn run_retaining(
+        input: &[Version],
+        snapshots: &[SeqNo],
+        retain_above: Option<SeqNo>,
+        below: &dyn Fn(&[u8]) -> bool,
+        merge_operator: Option<Arc<dyn MergeOperator>>,
+        observer_count: usize,
+    ) -> Result<Outcome> {
         let mut entries: Vec<(Vec<u8>, Vec<u8>)> = input
             .iter()
             .map(|v| {
@@ -539,6 +570,7 @@ mod tests {
                 tree: TREE,
                 tree_name: Arc::from("test-tree"),
                 snapshots: snapshots.to_vec(),
+                retain_above,
                 key_may_exist_below: below,
                 merge_operator,
                 observers: &observers,
@@ -971,6 +1003,66 @@ mod tests {
         }
     }
 
+    /// A retention floor reads exactly like a snapshot at the floor plus one at every sequence
+    /// number above it (the definition in the module documentation): same output, same drops
+    /// reported, same counts, over random inputs of puts, deletes and merges.
+    #[test]
+    fn retention_floor_equals_a_snapshot_at_every_sequence_above_it() {
+        for seed in 0..2_000u64 {
+            let mut rng = StdRng::seed_from_u64(seed);
+            let mut seq_pool: Vec<SeqNo> = (1..=30).collect();
+            seq_pool.shuffle(&mut rng);
+            let mut input = Vec::new();
+            for key in [&b"a"[..], b"b", b"c"] {
+                for _ in 0..rng.gen_range(0..=7) {
+                    let seq = seq_pool.pop().expect("pool is large enough");
+                    let (kind, value) = match rng.gen_range(0..3) {
+                        0 => (ValueKind::Put, format!("p{seq}")),
+                        1 => (ValueKind::Delete, String::new()),
+                        _ => (ValueKind::Merge, format!("m{seq}")),
+                    };
+                    input.push(version(key, seq, kind, &value));
+                }
+            }
+            let snapshots: Vec<SeqNo> = (0..rng.gen_range(0..=2))
+                .map(|_| rng.gen_range(1..=31))
+                .collect();
+            let floor = rng.gen_range(0..=31);
+            let below = rng.gen_bool(0.5);
+            let operator = rng.gen_bool(0.5).then(|| concat(rng.gen_bool(0.5)));
+            let mut expanded = snapshots.clone();
+            expanded.push(floor);
+            expanded.extend(input.iter().map(|v| v.seq).filter(|seq| *seq > floor));
+            let context =
+                format!("seed {seed} floor {floor} snapshots {snapshots:?} input {input:?}");
+            let retained = run_retaining(
+                &input,
+                &snapshots,
+                Some(floor),
+                &|_| below,
+                operator.clone(),
+                1,
+            )
+            .unwrap_or_else(|e| panic!("{context}: {e}"));
+            let reference = run(&input, &expanded, &|_| below, operator, 1)
+                .unwrap_or_else(|e| panic!("{context}: {e}"));
+            assert_eq!(retained.raw_output, reference.raw_output, "{context}");
+            assert_eq!(retained.reports, reference.reports, "{context}");
+            assert_eq!(retained.counts, reference.counts, "{context}");
+            // Nothing above the floor is dropped (the oldest operand of a key may still be
+            // merged onto nothing, which reads the same).
+            for v in input.iter().filter(|v| v.seq > floor) {
+                assert!(
+                    retained
+                        .output
+                        .iter()
+                        .any(|out| out.user_key == v.user_key && out.seq == v.seq),
+                    "{context}: {v:?} dropped"
+                );
+            }
+        }
+    }
+
     /// Runs with one observer and returns (output, reports).
     fn simple(
         input: &[Version],
@@ -1152,6 +1244,7 @@ mod tests {
                 tree: TREE,
                 tree_name: Arc::from("t"),
                 snapshots: Vec::new(),
+                retain_above: None,
                 key_may_exist_below: &|_| true,
                 merge_operator: Some(concat(false)),
                 observers: &no_observers,
@@ -1190,6 +1283,7 @@ mod tests {
                     tree: TREE,
                     tree_name: Arc::from("t"),
                     snapshots: Vec::new(),
+                    retain_above: None,
                     key_may_exist_below: &|_| true,
                     merge_operator: None,
                     observers: &no_observers,

@@ -201,7 +201,10 @@ impl DbInner {
                     if state.shutting_down {
                         return;
                     }
-                    if state.bg_error.is_none() && state.manual_compactions == 0 {
+                    if state.bg_error.is_none()
+                        && state.manual_compactions == 0
+                        && state.compactions_paused == 0
+                    {
                         if let Some(c) = self.pick_compaction(&state) {
                             c.mark(true);
                             state.compactions_running += 1;
@@ -284,6 +287,7 @@ impl DbInner {
             tree: tree_id,
             tree_name: Arc::clone(&c.tree.name),
             snapshots,
+            retain_above: self.snapshots.retention_floor(),
             key_may_exist_below: &may_exist_below,
             merge_operator: c.tree.options.merge_operator.clone(),
             observers: &self.options.compaction_observers,

@@ -8,7 +8,7 @@ use crate::extension::{
 };
 use crate::hooks::FlushInfo;
 use crate::iterator::InternalIterator;
-use crate::key::TreeId;
+use crate::key::{SeqNo, TreeId};
 use crate::memtable::Memtable;
 use crate::sstable::{TableBuilder, TableBuilderOptions, TableSummary};
 use crate::stats::EngineCounters;
@@ -142,6 +142,7 @@ impl DbInner {
             (imm, Arc::clone(&state.trees), next_wal)
         };
         let snapshots = self.snapshots.sequences();
+        let retain_above = self.snapshots.retention_floor();
         let mut edit = VersionEdit {
             log_number: Some(log_number_after),
             ..VersionEdit::default()
@@ -156,7 +157,8 @@ impl DbInner {
                 };
                 let number = self.state.lock().versions.new_file_number();
                 created.push(number);
-                let new_file = self.flush_tree(&imm, tree, number, &snapshots, &mut emitted)?;
+                let new_file =
+                    self.flush_tree(&imm, tree, number, &snapshots, retain_above, &mut emitted)?;
                 if let Some(f) = new_file {
                     flushed_bytes += f.file_bytes;
                     edit.new_files.push((tree_id, 0, f));
@@ -209,6 +211,7 @@ impl DbInner {
         tree: &Arc<TreeInfo>,
         number: u64,
         snapshots: &[u64],
+        retain_above: Option<SeqNo>,
         emitted: &mut WriteBatch,
     ) -> Result<Option<NewFile>> {
         let mut input = imm.iter(tree.id);
@@ -218,6 +221,7 @@ impl DbInner {
             tree: tree.id,
             tree_name: Arc::clone(&tree.name),
             snapshots: snapshots.to_vec(),
+            retain_above,
             key_may_exist_below: &always,
             merge_operator: tree.options.merge_operator.clone(),
             observers: &self.options.compaction_observers,

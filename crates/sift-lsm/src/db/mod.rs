@@ -2,7 +2,7 @@
 
 use crate::key::{SeqNo, TreeId};
 use crate::options::{Options, ReadOptions, TreeOptions, WriteOptions};
-use crate::snapshot::Snapshot;
+use crate::snapshot::{Snapshot, VersionRetention};
 use crate::stats::Stats;
 use crate::write_batch::WriteBatch;
 use crate::{Error, Result};
@@ -319,6 +319,27 @@ impl Db {
         let _state = self.inner.state.lock();
         self.inner.snapshots.acquire(self.inner.latest_sequence())
     }
+    /// Keeps every version above `floor` (and the newest at or below it) through flushes and
+    /// compactions that start while the returned guard lives; see [`VersionRetention`].
+    pub fn retain_versions_above(&self, floor: SeqNo) -> VersionRetention {
+        // Under the state lock, like `snapshot`.
+        let _state = self.inner.state.lock();
+        self.inner.snapshots.retain_above(floor)
+    }
+    /// Pauses automatic compactions (running ones finish) until a matching
+    /// [`Db::resume_compactions`]. Pauses nest. Flushes and manual compactions still run, and
+    /// writes stall at `l0_stop_trigger` while paused.
+    pub fn pause_compactions(&self) {
+        self.inner.state.lock().compactions_paused += 1;
+    }
+    /// Ends one pause (also the one `Options::compactions_paused_at_open` starts with). Returns
+    /// whether automatic compactions may run now; resuming with no pause in force is a no-op.
+    pub fn resume_compactions(&self) -> bool {
+        let mut state = self.inner.state.lock();
+        state.compactions_paused = state.compactions_paused.saturating_sub(1);
+        self.inner.bg_cv.notify_all();
+        state.compactions_paused == 0
+    }
     /// The newest sequence number visible to reads.
     pub fn latest_sequence(&self) -> SeqNo {
         self.inner.latest_sequence()
@@ -427,7 +448,7 @@ impl Db {
             let busy = !state.imms.is_empty()
                 || state.flush_running
                 || state.compactions_running > 0
-                || self.inner.pick_compaction(&state).is_some();
+                || (state.compactions_paused == 0 && self.inner.pick_compaction(&state).is_some());
             if !busy {
                 return Ok(());
             }

@@ -146,6 +146,7 @@ impl Db {
                 compactions_running: 0,
                 flush_running: false,
                 manual_compactions: 0,
+                compactions_paused: usize::from(options.compactions_paused_at_open),
                 running_jobs: std::collections::BTreeSet::new(),
                 next_job_ticket: 0,
             }),

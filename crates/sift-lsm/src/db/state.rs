@@ -52,6 +52,9 @@ pub(crate) struct DbState {
     pub compactions_running: usize,
     pub flush_running: bool,
     pub manual_compactions: usize,
+    /// Pauses of automatic compactions in force (`Db::pause_compactions`); none run while
+    /// this is above zero.
+    pub compactions_paused: usize,
     /// Tickets of the flush and compaction jobs running now (see `JobTicket`).
     pub running_jobs: BTreeSet<u64>,
     /// The ticket the next job gets.
