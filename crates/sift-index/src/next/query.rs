@@ -24,7 +24,7 @@
 //! everything left (for time-correlated attributes most blocks are never read).
 
 use super::format::{
-    property_lists, secondary_name, visit_secondary_block, DirectoryEntry, COLLECTOR_NAME,
+    property_lists, secondary_name, visit_secondary_from, DirectoryEntry, COLLECTOR_NAME,
 };
 use super::global::Region;
 use super::memo::{MemoAnswer, UpdateMemo};
@@ -318,7 +318,11 @@ impl Run<'_> {
         let mut examined = 0;
         let mut shadowed = 0;
         let mut not_a_point = None;
-        visit_secondary_block(&bytes, attr_id, &mut |entry| {
+        let from: &[u8] = match region {
+            Region::Range { start, .. } => start,
+            Region::Within(_) => &[],
+        };
+        visit_secondary_from(&bytes, attr_id, from, &mut |entry| {
             match region {
                 Region::Range { start, end } => {
                     if entry.value < start {
