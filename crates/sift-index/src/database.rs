@@ -1105,8 +1105,8 @@ impl Database {
         Ok(())
     }
 
-    /// Memory held by a `memory` index, or by an `embedded` index's map of recent writes (0
-    /// for other kinds).
+    /// Memory held by a `memory` index, by an `embedded` index's map of recent writes, or by a
+    /// `next` / `sst-local` index's global index, memtable map and memo (0 for other kinds).
     pub fn memory_bytes(&self, collection: &str, index: &str) -> Result<u64> {
         let collection = self.collection_arc(collection)?;
         let index = collection.index(index)?;

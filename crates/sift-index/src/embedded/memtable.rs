@@ -189,6 +189,9 @@ fn merge(older: Run, newer: Run) -> Run {
     }
 }
 
+/// What [`MemtableMap::visit`] calls: `(value, seq, pk)`.
+pub type MapVisitor<'a> = dyn FnMut(&[u8], SeqNo, &[u8]) + 'a;
+
 #[derive(Debug, Default)]
 pub struct MemtableMap {
     maps: Mutex<Maps>,
@@ -251,7 +254,7 @@ impl MemtableMap {
         ranges: &[(&[u8], Option<&[u8]>)],
         above: SeqNo,
         through: SeqNo,
-        visit: &mut dyn FnMut(&[u8], SeqNo, &[u8]),
+        visit: &mut MapVisitor<'_>,
     ) -> SeqNo {
         let mut maps = self.lock();
         maps.seal_buffer();

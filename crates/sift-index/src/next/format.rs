@@ -99,7 +99,11 @@ pub fn encode_secondary_block<'a>(
     for restart in &restarts {
         out.extend_from_slice(&restart.to_le_bytes());
     }
-    out.extend_from_slice(&u32::try_from(restarts.len()).unwrap_or(u32::MAX).to_le_bytes());
+    out.extend_from_slice(
+        &u32::try_from(restarts.len())
+            .unwrap_or(u32::MAX)
+            .to_le_bytes(),
+    );
     out
 }
 
@@ -261,7 +265,10 @@ fn parse_secondary_layout(bytes: &[u8], attr_id: u32) -> Result<SecondaryLayout<
         .checked_sub(4 * restart_count)
         .filter(|&end| end >= entries_start)
     else {
-        return Err(corrupt(count_at, "restart array larger than the block".to_string()));
+        return Err(corrupt(
+            count_at,
+            "restart array larger than the block".to_string(),
+        ));
     };
     let layout = SecondaryLayout {
         count,
@@ -286,7 +293,10 @@ fn parse_secondary_layout(bytes: &[u8], attr_id: u32) -> Result<SecondaryLayout<
 }
 
 /// Decodes the entry at the decoder's position (entry number `i`, for messages).
-fn decode_entry<'a>(decoder: &mut Decoder<'a>, i: usize) -> Result<SecondaryEntryRef<'a>, FormatError> {
+fn decode_entry<'a>(
+    decoder: &mut Decoder<'a>,
+    i: usize,
+) -> Result<SecondaryEntryRef<'a>, FormatError> {
     let start = decoder.position();
     let (Some(value), Some(pk)) = (decoder.length_prefixed(), decoder.length_prefixed()) else {
         return fail(decoder, format!("entry {i}: truncated value or key"));
@@ -736,7 +746,9 @@ mod tests {
         assert_eq!(decode_secondary_block(&legacy_longer, 1).unwrap().len(), 1);
         legacy_longer.push(0);
         assert_eq!(
-            decode_secondary_block(&legacy_longer, 1).unwrap_err().offset,
+            decode_secondary_block(&legacy_longer, 1)
+                .unwrap_err()
+                .offset,
             legacy_longer.len() - 1
         );
         let reversed = vec![entry(b"b", b"k1", 5, 0, 0), entry(b"a", b"k2", 6, 0, 0)];

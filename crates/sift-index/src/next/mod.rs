@@ -455,14 +455,16 @@ impl Registry {
         }
     }
 
-    /// Memory held by an index's global index (and its collection's memo).
+    /// Memory held by an index's global index and memtable map (and its collection's memo).
     pub fn memory_bytes(&self, tree: TreeId, index_id: u64) -> u64 {
-        let global = self
-            .index(tree, index_id)
+        let state = self.index(tree, index_id);
+        let global = state
+            .as_ref()
             .and_then(|state| state.global.as_ref().map(|g| g.lock().index.memory_bytes()))
             .unwrap_or(0);
+        let map = state.map_or(0, |state| state.memtable.memory_bytes());
         let memo = self.memo(tree).map_or(0, |m| m.memory_bytes());
-        (global + memo) as u64
+        (global + memo) as u64 + map
     }
 
     /// Records writes in the memo before they are applied; returns what to undo if the

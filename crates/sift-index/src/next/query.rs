@@ -228,7 +228,10 @@ impl Run<'_> {
         );
         if pruned_through > tables_seq_max {
             for id in self.view.ids() {
-                if matches!(id, ComponentId::Memtable | ComponentId::ImmutableMemtable(_)) {
+                if matches!(
+                    id,
+                    ComponentId::Memtable | ComponentId::ImmutableMemtable(_)
+                ) {
                     self.scan_memtable(id)?;
                 }
             }
@@ -298,7 +301,11 @@ impl Run<'_> {
         let (bytes, path, offset) = if let Some(side) = self.side_of(file) {
             let bytes = super::build::read_side_block(self.engine, side, file.number, &name)?;
             self.read_stats.blocks_read_from_disk.fetch_add(1, Relaxed);
-            (Arc::<[u8]>::from(bytes), self.engine.path().join(side.name()), 0)
+            (
+                Arc::<[u8]>::from(bytes),
+                self.engine.path().join(side.name()),
+                0,
+            )
         } else {
             let Some(handle) = table.meta_block_handle(COLLECTOR_NAME, &name) else {
                 return Err(sift_lsm::Error::corruption(

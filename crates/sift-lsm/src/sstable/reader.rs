@@ -373,18 +373,26 @@ impl Table {
     /// name a file offset). The metaindex is written sorted by name, so this is a binary
     /// search (a table may hold thousands of collector meta blocks).
     pub fn meta_block_handle(&self, collector: &str, name: &str) -> Option<BlockHandle> {
-        // Compared piecewise: queries ask for meta blocks often enough that building the
-        // full name showed in profiles.
+        // Built on the stack when short: queries ask for meta blocks often enough that
+        // allocating the full name showed in profiles.
+        let mut buffer = [0u8; 128];
         let mut separator = [0u8; 4];
         let separator = META_BLOCK_SEPARATOR.encode_utf8(&mut separator).as_bytes();
-        let full_name = || {
-            collector
-                .bytes()
-                .chain(separator.iter().copied())
-                .chain(name.bytes())
+        let total = collector.len() + separator.len() + name.len();
+        let allocated;
+        let full_name: &[u8] = if let Some(target) = buffer.get_mut(..total) {
+            let (first, rest) = target.split_at_mut(collector.len());
+            first.copy_from_slice(collector.as_bytes());
+            let (middle, last) = rest.split_at_mut(separator.len());
+            middle.copy_from_slice(separator);
+            last.copy_from_slice(name.as_bytes());
+            target
+        } else {
+            allocated = format!("{collector}{META_BLOCK_SEPARATOR}{name}");
+            allocated.as_bytes()
         };
         self.metaindex
-            .binary_search_by(|(n, _)| n.bytes().cmp(full_name()))
+            .binary_search_by(|(n, _)| n.as_bytes().cmp(full_name))
             .ok()
             .and_then(|i| self.metaindex.get(i))
             .map(|&(_, handle)| handle)
