@@ -13,11 +13,14 @@
 //!   `sst-local` has none and reads every live file's directory per query.
 //! - `memo`: the update memo (pk → newest sequence number), one validation strategy; the
 //!   other is the engine's GetLite (`newer_version_exists_above`).
-//! - `query`: LOOKUP, RANGE and WITHIN: memtables scanned, matching secondary blocks read,
+//! - memtable map (`NextIndexState::memtable`, the embedded kind's `MemtableMap`): the writes
+//!   still in memtables by value, so queries need not scan the memtables; filled at
+//!   registration, fed by the write path, pruned by flushes.
+//! - `query`: LOOKUP, RANGE and WITHIN: memtable map searched, matching secondary blocks read,
 //!   each matching data block read at most once per query, candidates validated newest first.
 //!
-//! Writes cost only the primary write (plus, with memo validation, a memory-only GetLite check
-//! per write of a key the memo does not know). Files written before an index existed (or while
+//! Writes cost the primary write and one map insert (plus, with memo validation, a memory-only
+//! GetLite check per write of a key the memo does not know). Files written before an index existed (or while
 //! it was being registered) carry no secondary blocks for it; queries scan them, so answers are
 //! correct at every moment, and flushes and compactions index the data as they rewrite it.
 //!

@@ -4,7 +4,10 @@
 //! chosen by their value range or, for geo, their bounding rectangle.
 //!
 //! One engine view of the primary tree (at the query's snapshot) decides what exists:
-//! 1. memtables are scanned (the secondary blocks only cover tables);
+//! 1. the memtables (the secondary blocks only cover tables): their candidates come from the
+//!    index's memtable map (`NextIndexState::memtable`, ordered by value), validated and fetched
+//!    by a point read (a memory read); when the map has forgotten writes the view still holds
+//!    in memtables (a flush raced with the query, a failed write), the memtables are scanned;
 //! 2. per live table: if it has secondary blocks for the attribute, the blocks whose value
 //!    range meets the query are found through the global index (`next`; a table the global
 //!    index does not know yet is handled like `sst-local`) or through the table's directory
@@ -14,7 +17,10 @@
 //!    by a newer version in their own file) are validated newest first: the update memo or
 //!    GetLite decide from memory; only a GetLite "maybe" costs a primary read. A live
 //!    candidate's document comes from its data block, each data block read at most once per
-//!    query (read history). Top-K stops at the K-th live candidate: candidates are versions
+//!    query (read history) and only the candidate's entry decoded. Secondary blocks and
+//!    directories are read through the engine's block cache and counted in the read
+//!    statistics; within a secondary block the first entry in range is found by binary
+//!    search over its restart points. Top-K stops at the K-th live candidate: candidates are versions
 //!    and a live version's sequence number is the hit's, so no later candidate can be newer.
 //!
 //! Sources (memtables, secondary blocks, tables to scan) are read newest first by the largest
