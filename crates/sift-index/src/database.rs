@@ -1123,8 +1123,8 @@ impl Database {
         Ok(())
     }
 
-    /// Memory held by a `memory` index, or by an `embedded` index's map of recent writes (0
-    /// for other kinds).
+    /// Memory held by a `memory` index, by an `embedded` index's map of recent writes, or by a
+    /// `next` / `sst-local` index's global index, memtable map and memo (0 for other kinds).
     pub fn memory_bytes(&self, collection: &str, index: &str) -> Result<u64> {
         let collection = self.collection_arc(collection)?;
         let index = collection.index(index)?;
@@ -1272,6 +1272,8 @@ impl Database {
             // numbers may go to other writes): distrust them, so queries scan the memtables
             // until a flush.
             if let Some(last) = attempted_last {
+                self.next
+                    .distrust_memtable_maps(memo_tree, last.max(self.engine.latest_sequence()));
                 for index in &collection.indexes {
                     if let Some(embedded) = &index.embedded {
                         embedded
@@ -1329,6 +1331,8 @@ impl Database {
         let mut lists: BTreeMap<(usize, Vec<u8>), Vec<Posting>> = BTreeMap::new();
         let memo_tree = collection.primary.id();
         let track_memo = self.next.has_memo(memo_tree);
+        // `next` / `sst-local`: their maps of the writes still in memtables.
+        let next_states = self.next.indexes_of(memo_tree);
         for op in prepared {
             let (pk, new_envelope) = match op {
                 Prepared::Put { pk, envelope } => (pk, Some(envelope)),
@@ -1521,7 +1525,13 @@ impl Database {
                             );
                         }
                     }
-                    IndexKind::SstLocal | IndexKind::Next => {}
+                    IndexKind::SstLocal | IndexKind::Next => {
+                        // Recorded before the engine write, like the embedded map.
+                        let state = next_states.iter().find(|s| s.index_id == index.record.id);
+                        if let (Some(state), Some(value)) = (state, &new_value) {
+                            state.memtable.insert(value, seq, &pk);
+                        }
+                    }
                     IndexKind::Embedded => {
                         // Recorded before the engine write (see `embedded/memtable.rs`).
                         if let (Some(embedded), Some(value)) = (&index.embedded, &new_value) {

@@ -189,6 +189,9 @@ fn merge(older: Run, newer: Run) -> Run {
     }
 }
 
+/// What [`MemtableMap::visit`] calls: `(value, seq, pk)`.
+pub type MapVisitor<'a> = dyn FnMut(&[u8], SeqNo, &[u8]) + 'a;
+
 #[derive(Debug, Default)]
 pub struct MemtableMap {
     maps: Mutex<Maps>,
@@ -236,32 +239,46 @@ impl MemtableMap {
         above: SeqNo,
         through: SeqNo,
     ) -> (Vec<(SeqNo, Vec<u8>)>, SeqNo) {
-        let start_prefix = prefix_of(start);
-        let end_prefix = end.map(prefix_of);
-        let in_range = |entry: &Entry| {
-            entry.value_cmp(start_prefix, start) != Ordering::Less
-                && end
-                    .zip(end_prefix)
-                    .is_none_or(|(end, p)| entry.value_cmp(p, end) == Ordering::Less)
-        };
-        let wanted = |entry: &Entry| entry.seq > above && entry.seq <= through;
+        let mut found = Vec::new();
+        let pruned_through = self.visit(&[(start, end)], above, through, &mut |_, seq, pk| {
+            found.push((seq, pk.to_vec()));
+        });
+        (found, pruned_through)
+    }
+
+    /// Calls `visit(value, seq, pk)` for each recorded write with encoded value in one of the
+    /// `[start, end)` ranges (which must not overlap) and sequence number in
+    /// `(above, through]`; returns the map's `pruned_through`, read together with the writes.
+    pub fn visit(
+        &self,
+        ranges: &[(&[u8], Option<&[u8]>)],
+        above: SeqNo,
+        through: SeqNo,
+        visit: &mut MapVisitor<'_>,
+    ) -> SeqNo {
         let mut maps = self.lock();
         maps.seal_buffer();
-        let mut found = Vec::new();
         for run in &maps.runs {
             if run.seq_max <= above || run.seq_min > through {
                 continue;
             }
-            let first = run
-                .entries
-                .partition_point(|e| e.value_cmp(start_prefix, start) == Ordering::Less);
-            for entry in run.entries[first..].iter().take_while(|e| in_range(e)) {
-                if wanted(entry) {
-                    found.push((entry.seq, entry.pk().to_vec()));
+            for &(start, end) in ranges {
+                let start_prefix = prefix_of(start);
+                let end_prefix = end.map(prefix_of);
+                let first = run
+                    .entries
+                    .partition_point(|e| e.value_cmp(start_prefix, start) == Ordering::Less);
+                for entry in run.entries[first..].iter().take_while(|e| {
+                    end.zip(end_prefix)
+                        .is_none_or(|(end, p)| e.value_cmp(p, end) == Ordering::Less)
+                }) {
+                    if entry.seq > above && entry.seq <= through {
+                        visit(entry.value(), entry.seq, entry.pk());
+                    }
                 }
             }
         }
-        (found, maps.pruned_through)
+        maps.pruned_through
     }
 
     pub fn pruned_through(&self) -> SeqNo {

@@ -15,8 +15,14 @@ use sift_lsm::SeqNo;
 pub const COLLECTOR_NAME: &str = "sift.next";
 /// First byte of every block and of the table property.
 pub const FORMAT_VERSION: u8 = 1;
-/// Second byte of a secondary block.
+/// Second byte of a secondary block without restart points (written before they existed;
+/// still read).
 pub const SECONDARY_TAG: u8 = b'S';
+/// Second byte of a secondary block ending with restart points (what the collector writes):
+/// a query binary-searches them instead of decoding the block from its start.
+pub const INDEXED_SECONDARY_TAG: u8 = b'T';
+/// Entries between two restart points of an indexed secondary block.
+pub const RESTART_INTERVAL: usize = 16;
 /// Second byte of a directory block (one-dimensional attributes).
 pub const DIRECTORY_TAG: u8 = b'D';
 /// Second byte of a geo directory block (each block also carries its bounding rectangle).
@@ -74,18 +80,36 @@ pub struct DirectoryEntry {
     pub rect: Option<GeoBox>,
 }
 
-/// Encodes a secondary block (entries in value order).
+/// Encodes a secondary block (entries in value order), with restart points: the offset of
+/// every [`RESTART_INTERVAL`]-th entry (fixed32 each), then their count (fixed32).
 pub fn encode_secondary_block<'a>(
     attr_id: u32,
     entries: impl ExactSizeIterator<Item = SecondaryEntryRef<'a>>,
 ) -> Vec<u8> {
-    let mut out = vec![FORMAT_VERSION, SECONDARY_TAG];
+    let mut out = vec![FORMAT_VERSION, INDEXED_SECONDARY_TAG];
     put_varint32(&mut out, attr_id);
     put_varint64(&mut out, entries.len() as u64);
-    for entry in entries {
+    let mut restarts: Vec<u32> = Vec::with_capacity(entries.len() / RESTART_INTERVAL + 1);
+    for (i, entry) in entries.enumerate() {
+        if i % RESTART_INTERVAL == 0 {
+            restarts.push(u32::try_from(out.len()).unwrap_or(u32::MAX));
+        }
         entry.encode_to(&mut out);
     }
+    for restart in &restarts {
+        out.extend_from_slice(&restart.to_le_bytes());
+    }
+    out.extend_from_slice(
+        &u32::try_from(restarts.len())
+            .unwrap_or(u32::MAX)
+            .to_le_bytes(),
+    );
     out
+}
+
+/// Bytes the restart points add to a block of `entries` entries.
+pub fn restart_bytes(entries: usize) -> usize {
+    4 * (entries.div_ceil(RESTART_INTERVAL) + 1)
 }
 
 /// A borrowed secondary entry (what the collector writes from its arena).
@@ -183,6 +207,174 @@ pub fn decode_secondary_block(
     Ok(entries)
 }
 
+/// A secondary block's header, parsed: where its entries start and end, and its restart
+/// points (indexed blocks only).
+struct SecondaryLayout<'a> {
+    count: usize,
+    entries_start: usize,
+    entries_end: usize,
+    /// The restart array (fixed32 each), empty for an unindexed block.
+    restarts: &'a [u8],
+}
+
+impl SecondaryLayout<'_> {
+    fn restart_count(&self) -> usize {
+        self.restarts.len() / 4
+    }
+    fn restart(&self, index: usize) -> usize {
+        let at = 4 * index;
+        match self.restarts.get(at..at + 4) {
+            Some(b) => u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize,
+            None => usize::MAX,
+        }
+    }
+}
+
+fn parse_secondary_layout(bytes: &[u8], attr_id: u32) -> Result<SecondaryLayout<'_>, FormatError> {
+    let indexed = bytes.get(1) == Some(&INDEXED_SECONDARY_TAG);
+    let mut decoder = Decoder::new(bytes);
+    let tag = if indexed {
+        INDEXED_SECONDARY_TAG
+    } else {
+        SECONDARY_TAG
+    };
+    check_header(&mut decoder, tag, attr_id)?;
+    let count = claimed_count(&mut decoder, "entry")?;
+    let entries_start = decoder.position();
+    if !indexed {
+        return Ok(SecondaryLayout {
+            count,
+            entries_start,
+            entries_end: bytes.len(),
+            restarts: &[],
+        });
+    }
+    let corrupt = |offset: usize, message: String| FormatError { offset, message };
+    let Some(count_at) = bytes.len().checked_sub(4).filter(|&at| at >= entries_start) else {
+        return Err(corrupt(bytes.len(), "truncated restart count".to_string()));
+    };
+    let tail = &bytes[count_at..];
+    let restart_count = u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]) as usize;
+    if restart_count != count.div_ceil(RESTART_INTERVAL) {
+        return Err(corrupt(
+            count_at,
+            format!("{restart_count} restart points for {count} entries"),
+        ));
+    }
+    let Some(entries_end) = count_at
+        .checked_sub(4 * restart_count)
+        .filter(|&end| end >= entries_start)
+    else {
+        return Err(corrupt(
+            count_at,
+            "restart array larger than the block".to_string(),
+        ));
+    };
+    let layout = SecondaryLayout {
+        count,
+        entries_start,
+        entries_end,
+        restarts: &bytes[entries_end..count_at],
+    };
+    // Restart points increase, start at the first entry and point inside the entries.
+    let mut previous = None;
+    for index in 0..restart_count {
+        let point = layout.restart(index);
+        let ordered = previous.map_or(point == entries_start, |p| point > p);
+        if !ordered || point >= entries_end {
+            return Err(corrupt(
+                entries_end + 4 * index,
+                format!("restart point {index} ({point}) out of order or outside the entries"),
+            ));
+        }
+        previous = Some(point);
+    }
+    Ok(layout)
+}
+
+/// Decodes the entry at the decoder's position (entry number `i`, for messages).
+fn decode_entry<'a>(
+    decoder: &mut Decoder<'a>,
+    i: usize,
+) -> Result<SecondaryEntryRef<'a>, FormatError> {
+    let start = decoder.position();
+    let (Some(value), Some(pk)) = (decoder.length_prefixed(), decoder.length_prefixed()) else {
+        return fail(decoder, format!("entry {i}: truncated value or key"));
+    };
+    let (Some(seq), Some(next_newer_seq), Some(data_block)) =
+        (decoder.varint64(), decoder.varint64(), decoder.varint32())
+    else {
+        return fail(decoder, format!("entry {i}: truncated numbers"));
+    };
+    if next_newer_seq != 0 && next_newer_seq <= seq {
+        return Err(FormatError {
+            offset: start,
+            message: format!(
+                "entry {i}: next newer sequence number {next_newer_seq} is not above {seq}"
+            ),
+        });
+    }
+    Ok(SecondaryEntryRef {
+        value,
+        pk,
+        seq,
+        next_newer_seq,
+        data_block,
+    })
+}
+
+/// Decodes entries `first..` of a block from byte `from` (where entry `first` starts), calling
+/// `visit` until it returns `false`; with `whole`, every entry is checked even after that.
+fn decode_entries<'a>(
+    bytes: &'a [u8],
+    layout: &SecondaryLayout<'_>,
+    first: usize,
+    from: usize,
+    whole: bool,
+    visit: &mut dyn FnMut(SecondaryEntryRef<'a>) -> bool,
+) -> Result<(), FormatError> {
+    let entries = bytes.get(..layout.entries_end).unwrap_or_default();
+    let mut decoder = Decoder::new(entries);
+    if decoder.bytes(from).is_none() {
+        return Err(FormatError {
+            offset: from,
+            message: "entry offset outside the block".to_string(),
+        });
+    }
+    let mut previous: Option<&[u8]> = None;
+    let mut visiting = true;
+    for i in first..layout.count {
+        let start = decoder.position();
+        if i % RESTART_INTERVAL == 0
+            && layout.restart_count() > 0
+            && layout.restart(i / RESTART_INTERVAL) != start
+        {
+            return Err(FormatError {
+                offset: start,
+                message: format!("entry {i} does not start at its restart point"),
+            });
+        }
+        let entry = decode_entry(&mut decoder, i)?;
+        if previous.is_some_and(|previous| previous > entry.value) {
+            return Err(FormatError {
+                offset: start,
+                message: format!("entry {i}: values out of order"),
+            });
+        }
+        previous = Some(entry.value);
+        if visiting {
+            visiting = visit(entry);
+            if !visiting && !whole {
+                return Ok(());
+            }
+        }
+    }
+    if !decoder.is_empty() {
+        return fail(&decoder, "bytes after the last entry");
+    }
+    Ok(())
+}
+
 /// Decodes a secondary block of `attr_id` without copying, calling `visit` for each entry in
 /// value order until it returns `false`. The whole block is checked even after `visit` stops,
 /// so damage anywhere is reported.
@@ -191,50 +383,55 @@ pub fn visit_secondary_block<'a>(
     attr_id: u32,
     visit: &mut dyn FnMut(SecondaryEntryRef<'a>) -> bool,
 ) -> Result<(), FormatError> {
-    let mut decoder = Decoder::new(bytes);
-    check_header(&mut decoder, SECONDARY_TAG, attr_id)?;
-    let count = claimed_count(&mut decoder, "entry")?;
-    let mut previous: Option<&[u8]> = None;
-    let mut visiting = true;
-    for i in 0..count {
-        let start = decoder.position();
-        let (Some(value), Some(pk)) = (decoder.length_prefixed(), decoder.length_prefixed()) else {
-            return fail(&decoder, format!("entry {i}: truncated value or key"));
-        };
-        let (Some(seq), Some(next_newer_seq), Some(data_block)) =
-            (decoder.varint64(), decoder.varint64(), decoder.varint32())
-        else {
-            return fail(&decoder, format!("entry {i}: truncated numbers"));
-        };
-        if next_newer_seq != 0 && next_newer_seq <= seq {
-            return Err(FormatError {
-                offset: start,
-                message: format!(
-                    "entry {i}: next newer sequence number {next_newer_seq} is not above {seq}"
-                ),
-            });
-        }
-        if previous.is_some_and(|previous| previous > value) {
-            return Err(FormatError {
-                offset: start,
-                message: format!("entry {i}: values out of order"),
-            });
-        }
-        previous = Some(value);
-        if visiting {
-            visiting = visit(SecondaryEntryRef {
-                value,
-                pk,
-                seq,
-                next_newer_seq,
-                data_block,
-            });
+    let layout = parse_secondary_layout(bytes, attr_id)?;
+    decode_entries(bytes, &layout, 0, layout.entries_start, true, visit)
+}
+
+/// Like [`visit_secondary_block`], for a query: starts at the entries with value `>= start`
+/// (found by binary search over the restart points of an indexed block) and stops decoding
+/// when `visit` returns `false`. The header, the restart points and every entry decoded are
+/// checked (the engine's block checksum covers the rest); the first entry visited may be up
+/// to [`RESTART_INTERVAL`] entries before the first one `>= start`.
+pub fn visit_secondary_from<'a>(
+    bytes: &'a [u8],
+    attr_id: u32,
+    start: &[u8],
+    visit: &mut dyn FnMut(SecondaryEntryRef<'a>) -> bool,
+) -> Result<(), FormatError> {
+    let layout = parse_secondary_layout(bytes, attr_id)?;
+    let restart_count = layout.restart_count();
+    if restart_count == 0 {
+        return decode_entries(bytes, &layout, 0, layout.entries_start, false, visit);
+    }
+    // The last restart point whose value is < start (entries before it are all < start).
+    let value_at = |index: usize| -> Result<&'a [u8], FormatError> {
+        let point = layout.restart(index);
+        let mut decoder = Decoder::new(bytes.get(..layout.entries_end).unwrap_or_default());
+        decoder
+            .bytes(point)
+            .and_then(|_| decoder.length_prefixed())
+            .ok_or(FormatError {
+                offset: point,
+                message: format!("restart point {index}: truncated value"),
+            })
+    };
+    let (mut low, mut high) = (0, restart_count - 1);
+    while low < high {
+        let mid = low + (high - low).div_ceil(2);
+        if value_at(mid)? < start {
+            low = mid;
+        } else {
+            high = mid - 1;
         }
     }
-    if !decoder.is_empty() {
-        return fail(&decoder, "bytes after the last entry");
-    }
-    Ok(())
+    decode_entries(
+        bytes,
+        &layout,
+        low * RESTART_INTERVAL,
+        layout.restart(low),
+        false,
+        visit,
+    )
 }
 
 /// The whole world: the rectangle written for a geo block that (against every rule) has none,
@@ -382,6 +579,8 @@ pub fn property_lists(property: Option<&[u8]>, attr_id: u32) -> bool {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
 
     fn entry(value: &[u8], pk: &[u8], seq: u64, next: u64, block: u32) -> SecondaryEntry {
         SecondaryEntry {
@@ -407,22 +606,87 @@ mod tests {
     fn secondary_block_golden_bytes() {
         let entries = vec![entry(&[0x80, 0, 0, 0, 0, 0, 0, 5], b"k1", 300, 0, 2)];
         let bytes = encode_secondary_block(7, as_refs(&entries));
-        assert_eq!(
-            bytes,
-            vec![
-                1, b'S', 7, 1, // version, tag, attribute 7, one entry
-                8, 0x80, 0, 0, 0, 0, 0, 0, 5, // value
-                2, b'k', b'1', // pk
-                0xAC, 0x02, // seq 300
-                0,    // no newer version in the file
-                2,    // data block 2
-            ]
-        );
+        let entry_bytes = [
+            8, 0x80, 0, 0, 0, 0, 0, 0, 5, // value
+            2, b'k', b'1', // pk
+            0xAC, 0x02, // seq 300
+            0,    // no newer version in the file
+            2,    // data block 2
+        ];
+        let mut expected = vec![1, b'T', 7, 1]; // version, tag, attribute 7, one entry
+        expected.extend_from_slice(&entry_bytes);
+        expected.extend_from_slice(&[4, 0, 0, 0, 1, 0, 0, 0]); // restart at byte 4; one restart
+        assert_eq!(bytes, expected);
         assert_eq!(decode_secondary_block(&bytes, 7).unwrap(), entries);
         assert_eq!(
-            as_refs(&entries).map(|e| e.encoded_bytes()).sum::<usize>(),
+            as_refs(&entries).map(|e| e.encoded_bytes()).sum::<usize>() + restart_bytes(1),
             bytes.len() - 4
         );
+        // A block written before restart points existed still decodes.
+        let mut legacy = vec![1, b'S', 7, 1];
+        legacy.extend_from_slice(&entry_bytes);
+        assert_eq!(decode_secondary_block(&legacy, 7).unwrap(), entries);
+        let mut found = Vec::new();
+        visit_secondary_from(&legacy, 7, &[0x80], &mut |e| {
+            found.push(e.seq);
+            true
+        })
+        .unwrap();
+        assert_eq!(found, vec![300]);
+    }
+
+    /// `visit_secondary_from` finds the same entries `>= start` as a full decode, for blocks
+    /// of every size around the restart interval.
+    #[test]
+    fn visit_from_matches_a_full_decode() {
+        let seed = 11;
+        let mut rng = StdRng::seed_from_u64(seed);
+        for count in [0, 1, 2, 15, 16, 17, 31, 32, 33, 100, 257] {
+            let mut values: Vec<Vec<u8>> = (0..count)
+                .map(|_| vec![rng.gen_range(0..40u8), rng.gen_range(0..4u8)])
+                .collect();
+            values.sort();
+            let entries: Vec<SecondaryEntry> = values
+                .iter()
+                .enumerate()
+                .map(|(i, v)| entry(v, format!("k{i}").as_bytes(), i as u64 + 1, 0, 0))
+                .collect();
+            let bytes = encode_secondary_block(3, as_refs(&entries));
+            for start in 0..42u8 {
+                let start = [start];
+                let mut found = Vec::new();
+                visit_secondary_from(&bytes, 3, &start, &mut |e| {
+                    if e.value >= &start[..] {
+                        found.push(e.seq);
+                    }
+                    true
+                })
+                .unwrap();
+                let want: Vec<u64> = entries
+                    .iter()
+                    .filter(|e| e.value.as_slice() >= &start[..])
+                    .map(|e| e.seq)
+                    .collect();
+                assert_eq!(found, want, "count {count} start {start:?} seed {seed}");
+            }
+        }
+    }
+
+    #[test]
+    fn damaged_restart_points_are_rejected() {
+        let entries: Vec<SecondaryEntry> = (0..40u8)
+            .map(|i| entry(&[i], format!("k{i}").as_bytes(), u64::from(i) + 1, 0, 0))
+            .collect();
+        let bytes = encode_secondary_block(1, as_refs(&entries));
+        let restarts_at = bytes.len() - restart_bytes(entries.len());
+        // Every byte of the restart array and its count, changed.
+        for at in restarts_at..bytes.len() {
+            let mut damaged = bytes.clone();
+            damaged[at] ^= 0x21;
+            assert!(decode_secondary_block(&damaged, 1).is_err(), "byte {at}");
+            let visited = visit_secondary_from(&damaged, 1, &[20], &mut |_| true);
+            assert!(visited.is_err(), "byte {at}");
+        }
     }
 
     #[test]
@@ -477,9 +741,15 @@ mod tests {
         }
         let mut longer = bytes.clone();
         longer.push(0);
+        assert!(decode_secondary_block(&longer, 1).is_err());
+        let mut legacy_longer = vec![1, b'S', 1, 1, 1, b'a', 1, b'k', 5, 0, 0];
+        assert_eq!(decode_secondary_block(&legacy_longer, 1).unwrap().len(), 1);
+        legacy_longer.push(0);
         assert_eq!(
-            decode_secondary_block(&longer, 1).unwrap_err().offset,
-            bytes.len()
+            decode_secondary_block(&legacy_longer, 1)
+                .unwrap_err()
+                .offset,
+            legacy_longer.len() - 1
         );
         let reversed = vec![entry(b"b", b"k1", 5, 0, 0), entry(b"a", b"k2", 6, 0, 0)];
         let bytes = encode_secondary_block(1, as_refs(&reversed));

@@ -13,11 +13,14 @@
 //!   `sst-local` has none and reads every live file's directory per query.
 //! - `memo`: the update memo (pk → newest sequence number), one validation strategy; the
 //!   other is the engine's GetLite (`newer_version_exists_above`).
-//! - `query`: LOOKUP, RANGE and WITHIN: memtables scanned, matching secondary blocks read,
+//! - memtable map (`NextIndexState::memtable`, the embedded kind's `MemtableMap`): the writes
+//!   still in memtables by value, so queries need not scan the memtables; filled at
+//!   registration, fed by the write path, pruned by flushes.
+//! - `query`: LOOKUP, RANGE and WITHIN: memtable map searched, matching secondary blocks read,
 //!   each matching data block read at most once per query, candidates validated newest first.
 //!
-//! Writes cost only the primary write (plus, with memo validation, a memory-only GetLite check
-//! per write of a key the memo does not know). Files written before an index existed (or while
+//! Writes cost the primary write and one map insert (plus, with memo validation, a memory-only
+//! GetLite check per write of a key the memo does not know). Files written before an index existed (or while
 //! it was being registered) carry no secondary blocks for it; queries scan them, so answers are
 //! correct at every moment, and flushes and compactions index the data as they rewrite it.
 //!
@@ -35,6 +38,7 @@ pub(crate) mod query;
 pub(crate) mod rtree;
 
 use crate::catalog::{IndexKind, IndexRecord};
+use crate::embedded::memtable::MemtableMap;
 use crate::encoding::{decode_value, encode_value_to_vec};
 use crate::envelope::EnvelopeRef;
 use crate::error::{IndexError, Result};
@@ -50,6 +54,7 @@ use sift_lsm::db::ComponentView;
 use sift_lsm::extension::{
     ChangeReason, CompactionObserver, DroppedEntry, JobKind, VersionChange, VersionListener,
 };
+use sift_lsm::sstable::ReadContext;
 use sift_lsm::version::FileMetaData;
 use sift_lsm::{Db, ReadOptions, SeqNo, Tree, TreeId, WriteBatch};
 use std::borrow::Cow;
@@ -213,7 +218,7 @@ impl GlobalState {
                 continue;
             };
             if property_lists(file.properties().get(COLLECTOR_NAME), attr_id) {
-                let blocks = read_directory(view, &file, spec)?;
+                let blocks = read_directory(view, &file, spec, &ReadContext::default())?;
                 self.index.insert_file(number, &blocks);
             }
             self.pending.remove(&number);
@@ -222,11 +227,13 @@ impl GlobalState {
     }
 }
 
-/// Reads and decodes the directory of the attribute in `file` (which must list it).
+/// Reads (through the block cache, counted in `context`) and decodes the directory of the
+/// attribute in `file` (which must list it).
 pub(crate) fn read_directory(
     view: &ComponentView,
     file: &Arc<FileMetaData>,
     spec: &AttributeSpec,
+    context: &ReadContext,
 ) -> Result<Vec<DirectoryEntry>> {
     let attr_id = spec.attr_id;
     let table = view.table(file)?;
@@ -234,7 +241,7 @@ pub(crate) fn read_directory(
     let offset = table
         .meta_block_handle(COLLECTOR_NAME, &name)
         .map_or(0, |h| h.offset);
-    let Some(bytes) = table.meta_block(COLLECTOR_NAME, &name)? else {
+    let Some(bytes) = table.meta_block_cached(COLLECTOR_NAME, &name, context)? else {
         return Err(sift_lsm::Error::corruption(
             table.path(),
             0,
@@ -267,6 +274,11 @@ pub(crate) struct NextIndexState {
     /// and live in the collection's side tree (online creation, `build`). Lock order: the
     /// global index first, then this.
     pub side_files: Mutex<HashSet<u64>>,
+    /// The writes still in the primary tree's memtables that carry the attribute
+    /// (`value → (seq, pk)`, the embedded kind's map): queries find memtable candidates here
+    /// instead of scanning the memtables. Filled at registration, fed by the write path,
+    /// pruned when a flush puts writes into a table; see `query.rs` for when it is trusted.
+    pub memtable: MemtableMap,
 }
 
 #[derive(Default)]
@@ -321,6 +333,23 @@ impl Registry {
             .cloned()
     }
 
+    /// The registered indexes of a primary tree.
+    pub fn indexes_of(&self, tree: TreeId) -> Vec<Arc<NextIndexState>> {
+        self.trees
+            .read()
+            .get(&tree)
+            .map(|t| t.indexes.clone())
+            .unwrap_or_default()
+    }
+
+    /// Distrusts every memtable map of `tree` through `seq` (a failed write may have recorded
+    /// versions that were never written; queries scan the memtables until a flush).
+    pub fn distrust_memtable_maps(&self, tree: TreeId, seq: SeqNo) {
+        for index in self.indexes_of(tree) {
+            index.memtable.prune_through(seq);
+        }
+    }
+
     pub fn memo(&self, tree: TreeId) -> Option<Arc<UpdateMemo>> {
         self.trees.read().get(&tree)?.memo.clone()
     }
@@ -366,6 +395,7 @@ impl Registry {
                 })
             }),
             side_files: Mutex::new(HashSet::new()),
+            memtable: MemtableMap::default(),
         });
         {
             let mut trees = self.trees.write();
@@ -386,6 +416,7 @@ impl Registry {
         // so no file is missed or kept after its removal.
         let mut global = state.global.as_ref().map(Mutex::lock);
         let view = engine.components(primary, &ReadOptions::default())?;
+        fill_memtable_map(&view, &state)?;
         if let Some(global) = global.as_mut() {
             for file in view_files(&view) {
                 global.add(&file);
@@ -427,14 +458,16 @@ impl Registry {
         }
     }
 
-    /// Memory held by an index's global index (and its collection's memo).
+    /// Memory held by an index's global index and memtable map (and its collection's memo).
     pub fn memory_bytes(&self, tree: TreeId, index_id: u64) -> u64 {
-        let global = self
-            .index(tree, index_id)
+        let state = self.index(tree, index_id);
+        let global = state
+            .as_ref()
             .and_then(|state| state.global.as_ref().map(|g| g.lock().index.memory_bytes()))
             .unwrap_or(0);
+        let map = state.map_or(0, |state| state.memtable.memory_bytes());
         let memo = self.memo(tree).map_or(0, |m| m.memory_bytes());
-        (global + memo) as u64
+        (global + memo) as u64 + map
     }
 
     /// Records writes in the memo before they are applied; returns what to undo if the
@@ -508,7 +541,7 @@ impl Registry {
                     Some(side) => {
                         build::read_side_directory(engine, side, file.number, &state.spec)?
                     }
-                    None => read_directory(&view, &file, &state.spec)?,
+                    None => read_directory(&view, &file, &state.spec, &ReadContext::default())?,
                 };
                 blocks += directory.len();
                 match global.index.file_blocks(file.number) {
@@ -583,6 +616,13 @@ impl Registry {
                 .map(|a| a.file.number)
                 .collect();
             for index in &state.indexes {
+                if change.reason == ChangeReason::Flush {
+                    // Memtables are flushed in sequence order: every write up to the new
+                    // file's largest sequence number is in tables now.
+                    for file in &added {
+                        index.memtable.prune_through(file.file.seq_max);
+                    }
+                }
                 let mut global = index.global.as_ref().map(Mutex::lock);
                 let mut side_files = index.side_files.lock();
                 for file in removed.iter().filter(|f| !moved.contains(&f.file.number)) {
@@ -632,6 +672,42 @@ impl Registry {
         };
         memo.queue_drop(job, entry.user_key, entry.seq, entry.reason);
     }
+}
+
+/// Fills a new index's memtable map from the primary tree's memtables as `view` sees them.
+/// Called under the database's write lock, so no write lands in between.
+fn fill_memtable_map(view: &ComponentView, state: &NextIndexState) -> Result<()> {
+    let mut recent: Vec<(SeqNo, Vec<u8>, Vec<u8>)> = Vec::new();
+    for id in view.ids() {
+        if !matches!(
+            id,
+            sift_lsm::ComponentId::Memtable | sift_lsm::ComponentId::ImmutableMemtable(_)
+        ) {
+            continue;
+        }
+        let mut iter = view.iter(id)?;
+        iter.seek_to_first()?;
+        while iter.valid() {
+            if iter.kind() == sift_lsm::ValueKind::Put {
+                let envelope = EnvelopeRef::decode(iter.value()).map_err(|e| {
+                    IndexError::Internal(format!(
+                        "stored document {:?} is corrupt: {e}",
+                        String::from_utf8_lossy(iter.user_key())
+                    ))
+                })?;
+                if let Some(value) = encoded_attribute(&state.spec, &envelope, iter.seq()) {
+                    recent.push((iter.seq(), value.into_owned(), iter.user_key().to_vec()));
+                }
+            }
+            iter.next()?;
+        }
+    }
+    // In sequence order, as the write path records them.
+    recent.sort_unstable_by_key(|(seq, ..)| *seq);
+    for (seq, value, pk) in recent {
+        state.memtable.insert(&value, seq, &pk);
+    }
+    Ok(())
 }
 
 /// Every file of the view, all levels.

@@ -4,7 +4,10 @@
 //! chosen by their value range or, for geo, their bounding rectangle.
 //!
 //! One engine view of the primary tree (at the query's snapshot) decides what exists:
-//! 1. memtables are scanned (the secondary blocks only cover tables);
+//! 1. the memtables (the secondary blocks only cover tables): their candidates come from the
+//!    index's memtable map (`NextIndexState::memtable`, ordered by value), validated and fetched
+//!    by a point read (a memory read); when the map has forgotten writes the view still holds
+//!    in memtables (a flush raced with the query, a failed write), the memtables are scanned;
 //! 2. per live table: if it has secondary blocks for the attribute, the blocks whose value
 //!    range meets the query are found through the global index (`next`; a table the global
 //!    index does not know yet is handled like `sst-local`) or through the table's directory
@@ -14,7 +17,10 @@
 //!    by a newer version in their own file) are validated newest first: the update memo or
 //!    GetLite decide from memory; only a GetLite "maybe" costs a primary read. A live
 //!    candidate's document comes from its data block, each data block read at most once per
-//!    query (read history). Top-K stops at the K-th live candidate: candidates are versions
+//!    query (read history) and only the candidate's entry decoded. Secondary blocks and
+//!    directories are read through the engine's block cache and counted in the read
+//!    statistics; within a secondary block the first entry in range is found by binary
+//!    search over its restart points. Top-K stops at the K-th live candidate: candidates are versions
 //!    and a live version's sequence number is the hit's, so no later candidate can be newer.
 //!
 //! Sources (memtables, secondary blocks, tables to scan) are read newest first by the largest
@@ -24,7 +30,7 @@
 //! everything left (for time-correlated attributes most blocks are never read).
 
 use super::format::{
-    property_lists, secondary_name, visit_secondary_block, DirectoryEntry, COLLECTOR_NAME,
+    property_lists, secondary_name, visit_secondary_from, DirectoryEntry, COLLECTOR_NAME,
 };
 use super::global::Region;
 use super::memo::{MemoAnswer, UpdateMemo};
@@ -36,8 +42,8 @@ use crate::geo::GeoBox;
 use crate::query::{Hit, QueryResult, QueryStats};
 use sift_lsm::db::ComponentView;
 use sift_lsm::iterator::InternalIterator;
-use sift_lsm::key::{parse_internal_key, user_key};
-use sift_lsm::sstable::ReadContext;
+use sift_lsm::key::parse_internal_key;
+use sift_lsm::sstable::{DataBlock, ReadContext, Table};
 use sift_lsm::version::FileMetaData;
 use sift_lsm::ValueKind;
 use sift_lsm::{ComponentId, Db, NewerVersion, ReadOptions, ReadStats, SeqNo, Tree};
@@ -54,6 +60,9 @@ pub(crate) struct NextOutput {
 enum Origin {
     /// The stored envelope is at hand (memtable or scanned table).
     Loaded(Vec<u8>),
+    /// From the memtable map: a point read at the snapshot (a memory read, the version is in
+    /// a memtable) both validates it and fetches it.
+    Recent,
     /// The version is in data block `ordinal` of `file`.
     Block {
         file: Arc<FileMetaData>,
@@ -170,6 +179,81 @@ impl Run<'_> {
         Ok(())
     }
 
+    /// The memtables: their candidates from the index's memtable map when it holds every
+    /// write this view has in memtables, else a scan of each memtable.
+    fn read_memtables(&mut self) -> Result<()> {
+        // Memtables are flushed in sequence order, so the view's memtables hold exactly its
+        // writes above the tables' largest sequence number. The map forgets writes as
+        // flushes put them into tables; if it forgot any above that number (a flush
+        // finished after the view was taken, a failed write made it distrust recent
+        // numbers, or a compaction dropped the newest table entries), scan instead.
+        let tables_seq_max = super::view_files(&self.view)
+            .iter()
+            .map(|f| f.seq_max)
+            .max()
+            .unwrap_or(0);
+        // For geo, the Z-order ranges covering the box (points are checked exactly below).
+        let owned: Vec<(Vec<u8>, Option<Vec<u8>>)> = match self.region {
+            Region::Range { .. } => Vec::new(),
+            Region::Within(geo_box) => {
+                crate::geo::zorder_cover(geo_box, crate::geo::MAX_KEY_RANGES)
+                    .into_iter()
+                    .map(|(low, high)| {
+                        (
+                            low.to_be_bytes().to_vec(),
+                            high.checked_add(1).map(|next| next.to_be_bytes().to_vec()),
+                        )
+                    })
+                    .collect()
+            }
+        };
+        let ranges: Vec<(&[u8], Option<&[u8]>)> = match self.region {
+            Region::Range { start, end } => vec![(start, end)],
+            Region::Within(_) => owned
+                .iter()
+                .map(|(start, end)| (start.as_slice(), end.as_deref()))
+                .collect(),
+        };
+        let mut found: Vec<(SeqNo, Vec<u8>)> = Vec::new();
+        let region = self.region;
+        let pruned_through = self.state.memtable.visit(
+            &ranges,
+            tables_seq_max,
+            self.snapshot,
+            &mut |value, seq, pk| {
+                let inside = match region {
+                    Region::Range { .. } => true,
+                    Region::Within(geo_box) => {
+                        geo_point(value).is_some_and(|(lon, lat)| geo_box.contains(lon, lat))
+                    }
+                };
+                if inside {
+                    found.push((seq, pk.to_vec()));
+                }
+            },
+        );
+        if pruned_through > tables_seq_max {
+            for id in self.view.ids() {
+                if matches!(
+                    id,
+                    ComponentId::Memtable | ComponentId::ImmutableMemtable(_)
+                ) {
+                    self.scan_memtable(id)?;
+                }
+            }
+            return Ok(());
+        }
+        self.stats.candidates_examined += found.len() as u64;
+        self.candidates
+            .extend(found.into_iter().map(|(seq, pk)| Candidate {
+                seq,
+                pk,
+                component: ComponentId::Memtable,
+                source: Origin::Recent,
+            }));
+        Ok(())
+    }
+
     /// A table without secondary blocks for the attribute: read whole.
     fn scan_table(&mut self, file: &Arc<FileMetaData>, component: ComponentId) -> Result<()> {
         let table = self.view.table(file)?;
@@ -222,7 +306,12 @@ impl Run<'_> {
         let name = secondary_name(attr_id, block);
         let (bytes, path, offset) = if let Some(side) = self.side_of(file) {
             let bytes = super::build::read_side_block(self.engine, side, file.number, &name)?;
-            (bytes, self.engine.path().join(side.name()), 0)
+            self.read_stats.blocks_read_from_disk.fetch_add(1, Relaxed);
+            (
+                Arc::<[u8]>::from(bytes),
+                self.engine.path().join(side.name()),
+                0,
+            )
         } else {
             let Some(handle) = table.meta_block_handle(COLLECTOR_NAME, &name) else {
                 return Err(sift_lsm::Error::corruption(
@@ -232,16 +321,21 @@ impl Run<'_> {
                 )
                 .into());
             };
-            let bytes = table.meta_block(COLLECTOR_NAME, &name)?.unwrap_or_default();
+            let bytes = table
+                .meta_block_cached(COLLECTOR_NAME, &name, &self.context)?
+                .unwrap_or_default();
             (bytes, table.path().to_path_buf(), handle.offset)
         };
-        self.read_stats.blocks_read_from_disk.fetch_add(1, Relaxed);
         let (region, snapshot) = (self.region, self.snapshot);
         let mut found = Vec::new();
         let mut examined = 0;
         let mut shadowed = 0;
         let mut not_a_point = None;
-        visit_secondary_block(&bytes, attr_id, &mut |entry| {
+        let from: &[u8] = match region {
+            Region::Range { start, .. } => start,
+            Region::Within(_) => &[],
+        };
+        visit_secondary_from(&bytes, attr_id, from, &mut |entry| {
             match region {
                 Region::Range { start, end } => {
                     if entry.value < start {
@@ -338,11 +432,11 @@ impl Run<'_> {
         }
         let directory = match &side {
             Some(side) => {
+                self.read_stats.blocks_read_from_disk.fetch_add(1, Relaxed);
                 super::build::read_side_directory(self.engine, side, file.number, &self.state.spec)?
             }
-            None => read_directory(&self.view, file, &self.state.spec)?,
+            None => read_directory(&self.view, file, &self.state.spec, &self.context)?,
         };
-        self.read_stats.blocks_read_from_disk.fetch_add(1, Relaxed);
         sources.extend(
             directory
                 .iter()
@@ -384,7 +478,7 @@ struct GlobalHits {
     blocks: HashMap<u64, Vec<(u32, SeqNo)>>,
 }
 
-/// Something to read, holding versions up to `seq_max`: a memtable (`file == None`), a whole
+/// Something to read, holding versions up to `seq_max`: the memtables (`file == None`), a whole
 /// table (`block == None`) or one secondary block.
 struct Source {
     seq_max: SeqNo,
@@ -516,14 +610,16 @@ fn run_region(
         }
     }
     let mut sources: Vec<Source> = Vec::new();
+    // All memtables at once (their map, or a scan of each).
+    sources.push(Source {
+        seq_max: SeqNo::MAX,
+        component: ComponentId::Memtable,
+        file: None,
+        block: None,
+    });
     for id in run.view.ids() {
         match id {
-            ComponentId::Memtable | ComponentId::ImmutableMemtable(_) => sources.push(Source {
-                seq_max: SeqNo::MAX,
-                component: id,
-                file: None,
-                block: None,
-            }),
+            ComponentId::Memtable | ComponentId::ImmutableMemtable(_) => {}
             ComponentId::Level0File(number) => {
                 let file = run.view.files(0).into_iter().find(|f| f.number == number);
                 if let Some(file) = file {
@@ -553,7 +649,7 @@ fn run_region(
             break;
         }
         match (&source.file, source.block) {
-            (None, _) => run.scan_memtable(source.component)?,
+            (None, _) => run.read_memtables()?,
             (Some(file), None) => run.scan_table(file, source.component)?,
             (Some(file), Some(block)) => run.read_block(file, source.component, block)?,
         }
@@ -567,15 +663,15 @@ fn run_region(
     })
 }
 
-/// Data blocks read by one query: (file number, ordinal) → the block's entries.
-type ReadHistory = HashMap<(u64, u32), Vec<(Vec<u8>, Vec<u8>)>>;
+/// Data blocks read by one query: (file number, ordinal) → the table and the block.
+type ReadHistory = HashMap<(u64, u32), (Arc<Table>, DataBlock)>;
 
 /// Validates candidates newest first and keeps the hits.
 struct Finisher {
     limit: Option<usize>,
     hits: Vec<Hit>,
     emitted: HashSet<Vec<u8>>,
-    /// Read history: data blocks read by this query, (file, ordinal) → entries.
+    /// Read history: data blocks read by this query.
     history: ReadHistory,
     /// Candidates not validated yet: (seq, position in `candidates`).
     pending: BinaryHeap<(SeqNo, usize)>,
@@ -614,39 +710,61 @@ impl Finisher {
             run.stats.stale_entries += 1; // an older version of a document already returned
             return Ok(());
         }
-        let envelope = match run.verdict(&candidate)? {
+        let verdict = match candidate.source {
+            // The point read below is the validation.
+            Origin::Recent => Verdict::Unknown,
+            _ => run.verdict(&candidate)?,
+        };
+        let doc = match verdict {
             Verdict::Stale => None,
             Verdict::Unknown => {
-                run.stats.validations += 1;
-                run.engine
+                if !matches!(candidate.source, Origin::Recent) {
+                    run.stats.validations += 1;
+                }
+                match run
+                    .engine
                     .get_with(&run.collection.primary, &candidate.pk, run.read)?
-                    .filter(|live| live.seq == candidate.seq)
-                    .map(|live| live.value)
+                {
+                    Some(live) if live.seq == candidate.seq => {
+                        Some(document_of(run, &candidate.pk, &live.value)?)
+                    }
+                    _ => None,
+                }
             }
-            Verdict::Live => Some(match candidate.source {
-                Origin::Loaded(envelope) => envelope,
-                Origin::Block { ref file, ordinal } => {
-                    fetch_from_block(run, &mut self.history, file, ordinal, &candidate)?
+            Verdict::Live => Some(match &candidate.source {
+                Origin::Loaded(envelope) => document_of(run, &candidate.pk, envelope)?,
+                Origin::Recent => {
+                    return Err(IndexError::Internal(
+                        "a memtable-map candidate was validated without a read".to_string(),
+                    ))
+                }
+                Origin::Block { file, ordinal } => {
+                    fetch_from_block(run, &mut self.history, file, *ordinal, &candidate)?
                 }
             }),
         };
-        let Some(envelope) = envelope else {
+        let Some(doc) = doc else {
             run.stats.stale_entries += 1;
             return Ok(());
         };
-        let decoded =
-            EnvelopeRef::decode(&envelope).map_err(|e| run.corrupt_document(&candidate.pk, &e))?;
         self.hits.push(Hit {
             pk: candidate.pk.clone(),
             seq: candidate.seq,
-            doc: decoded.doc().to_vec(),
+            doc,
         });
         self.emitted.insert(candidate.pk);
         Ok(())
     }
 }
 
-/// The stored envelope of a candidate, from its data block (read once per query).
+/// The JSON document of a stored envelope.
+fn document_of(run: &Run<'_>, pk: &[u8], envelope: &[u8]) -> Result<Vec<u8>> {
+    let decoded = EnvelopeRef::decode(envelope).map_err(|e| run.corrupt_document(pk, &e))?;
+    Ok(decoded.doc().to_vec())
+}
+
+/// The document of a candidate, from its data block (read once per query; only the
+/// candidate's entry is decoded).
 fn fetch_from_block(
     run: &Run<'_>,
     history: &mut ReadHistory,
@@ -654,19 +772,19 @@ fn fetch_from_block(
     ordinal: u32,
     candidate: &Candidate,
 ) -> Result<Vec<u8>> {
-    let table = run.view.table(file)?;
     let key = (file.number, ordinal);
     if let std::collections::hash_map::Entry::Vacant(slot) = history.entry(key) {
-        slot.insert(table.read_block_entries(ordinal as usize, &run.context)?);
+        let table = run.view.table(file)?;
+        let block = table.data_block(ordinal as usize, &run.context)?;
+        slot.insert((table, block));
     }
-    let found = history.get(&key).and_then(|entries| {
-        entries.iter().find(|(ikey, _)| {
-            user_key(ikey) == candidate.pk.as_slice()
-                && parse_internal_key(ikey).is_some_and(|p| p.seq == candidate.seq)
-        })
-    });
-    match found {
-        Some((_, value)) => Ok(value.clone()),
+    let Some((table, block)) = history.get(&key) else {
+        return Err(IndexError::Internal(
+            "a data block left the read history".to_string(),
+        ));
+    };
+    match table.data_block_value(block, &candidate.pk, candidate.seq)? {
+        Some(envelope) => document_of(run, &candidate.pk, envelope),
         None => Err(sift_lsm::Error::corruption(
             table.path(),
             table.block_handle(ordinal as usize).map_or(0, |h| h.offset),

@@ -1,4 +1,5 @@
-//! The shared block cache: decompressed, verified data blocks keyed by
+//! The shared block cache: decompressed, verified data blocks (and the meta blocks that
+//! secondary-index readers ask for, `Table::meta_block_cached`) keyed by
 //! `(file number, block offset)` and weighed by their bytes.
 
 use super::block::Block;
@@ -10,15 +11,27 @@ const ENTRY_OVERHEAD_BYTES: u64 = 64;
 #[derive(Clone, Copy, Default)]
 struct BlockWeighter;
 
-impl quick_cache::Weighter<(u64, u64), Arc<Block>> for BlockWeighter {
-    fn weight(&self, _key: &(u64, u64), block: &Arc<Block>) -> u64 {
-        block.size_bytes() as u64 + ENTRY_OVERHEAD_BYTES
+/// A cached block: a data block (decoded) or a meta block (its verified bytes). A file's
+/// blocks have distinct offsets, so the two never share a key.
+#[derive(Clone)]
+enum Cached {
+    Data(Arc<Block>),
+    Meta(Arc<[u8]>),
+}
+
+impl quick_cache::Weighter<(u64, u64), Cached> for BlockWeighter {
+    fn weight(&self, _key: &(u64, u64), cached: &Cached) -> u64 {
+        let bytes = match cached {
+            Cached::Data(block) => block.size_bytes(),
+            Cached::Meta(bytes) => bytes.len(),
+        };
+        bytes as u64 + ENTRY_OVERHEAD_BYTES
     }
 }
 
 /// A block cache shared by all tables of a database. Capacity 0 caches nothing.
 pub struct BlockCache {
-    cache: Option<quick_cache::sync::Cache<(u64, u64), Arc<Block>, BlockWeighter>>,
+    cache: Option<quick_cache::sync::Cache<(u64, u64), Cached, BlockWeighter>>,
 }
 
 impl BlockCache {
@@ -53,12 +66,28 @@ impl BlockCache {
     }
 
     pub(crate) fn get(&self, file_number: u64, offset: u64) -> Option<Arc<Block>> {
-        self.cache.as_ref()?.get(&(file_number, offset))
+        match self.cache.as_ref()?.get(&(file_number, offset))? {
+            Cached::Data(block) => Some(block),
+            Cached::Meta(_) => None,
+        }
     }
 
     pub(crate) fn insert(&self, file_number: u64, offset: u64, block: Arc<Block>) {
         if let Some(cache) = &self.cache {
-            cache.insert((file_number, offset), block);
+            cache.insert((file_number, offset), Cached::Data(block));
+        }
+    }
+
+    pub(crate) fn get_meta(&self, file_number: u64, offset: u64) -> Option<Arc<[u8]>> {
+        match self.cache.as_ref()?.get(&(file_number, offset))? {
+            Cached::Meta(bytes) => Some(bytes),
+            Cached::Data(_) => None,
+        }
+    }
+
+    pub(crate) fn insert_meta(&self, file_number: u64, offset: u64, bytes: Arc<[u8]>) {
+        if let Some(cache) = &self.cache {
+            cache.insert((file_number, offset), Cached::Meta(bytes));
         }
     }
 }

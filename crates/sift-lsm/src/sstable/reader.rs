@@ -68,6 +68,18 @@ struct IndexEntry {
     handle: BlockHandle,
 }
 
+/// One data block held by a reader (see [`Table::data_block`]).
+pub struct DataBlock {
+    ordinal: usize,
+    block: Arc<Block>,
+}
+
+impl DataBlock {
+    pub fn ordinal(&self) -> usize {
+        self.ordinal
+    }
+}
+
 pub struct Table {
     file: Arc<dyn RandomAccessFile>,
     file_number: u64,
@@ -321,13 +333,71 @@ impl Table {
         read_block(&*self.file, &self.path, handle, self.footer_offset, &what).map(Some)
     }
 
+    /// The meta block `name` written by `collector`, through the block cache (filled unless
+    /// `ctx` says not to) and counted in `ctx`'s read statistics like a data block: for
+    /// readers that consult meta blocks per query (secondary index blocks).
+    pub fn meta_block_cached(
+        &self,
+        collector: &str,
+        name: &str,
+        ctx: &ReadContext,
+    ) -> Result<Option<Arc<[u8]>>> {
+        let Some(handle) = self.meta_block_handle(collector, name) else {
+            return Ok(None);
+        };
+        if let Some(cache) = &self.cache {
+            if let Some(bytes) = cache.get_meta(self.file_number, handle.offset) {
+                self.counters.blocks_read_from_cache.fetch_add(1, Relaxed);
+                if let Some(stats) = &ctx.stats {
+                    stats.blocks_read_from_cache.fetch_add(1, Relaxed);
+                }
+                return Ok(Some(bytes));
+            }
+        }
+        let what = format!("meta block \"{collector}{META_BLOCK_SEPARATOR}{name}\"");
+        let bytes: Arc<[u8]> =
+            read_block(&*self.file, &self.path, handle, self.footer_offset, &what)?.into();
+        let disk_bytes = handle.size + super::BLOCK_TRAILER_BYTES as u64;
+        self.counters.blocks_read_from_disk.fetch_add(1, Relaxed);
+        self.counters
+            .bytes_read_from_disk
+            .fetch_add(disk_bytes, Relaxed);
+        if let Some(stats) = &ctx.stats {
+            stats.blocks_read_from_disk.fetch_add(1, Relaxed);
+            stats.bytes_read_from_disk.fetch_add(disk_bytes, Relaxed);
+        }
+        if ctx.fill_cache {
+            if let Some(cache) = &self.cache {
+                cache.insert_meta(self.file_number, handle.offset, Arc::clone(&bytes));
+            }
+        }
+        Ok(Some(bytes))
+    }
+
     /// Where the meta block `name` written by `collector` lives (for error messages that
     /// name a file offset). The metaindex is written sorted by name, so this is a binary
     /// search (a table may hold thousands of collector meta blocks).
     pub fn meta_block_handle(&self, collector: &str, name: &str) -> Option<BlockHandle> {
-        let full_name = format!("{collector}{META_BLOCK_SEPARATOR}{name}");
+        // Built on the stack when short: queries ask for meta blocks often enough that
+        // allocating the full name showed in profiles.
+        let mut buffer = [0u8; 128];
+        let mut separator = [0u8; 4];
+        let separator = META_BLOCK_SEPARATOR.encode_utf8(&mut separator).as_bytes();
+        let total = collector.len() + separator.len() + name.len();
+        let allocated;
+        let full_name: &[u8] = if let Some(target) = buffer.get_mut(..total) {
+            let (first, rest) = target.split_at_mut(collector.len());
+            first.copy_from_slice(collector.as_bytes());
+            let (middle, last) = rest.split_at_mut(separator.len());
+            middle.copy_from_slice(separator);
+            last.copy_from_slice(name.as_bytes());
+            target
+        } else {
+            allocated = format!("{collector}{META_BLOCK_SEPARATOR}{name}");
+            allocated.as_bytes()
+        };
         self.metaindex
-            .binary_search_by(|(n, _)| n.as_str().cmp(full_name.as_str()))
+            .binary_search_by(|(n, _)| n.as_bytes().cmp(full_name))
             .ok()
             .and_then(|i| self.metaindex.get(i))
             .map(|&(_, handle)| handle)
@@ -469,6 +539,33 @@ impl Table {
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let block = self.read_data_block(ordinal, ctx)?;
         block.entries().map_err(|e| self.block_error(ordinal, e))
+    }
+
+    /// Data block `ordinal` (from the cache or the file, verified), for readers that pick
+    /// entries out of it by key ([`Table::data_block_value`]) without copying the others.
+    pub fn data_block(&self, ordinal: usize, ctx: &ReadContext) -> Result<DataBlock> {
+        Ok(DataBlock {
+            ordinal,
+            block: self.read_data_block(ordinal, ctx)?,
+        })
+    }
+
+    /// The value of the entry of `block` (a block of this table) with user key `user_key`
+    /// and sequence number `seq`, if the block holds it.
+    pub fn data_block_value<'b>(
+        &self,
+        block: &'b DataBlock,
+        user_key: &[u8],
+        seq: crate::SeqNo,
+    ) -> Result<Option<&'b [u8]>> {
+        let seek_key = crate::key::make_seek_key(user_key, seq);
+        let mut iter = BlockIter::new(Arc::clone(&block.block));
+        iter.seek(&seek_key)
+            .map_err(|e| self.block_error(block.ordinal, e))?;
+        let found = iter.valid()
+            && crate::key::parse_internal_key(iter.key())
+                .is_some_and(|parsed| parsed.user_key == user_key && parsed.seq == seq);
+        Ok(found.then(|| block.block.value_at(iter.value_range())))
     }
 
     /// A bidirectional iterator over the table (unpositioned until a seek).

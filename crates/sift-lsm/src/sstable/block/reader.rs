@@ -128,6 +128,11 @@ impl Block {
         Ok(block)
     }
 
+    /// The bytes `range` of the block (a value range from [`BlockIter::value_range`]).
+    pub(crate) fn value_at(&self, range: std::ops::Range<usize>) -> &[u8] {
+        self.data.get(range).unwrap_or_default()
+    }
+
     /// Bytes held in memory (for cache weighing).
     pub fn size_bytes(&self) -> usize {
         self.data.len()
@@ -234,6 +239,11 @@ impl BlockIter {
     #[inline]
     pub fn value(&self) -> &[u8] {
         &self.block.data[self.value_start..self.value_end]
+    }
+
+    /// Where the current entry's value lies in the block (see [`Block::value_at`]).
+    pub(crate) fn value_range(&self) -> std::ops::Range<usize> {
+        self.value_start..self.value_end
     }
 
     /// Decodes the entry at `self.next_offset`; invalidates at the end of the entries.
