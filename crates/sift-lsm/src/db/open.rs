@@ -51,7 +51,20 @@ fn validate_options(options: &Options) -> Result<()> {
     {
         return bad("level_size_ratio must be at least 2; level1_bytes_max and table_file_bytes_target above 0");
     }
+    if !lengths_fit_u32(options.key_bytes_max, options.value_bytes_max) {
+        return bad("key_bytes_max and value_bytes_max must fit the u32 length fields of memtable nodes and table blocks (below 4 GiB)");
+    }
     Ok(())
+}
+
+/// Whether keys and values within the limits have lengths the memtable (`u32` key length of
+/// `[tree id][user key][trailer]`) and table blocks (varint32 lengths) can store.
+fn lengths_fit_u32(key_bytes_max: usize, value_bytes_max: usize) -> bool {
+    let key_overhead_bytes = 4 + crate::key::TRAILER_BYTES;
+    key_bytes_max
+        .checked_add(key_overhead_bytes)
+        .is_some_and(|bytes| u32::try_from(bytes).is_ok())
+        && u32::try_from(value_bytes_max).is_ok()
 }
 
 impl Db {
@@ -444,4 +457,25 @@ fn remove_unreferenced_files(inner: &DbInner, state: &DbState, log_number: u64) 
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn limits_beyond_memtable_and_table_length_fields_are_refused() {
+        let fits = |key, value| super::lengths_fit_u32(key, value);
+        assert!(fits(64 << 10, 64 << 20));
+        assert!(fits(u32::MAX as usize - 12, u32::MAX as usize));
+        assert!(!fits(u32::MAX as usize - 11, 0));
+        assert!(!fits(0, u32::MAX as usize + 1));
+        assert!(!fits(usize::MAX, 0));
+        let options = crate::Options {
+            key_bytes_max: 8 << 30,
+            ..crate::Options::default()
+        };
+        assert!(matches!(
+            super::validate_options(&options),
+            Err(crate::Error::InvalidArgument(message)) if message.contains("key_bytes_max")
+        ));
+    }
 }

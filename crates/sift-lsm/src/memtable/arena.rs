@@ -13,9 +13,12 @@ use std::ptr::NonNull;
 
 /// Alignment of every allocation (skiplist nodes hold atomic pointers; values a `usize`).
 pub(super) const ALIGN: usize = 8;
-/// First chunk of each region; later chunks double up to `CHUNK_BYTES_MAX`, so a small
-/// memtable (tests, idle trees) stays small.
-const CHUNK_BYTES_MIN: usize = 64 << 10;
+/// First chunk of the value region and of each node region; later chunks double up to
+/// `CHUNK_BYTES_MAX`, so a small memtable (tests, idle trees) stays small. Node regions start
+/// smaller because there is one per tree written: a memtable touching a thousand trees once
+/// each must not hold a thousand 64 KiB chunks (memory the flush threshold never sees).
+const VALUE_CHUNK_BYTES_MIN: usize = 64 << 10;
+const NODE_CHUNK_BYTES_MIN: usize = 4 << 10;
 const CHUNK_BYTES_MAX: usize = 2 << 20;
 
 /// One heap block, freed when the arena is dropped.
@@ -39,11 +42,11 @@ struct Region {
 }
 
 impl Region {
-    fn new() -> Region {
+    fn new(first_chunk_bytes: usize) -> Region {
         Region {
             cursor: std::ptr::null_mut(),
             remaining: 0,
-            next_chunk_bytes: CHUNK_BYTES_MIN,
+            next_chunk_bytes: first_chunk_bytes,
         }
     }
 }
@@ -80,7 +83,7 @@ impl Arena {
             state: Mutex::new(ArenaState {
                 chunks: Vec::new(),
                 nodes: Vec::new(),
-                values: Region::new(),
+                values: Region::new(VALUE_CHUNK_BYTES_MIN),
                 allocated_bytes: 0,
             }),
         }
@@ -92,28 +95,34 @@ impl Arena {
     }
 
     /// `bytes` (rounded up to `ALIGN`) of uninitialised memory aligned to `ALIGN`, valid until
-    /// the arena is dropped. Aborts like any allocation when memory is exhausted.
+    /// the arena is dropped. Aborts like any allocation when memory is exhausted or when
+    /// `bytes` is beyond what any allocation can hold.
     pub(super) fn allocate(&self, area: Area, bytes: usize) -> NonNull<u8> {
-        let bytes = bytes.max(1).div_ceil(ALIGN) * ALIGN;
+        let Some(bytes) = rounded_bytes(bytes) else {
+            std::alloc::handle_alloc_error(Layout::new::<u8>())
+        };
         let mut guard = self.state.lock();
         let state = &mut *guard;
         let region = match area {
             Area::Nodes(class) => {
                 let found = state.nodes.iter().position(|(c, _)| *c == class);
                 let position = found.unwrap_or_else(|| {
-                    state.nodes.push((class, Region::new()));
+                    state.nodes.push((class, Region::new(NODE_CHUNK_BYTES_MIN)));
                     state.nodes.len() - 1
                 });
                 &mut state.nodes[position].1
             }
             Area::Values => &mut state.values,
         };
+        // `remaining > 0` implies `cursor` points into a chunk: a fresh region (null cursor)
+        // has `remaining == 0`, and `bytes >= ALIGN > 0`, so it never takes this branch.
         if bytes <= region.remaining {
             let start = region.cursor;
-            // SAFETY: `start + bytes` stays inside the current chunk (`bytes <= remaining`).
+            // SAFETY: `start + bytes` stays inside the current chunk (`bytes <= remaining`,
+            // and `remaining` is the length of the chunk's free tail starting at `start`).
             region.cursor = unsafe { start.add(bytes) };
             region.remaining -= bytes;
-            // SAFETY: `start` points into a live chunk, so it is not null.
+            // SAFETY: `start` points into a live chunk (see above), so it is not null.
             return unsafe { NonNull::new_unchecked(start) };
         }
         if bytes > region.next_chunk_bytes / 4 {
@@ -123,32 +132,72 @@ impl Arena {
         let chunk_bytes = region.next_chunk_bytes;
         region.next_chunk_bytes = (chunk_bytes * 2).min(CHUNK_BYTES_MAX);
         let start = push_chunk(&mut state.chunks, &mut state.allocated_bytes, chunk_bytes);
-        // SAFETY: the chunk is `chunk_bytes >= bytes` long.
+        // SAFETY: the chunk is `chunk_bytes` long and `bytes <= chunk_bytes / 4`, so the new
+        // cursor stays inside it.
         region.cursor = unsafe { start.as_ptr().add(bytes) };
         region.remaining = chunk_bytes - bytes;
         start
     }
 }
 
-/// Allocates a chunk of `bytes`, records it for freeing, and returns its start.
+/// `bytes` (at least 1) rounded up to a multiple of `ALIGN`, or `None` if that overflows or
+/// exceeds what a `Layout` can describe (so no wrapped, too-small size reaches the bump
+/// arithmetic).
+fn rounded_bytes(bytes: usize) -> Option<usize> {
+    let rounded = bytes.max(1).checked_next_multiple_of(ALIGN)?;
+    Layout::from_size_align(rounded, ALIGN).ok()?;
+    Some(rounded)
+}
+
+/// Allocates a chunk of `bytes` (`rounded_bytes` output, so a valid non-zero layout size),
+/// records it for freeing, and returns its start.
 fn push_chunk(chunks: &mut Vec<Chunk>, allocated_bytes: &mut usize, bytes: usize) -> NonNull<u8> {
     let layout = match Layout::from_size_align(bytes, ALIGN) {
         Ok(layout) => layout,
         Err(_) => std::alloc::handle_alloc_error(Layout::new::<u8>()),
     };
-    // SAFETY: `layout` has a non-zero size (`bytes >= ALIGN`).
+    // SAFETY: `layout` has a non-zero size (`bytes >= ALIGN`: callers pass `rounded_bytes`
+    // output or a chunk size).
     let raw = unsafe { std::alloc::alloc(layout) };
     let Some(start) = NonNull::new(raw) else {
         std::alloc::handle_alloc_error(layout)
     };
     chunks.push(Chunk { start, layout });
-    *allocated_bytes += bytes;
+    *allocated_bytes = allocated_bytes.saturating_add(bytes);
     start
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_round_up_without_wrapping() {
+        assert_eq!(rounded_bytes(0), Some(ALIGN));
+        assert_eq!(rounded_bytes(1), Some(ALIGN));
+        assert_eq!(rounded_bytes(ALIGN), Some(ALIGN));
+        assert_eq!(rounded_bytes(ALIGN + 1), Some(2 * ALIGN));
+        // Rounding these up used to wrap to 0 in release builds: a 0-byte block handed out
+        // for a huge request.
+        assert_eq!(rounded_bytes(usize::MAX), None);
+        assert_eq!(rounded_bytes(usize::MAX - ALIGN + 2), None);
+        // Beyond `isize::MAX` no layout exists.
+        assert_eq!(rounded_bytes(isize::MAX.unsigned_abs()), None);
+    }
+
+    #[test]
+    fn many_node_classes_stay_small() {
+        let arena = Arena::new();
+        for class in 0..1000u32 {
+            arena.allocate(Area::Nodes(class), 40);
+        }
+        // One small first chunk per class, not 64 KiB each.
+        assert!(
+            arena.allocated_bytes() <= 1000 * NODE_CHUNK_BYTES_MIN,
+            "{} bytes",
+            arena.allocated_bytes()
+        );
+    }
 
     #[test]
     fn allocations_are_aligned_disjoint_and_writable() {

@@ -61,10 +61,19 @@ fn tree_of(bytes: &[u8]) -> TreeId {
 }
 
 /// Fills `buffer` with `[tree][internal key]`.
+///
+/// A target shorter than a trailer is not an internal key; `compare_internal_keys` orders it
+/// as an empty user key with trailer 0, so it is encoded as exactly that. Appended as is, its
+/// bytes would be split as if the tree id were part of a trailer, and seeks would land
+/// outside the tree.
 fn encode_lookup_key(buffer: &mut Vec<u8>, tree: TreeId, internal_key: &[u8]) {
     buffer.clear();
     buffer.extend_from_slice(&tree.to_be_bytes());
-    buffer.extend_from_slice(internal_key);
+    if internal_key.len() < crate::key::TRAILER_BYTES {
+        buffer.extend_from_slice(&[0; crate::key::TRAILER_BYTES]);
+    } else {
+        buffer.extend_from_slice(internal_key);
+    }
 }
 
 /// The smallest possible skiplist key of `tree` (user keys may be empty).
@@ -99,15 +108,21 @@ impl std::fmt::Debug for Memtable {
 }
 
 /// A published node's skiplist key.
-fn node_key<'a>(node: *const Node) -> &'a [u8] {
-    // SAFETY: callers pass non-null nodes found in a skiplist that outlives the borrow (the
-    // memtable owning it is borrowed or kept alive by an `Arc`).
+///
+/// # Safety
+/// `node` is a non-null node returned by a search of a memtable's skiplist, and that memtable
+/// outlives `'a` (it is borrowed, or kept alive by an `Arc`, for at least `'a`).
+unsafe fn node_key<'a>(node: *const Node) -> &'a [u8] {
+    // SAFETY: caller.
     unsafe { Node::key(node) }
 }
 
 /// A published node's value.
-fn node_value<'a>(node: *const Node) -> &'a [u8] {
-    // SAFETY: as for `node_key`.
+///
+/// # Safety
+/// As for `node_key`.
+unsafe fn node_value<'a>(node: *const Node) -> &'a [u8] {
+    // SAFETY: caller.
     unsafe { Node::value(node) }
 }
 
@@ -164,29 +179,34 @@ impl Memtable {
         if node.is_null() {
             return None;
         }
-        let key = node_key(node);
+        // SAFETY: a node of our skiplist; the slice does not outlive `&self`.
+        let key = unsafe { node_key(node) };
         if tree_of(key) != tree {
             return None;
         }
-        let parsed = parse_internal_key(&key[TREE_PREFIX_BYTES..])?;
+        let parsed = parse_internal_key(key.get(TREE_PREFIX_BYTES..)?)?;
         (parsed.user_key == user_key).then_some(node)
     }
 
     /// The newest entry of `user_key` in `tree` whose sequence number is `<= seq`.
     pub fn get(&self, tree: TreeId, user_key: &[u8], seq: SeqNo) -> Option<MemtableEntry> {
         let node = self.find_version(tree, user_key, seq)?;
-        let parsed = parse_internal_key(&node_key(node)[TREE_PREFIX_BYTES..])?;
+        // SAFETY: a node of our skiplist; the slices do not outlive `&self` (copied out).
+        let (key, value) = unsafe { (node_key(node), node_value(node)) };
+        let parsed = parse_internal_key(key.get(TREE_PREFIX_BYTES..)?)?;
         Some(MemtableEntry {
             seq: parsed.seq,
             kind: parsed.kind,
-            value: node_value(node).to_vec(),
+            value: value.to_vec(),
         })
     }
 
     /// The sequence number of the newest version of `user_key`, whatever the snapshot.
     pub fn newest_seq(&self, tree: TreeId, user_key: &[u8]) -> Option<SeqNo> {
         let node = self.find_version(tree, user_key, SEQ_MAX)?;
-        parse_internal_key(&node_key(node)[TREE_PREFIX_BYTES..]).map(|parsed| parsed.seq)
+        // SAFETY: a node of our skiplist; the slice does not outlive `&self`.
+        let key = unsafe { node_key(node) };
+        parse_internal_key(key.get(TREE_PREFIX_BYTES..)?).map(|parsed| parsed.seq)
     }
 
     /// Key, value and per-entry overhead bytes inserted so far.
@@ -208,7 +228,8 @@ impl Memtable {
         let mut lookup = Vec::new();
         let mut next = self.list.first();
         while !next.is_null() {
-            let tree = tree_of(node_key(next));
+            // SAFETY: a node of our skiplist; the slice does not outlive `&self`.
+            let tree = tree_of(unsafe { node_key(next) });
             trees.push(tree);
             let Some(following) = tree.checked_add(1) else {
                 break;
@@ -241,15 +262,18 @@ pub struct MemtableIterator {
     lookup: Vec<u8>,
 }
 
-// SAFETY: `current` points into the skiplist of `memtable`, which the `Arc` keeps alive and
-// which is safe to read from any thread (nodes are immutable once published, except for
-// atomics).
+// SAFETY: `current` points into the skiplist of `memtable`, which the `Arc` keeps alive
+// wherever the iterator goes, and which is safe to read from any thread (`SkipList` is
+// `Sync`: nodes are immutable once published, except for atomics). Not `Sync`: not needed.
 unsafe impl Send for MemtableIterator {}
 
 impl MemtableIterator {
     /// Positions at `node` (of `self.memtable`, may be null) if it belongs to our tree.
+    /// Invariant: `current` is null or a node of `self.memtable`'s skiplist.
     fn set_current(&mut self, node: *const Node) {
-        self.current = if !node.is_null() && tree_of(node_key(node)) == self.tree {
+        // SAFETY (`node_key`): `node` is not null and was returned by a search of
+        // `self.memtable.list`, which `self.memtable` keeps alive.
+        self.current = if !node.is_null() && tree_of(unsafe { node_key(node) }) == self.tree {
             node
         } else {
             std::ptr::null()
@@ -297,7 +321,8 @@ impl InternalIterator for MemtableIterator {
 
     fn next(&mut self) -> Result<()> {
         if !self.current.is_null() {
-            let node = SkipList::<EncodedKeyOrder>::after(self.current);
+            // SAFETY: `current` is a node of `self.memtable`'s skiplist (invariant), alive.
+            let node = unsafe { SkipList::<EncodedKeyOrder>::after(self.current) };
             self.set_current(node);
         }
         Ok(())
@@ -305,7 +330,8 @@ impl InternalIterator for MemtableIterator {
 
     fn prev(&mut self) -> Result<()> {
         if !self.current.is_null() {
-            let node = self.memtable.list.before_node(self.current);
+            // SAFETY: `current` is a node of `self.memtable.list` (invariant).
+            let node = unsafe { self.memtable.list.before_node(self.current) };
             self.set_current(node);
         }
         Ok(())
@@ -315,14 +341,19 @@ impl InternalIterator for MemtableIterator {
         if self.current.is_null() {
             return &[];
         }
-        &node_key(self.current)[TREE_PREFIX_BYTES..]
+        // SAFETY: `current` is a node of `self.memtable`'s skiplist (invariant); the slice
+        // borrows `self`, which holds the `Arc` keeping the memtable alive.
+        let key = unsafe { node_key(self.current) };
+        // Every key was built by `add` (tree prefix, user key, trailer), so `get` cannot fail.
+        key.get(TREE_PREFIX_BYTES..).unwrap_or_default()
     }
 
     fn value(&self) -> &[u8] {
         if self.current.is_null() {
             return &[];
         }
-        node_value(self.current)
+        // SAFETY: as in `key`.
+        unsafe { node_value(self.current) }
     }
 }
 
@@ -340,6 +371,11 @@ mod tests {
             .and_then(|s| s.parse().ok())
             .unwrap_or_else(|| rand::thread_rng().gen())
     }
+
+    /// One `add`: tree, sequence number, kind, user key, value.
+    type Write = (TreeId, SeqNo, ValueKind, Vec<u8>, Vec<u8>);
+    /// An internal key, its value and its sequence number.
+    type Version = (Vec<u8>, Vec<u8>, SeqNo);
 
     /// Model: (tree, internal key) -> value, in memtable order.
     type Model = BTreeMap<(TreeId, crate::key::InternalKey), Vec<u8>>;
@@ -456,6 +492,158 @@ mod tests {
                 "seed {seed} key {key}"
             );
         }
+    }
+
+    #[test]
+    fn readers_during_one_writer_see_every_committed_version_in_order() {
+        use std::sync::atomic::AtomicBool;
+        let seed = seed();
+        println!("memtable reader/writer test seed {seed} (replay with SIFT_SEED={seed})");
+        let mut rng = StdRng::seed_from_u64(seed);
+        // The writes, in sequence order (seq = index + 1), as the write path applies them.
+        let writes: Vec<Write> = (0..4000u64)
+            .map(|i| {
+                let seq = i + 1;
+                let tree = rng.gen_range(0..3u32);
+                let key = format!("{:03}", rng.gen_range(0..300)).into_bytes();
+                let value = if i % 5 == 0 {
+                    Vec::new()
+                } else {
+                    format!("{tree}-{seq}").into_bytes()
+                };
+                (tree, seq, kind_for(i), key, value)
+            })
+            .collect();
+        // Per tree, every version in memtable order with its sequence number.
+        let sorted: Vec<Vec<Version>> = (0..3u32)
+            .map(|tree| {
+                let mut entries: Vec<_> = writes
+                    .iter()
+                    .filter(|w| w.0 == tree)
+                    .map(|(_, seq, kind, key, value)| {
+                        (make_internal_key(key, *seq, *kind), value.clone(), *seq)
+                    })
+                    .collect();
+                entries.sort_by(|a, b| crate::key::compare_internal_keys(&a.0, &b.0));
+                entries
+            })
+            .collect();
+        let memtable = Arc::new(Memtable::new(1));
+        let committed = std::sync::atomic::AtomicU64::new(0);
+        let done = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            for reader in 0..2u64 {
+                let (memtable, committed, done, sorted, writes) =
+                    (&memtable, &committed, &done, &sorted, &writes);
+                scope.spawn(move || {
+                    let mut rng = StdRng::seed_from_u64(seed ^ (reader + 1));
+                    let mut scans = 0;
+                    while !done.load(AtomicOrdering::Acquire) || scans < 3 {
+                        scans += 1;
+                        let tree = rng.gen_range(0..3u32);
+                        let before = committed.load(AtomicOrdering::Acquire);
+                        let mut iter = memtable.iter(tree);
+                        let backward = scans % 2 == 0;
+                        let mut scanned = if backward {
+                            collect_backward(&mut iter)
+                        } else {
+                            collect_forward(&mut iter)
+                        };
+                        let after = committed.load(AtomicOrdering::Acquire);
+                        for pair in scanned.windows(2) {
+                            assert!(
+                                crate::key::compare_internal_keys(&pair[0].0, &pair[1].0).is_lt(),
+                                "seed {seed}: scan (backward: {backward}) out of order"
+                            );
+                        }
+                        // A backward scan may miss entries inserted behind it, and a forward
+                        // scan those inserted before its position; neither may miss an entry
+                        // committed before it started, nor see one not started before it
+                        // ended.
+                        scanned.retain(|(key, _)| {
+                            let seq = parse_internal_key(key).map_or(0, |p| p.seq);
+                            assert!(seq <= after + 1, "seed {seed}: seq {seq} > {after} seen");
+                            seq <= before
+                        });
+                        let want: Vec<_> = sorted[tree as usize]
+                            .iter()
+                            .filter(|e| e.2 <= before)
+                            .map(|e| (e.0.clone(), e.1.clone()))
+                            .collect();
+                        assert_eq!(scanned, want, "seed {seed} tree {tree} at seq {before}");
+                        // Point reads at the committed sequence number see the model.
+                        for _ in 0..20 {
+                            let key = format!("{:03}", rng.gen_range(0..300)).into_bytes();
+                            let expected = writes[..before as usize]
+                                .iter()
+                                .rev()
+                                .find(|w| w.0 == tree && w.3 == key)
+                                .map(|w| MemtableEntry {
+                                    seq: w.1,
+                                    kind: w.2,
+                                    value: w.4.clone(),
+                                });
+                            assert_eq!(
+                                memtable.get(tree, &key, before),
+                                expected,
+                                "seed {seed} tree {tree} at seq {before}"
+                            );
+                        }
+                    }
+                });
+            }
+            let (memtable, committed, done, writes) = (&memtable, &committed, &done, &writes);
+            scope.spawn(move || {
+                for (tree, seq, kind, key, value) in writes {
+                    memtable.add(*tree, *seq, *kind, key, value);
+                    committed.store(*seq, AtomicOrdering::Release);
+                    if seq % 64 == 0 {
+                        // Let the readers overlap the writes even on a busy machine.
+                        std::thread::yield_now();
+                    }
+                }
+                done.store(true, AtomicOrdering::Release);
+            });
+        });
+        for tree in 0..3u32 {
+            let want: Vec<_> = sorted[tree as usize]
+                .iter()
+                .map(|e| (e.0.clone(), e.1.clone()))
+                .collect();
+            let mut iter = memtable.iter(tree);
+            assert_eq!(collect_forward(&mut iter), want, "seed {seed} tree {tree}");
+        }
+        assert_eq!(memtable.len(), writes.len());
+    }
+
+    #[test]
+    fn gets_during_writes_never_see_versions_above_the_snapshot() {
+        use std::sync::atomic::{AtomicBool, AtomicU64};
+        let memtable = Memtable::new(1);
+        let committed = AtomicU64::new(0);
+        let done = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            let (memtable, committed, done) = (&memtable, &committed, &done);
+            scope.spawn(move || {
+                // Versions of one key, newest linked first in the skiplist (right after the
+                // head, the predecessor of a lookup at the committed sequence number).
+                for seq in 1..=30_000u64 {
+                    memtable.add(0, seq, ValueKind::Put, b"key", format!("{seq}").as_bytes());
+                    committed.store(seq, AtomicOrdering::Release);
+                }
+                done.store(true, AtomicOrdering::Release);
+            });
+            scope.spawn(move || {
+                while !done.load(AtomicOrdering::Acquire) {
+                    let snapshot = committed.load(AtomicOrdering::Acquire);
+                    let got = memtable.get(0, b"key", snapshot).map(|e| e.seq);
+                    let want = (snapshot > 0).then_some(snapshot);
+                    assert_eq!(got, want, "a read at seq {snapshot} saw another version");
+                    let newest = memtable.newest_seq(0, b"key").unwrap_or(0);
+                    assert!(newest >= snapshot, "newest {newest} < committed {snapshot}");
+                }
+            });
+        });
     }
 
     #[test]
@@ -590,6 +778,50 @@ mod tests {
                     got.as_ref(),
                     want,
                     "seed {seed} tree {tree} step {step} op {op}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn seeks_to_targets_shorter_than_a_trailer_follow_the_internal_key_order() {
+        let seed = seed();
+        println!("memtable short-target test seed {seed} (replay with SIFT_SEED={seed})");
+        let mut rng = StdRng::seed_from_u64(seed);
+        let memtable = Arc::new(Memtable::new(1));
+        let mut model: Model = BTreeMap::new();
+        for seq in 1..=200u64 {
+            let tree = rng.gen_range(0..3u32);
+            let key_bytes = rng.gen_range(0..3);
+            let key: Vec<u8> = (0..key_bytes).map(|_| rng.gen_range(0..3u8)).collect();
+            let value = format!("{seq}").into_bytes();
+            memtable.add(tree, seq, ValueKind::Put, &key, &value);
+            let internal_key = make_internal_key(&key, seq, ValueKind::Put);
+            model.insert((tree, crate::key::InternalKey(internal_key)), value);
+        }
+        for tree in 0..3u32 {
+            let expected = model_entries(&model, tree);
+            let mut iter = memtable.iter(tree);
+            for _ in 0..200 {
+                // Malformed targets (0..8 bytes) and well-formed ones.
+                let target_bytes = rng.gen_range(0..11);
+                let target: Vec<u8> = (0..target_bytes).map(|_| rng.gen_range(0..3u8)).collect();
+                iter.seek(&target).unwrap();
+                let at = expected.partition_point(|(k, _)| {
+                    crate::key::compare_internal_keys(k, &target).is_lt()
+                });
+                let got = iter.valid().then(|| iter.key().to_vec());
+                let want = expected.get(at).map(|e| e.0.clone());
+                assert_eq!(got, want, "seed {seed} tree {tree} seek {target:?}");
+                iter.seek_for_prev(&target).unwrap();
+                let at = expected.partition_point(|(k, _)| {
+                    crate::key::compare_internal_keys(k, &target).is_le()
+                });
+                let got = iter.valid().then(|| iter.key().to_vec());
+                let want = at.checked_sub(1).map(|i| expected[i].0.clone());
+                assert_eq!(
+                    got, want,
+                    "seed {seed} tree {tree} seek_for_prev {target:?}"
                 );
             }
         }

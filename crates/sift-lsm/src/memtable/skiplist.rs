@@ -7,6 +7,25 @@
 //! `value: AtomicPtr | key_bytes: u32 | height: u32 | next: [AtomicPtr<Node>; height] | key`.
 //! The value is a separate arena block `[length: usize][bytes]`, so nodes stay small whatever
 //! the value size, and re-adding an identical key replaces the value with one atomic store.
+//!
+//! Memory-safety invariants the `unsafe` code relies on (the key order is not among them: a
+//! comparator that is inconsistent or panics can misorder keys or leave a node unlinked in
+//! the arena, but never makes a link point to anything but a fully initialised node):
+//! - A node's header, tower and key are written before the node is first linked; every link
+//!   is published with a release compare-and-swap and read with an acquire load, so whoever
+//!   reaches a node through a link sees it initialised. Header and key are never written
+//!   again; the value pointer changes only by release stores of initialised value blocks.
+//! - A node is linked at level `l` only after its own link at `l` is set, and levels are
+//!   linked bottom-up; a search reaches a node at level `l` only through a level-`l` link and
+//!   then only reads its links at `l` and below, all below its height.
+//! - Nodes and value blocks are never freed before the arena, which the skiplist owns: any
+//!   node pointer obtained from a skiplist is valid while that skiplist is alive. Pointers and
+//!   slices handed out carry no lifetime, so callers (`memtable/mod.rs`) must keep the
+//!   skiplist alive for as long as they use them; the functions taking node pointers are
+//!   `unsafe` for that reason.
+//! - Insertion may run on several threads at once (the arena allocates under a mutex; linking
+//!   is lock-free). The engine's write path inserts from one thread at a time (the write-group
+//!   leader), so concurrent insertion is supported but not relied on.
 
 use super::arena::{Area, Arena};
 use std::cmp::Ordering as KeyOrdering;
@@ -31,6 +50,20 @@ const VALUE_HEADER_BYTES: usize = std::mem::size_of::<usize>();
 /// The value block of an empty value (shared; never written).
 static EMPTY_VALUE: usize = 0;
 
+// The arena's alignment suffices for the node header and the links; the header size keeps
+// the links that follow it aligned.
+const _: () = assert!(std::mem::align_of::<Node>() <= super::arena::ALIGN);
+const _: () = assert!(std::mem::align_of::<AtomicPtr<Node>>() <= super::arena::ALIGN);
+const _: () = assert!(NODE_HEADER_BYTES.is_multiple_of(std::mem::align_of::<AtomicPtr<Node>>()));
+
+/// Bytes of a node of `height` links and a key of `key_bytes`, or `None` on overflow.
+fn node_bytes(height: usize, key_bytes: usize) -> Option<usize> {
+    height
+        .checked_mul(LINK_BYTES)?
+        .checked_add(NODE_HEADER_BYTES)?
+        .checked_add(key_bytes)
+}
+
 impl Node {
     /// The link at `level` (`level < height`).
     ///
@@ -48,8 +81,10 @@ impl Node {
     /// # Safety
     /// As for `link`.
     pub(super) unsafe fn key<'a>(node: *const Node) -> &'a [u8] {
-        // SAFETY: the key follows the tower and is `key_bytes` long; it is never written after
-        // the node is published.
+        // SAFETY: the node is initialised (caller), so `height` and `key_bytes` are set; the
+        // key follows the `height` links in the same arena block (pointer arithmetic stays in
+        // that block) and is `key_bytes` long; it is never written after the node is
+        // published, and the arena lives as long as `'a` (caller).
         unsafe {
             let header = &*node;
             let start = node
@@ -66,8 +101,10 @@ impl Node {
     /// # Safety
     /// As for `link`.
     pub(super) unsafe fn value<'a>(node: *const Node) -> &'a [u8] {
-        // SAFETY: the value pointer always points to a published `[length][bytes]` block that
-        // lives as long as the arena (or to `EMPTY_VALUE`).
+        // SAFETY: the value pointer always points to a `[length][bytes]` block initialised
+        // before it was stored (release store, acquire load here) that lives as long as the
+        // arena, or to `EMPTY_VALUE` (length 0, never written). The length header is read
+        // unaligned-safe as bytes.
         unsafe {
             let block = (*node).value.load(Ordering::Acquire);
             let length = usize::from_ne_bytes(block.cast::<[u8; VALUE_HEADER_BYTES]>().read());
@@ -129,24 +166,30 @@ impl<O: KeyOrder> SkipList<O> {
         key: &[u8],
         value: *mut u8,
     ) -> NonNull<Node> {
-        let bytes = NODE_HEADER_BYTES + height * LINK_BYTES + key.len();
+        debug_assert!((1..=HEIGHT_MAX).contains(&height));
+        // A key the `u32` length field cannot describe is refused like an impossible
+        // allocation (abort), never truncated: the engine's options cap keys far below it.
+        let (Some(bytes), Ok(key_bytes)) =
+            (node_bytes(height, key.len()), u32::try_from(key.len()))
+        else {
+            std::alloc::handle_alloc_error(std::alloc::Layout::new::<Node>())
+        };
         let node = arena.allocate(Area::Nodes(class), bytes).cast::<Node>();
-        // SAFETY: the block is `bytes` long, 8-byte aligned and ours alone until published.
+        let tower = node.as_ptr().wrapping_add(1).cast::<AtomicPtr<Node>>();
+        // SAFETY: the block is `bytes` long (header, `height` links, key), aligned to
+        // `ALIGN` (enough for `Node` and `AtomicPtr`, checked below at compile time), and ours
+        // alone until published. Everything is written through raw pointers, so no reference
+        // to uninitialised memory is created.
         unsafe {
             node.as_ptr().write(Node {
                 value: AtomicPtr::new(value),
-                key_bytes: key.len() as u32,
+                key_bytes,
                 height: height as u32,
             });
             for level in 0..height {
-                Node::link(node.as_ptr(), level).store(std::ptr::null_mut(), Ordering::Relaxed);
+                tower.add(level).write(AtomicPtr::new(std::ptr::null_mut()));
             }
-            let key_start = node
-                .as_ptr()
-                .add(1)
-                .cast::<AtomicPtr<Node>>()
-                .add(height)
-                .cast::<u8>();
+            let key_start = tower.add(height).cast::<u8>();
             std::ptr::copy_nonoverlapping(key.as_ptr(), key_start, key.len());
         }
         node
@@ -157,10 +200,12 @@ impl<O: KeyOrder> SkipList<O> {
         if value.is_empty() {
             return std::ptr::addr_of!(EMPTY_VALUE).cast_mut().cast::<u8>();
         }
-        let block = self
-            .arena
-            .allocate(Area::Values, VALUE_HEADER_BYTES + value.len());
-        // SAFETY: the block is `VALUE_HEADER_BYTES + value.len()` long, aligned, ours.
+        let Some(bytes) = value.len().checked_add(VALUE_HEADER_BYTES) else {
+            std::alloc::handle_alloc_error(std::alloc::Layout::new::<usize>())
+        };
+        let block = self.arena.allocate(Area::Values, bytes);
+        // SAFETY: the block is `VALUE_HEADER_BYTES + value.len()` long and ours alone until
+        // its pointer is stored in a node (release).
         unsafe {
             block
                 .as_ptr()
@@ -198,15 +243,22 @@ impl<O: KeyOrder> SkipList<O> {
     }
 
     /// The successor of `node` at `level`, or null.
-    fn next(node: *const Node, level: usize) -> *const Node {
-        // SAFETY: callers pass the head or a published node of this skiplist, and `level`
-        // below its height (searches only descend through levels a node has).
+    ///
+    /// # Safety
+    /// `node` is the head or a published node of a live skiplist, reached at `level` or
+    /// higher (so `level` is below its height).
+    unsafe fn next(node: *const Node, level: usize) -> *const Node {
+        // SAFETY: caller; the acquire load pairs with the release compare-and-swap that
+        // linked the successor, so the successor is seen initialised.
         unsafe { Node::link(node, level).load(Ordering::Acquire) }
     }
 
     /// Whether `node` (not null) sorts before `key` (or, with `or_equal`, not after it).
-    fn before(node: *const Node, key: &[u8], or_equal: bool) -> bool {
-        // SAFETY: a published node of this skiplist.
+    ///
+    /// # Safety
+    /// `node` is a published node of a live skiplist.
+    unsafe fn before(node: *const Node, key: &[u8], or_equal: bool) -> bool {
+        // SAFETY: caller.
         let node_key = unsafe { Node::key(node) };
         match O::compare(node_key, key) {
             KeyOrdering::Less => true,
@@ -217,19 +269,22 @@ impl<O: KeyOrder> SkipList<O> {
 
     /// The first node whose key is `>= key`, or null.
     pub(super) fn seek(&self, key: &[u8]) -> *const Node {
-        let last = self.last_before(key, false);
-        Self::next(last, 0)
+        // The successor the search compared, not a fresh load of the predecessor's link: a
+        // node linked after the predecessor since then may sort before `key` (a memtable
+        // `get` would return a version newer than its snapshot).
+        self.last_before(key, false).1
     }
 
     /// The last node whose key is `< key` (or `<= key` with `or_equal`), or null.
     pub(super) fn seek_before(&self, key: &[u8], or_equal: bool) -> *const Node {
-        let node = self.last_before(key, or_equal);
+        let (node, _) = self.last_before(key, or_equal);
         self.non_head(node)
     }
 
     /// The first node, or null.
     pub(super) fn first(&self) -> *const Node {
-        Self::next(self.head(), 0)
+        // SAFETY: the head has every level.
+        unsafe { Self::next(self.head(), 0) }
     }
 
     /// The last node, or null.
@@ -237,7 +292,8 @@ impl<O: KeyOrder> SkipList<O> {
         let mut node = self.head();
         for level in (0..self.height.load(Ordering::Acquire)).rev() {
             loop {
-                let next = Self::next(node, level);
+                // SAFETY: `node` is the head or was reached at a level `>= level`.
+                let next = unsafe { Self::next(node, level) };
                 if next.is_null() {
                     break;
                 }
@@ -247,14 +303,22 @@ impl<O: KeyOrder> SkipList<O> {
         self.non_head(node)
     }
 
-    /// The node after `node` (a published node), or null.
-    pub(super) fn after(node: *const Node) -> *const Node {
-        Self::next(node, 0)
+    /// The node after `node`, or null.
+    ///
+    /// # Safety
+    /// `node` is a node of a skiplist (returned by one of its searches) that is still alive;
+    /// the result is valid as long as that skiplist is.
+    pub(super) unsafe fn after(node: *const Node) -> *const Node {
+        // SAFETY: caller; every node has level 0.
+        unsafe { Self::next(node, 0) }
     }
 
-    /// The node before `node` (a published node), or null.
-    pub(super) fn before_node(&self, node: *const Node) -> *const Node {
-        // SAFETY: a published node of this skiplist.
+    /// The node before `node`, or null.
+    ///
+    /// # Safety
+    /// `node` is a node of this skiplist (returned by one of its searches).
+    pub(super) unsafe fn before_node(&self, node: *const Node) -> *const Node {
+        // SAFETY: caller; `self` is borrowed, so the skiplist is alive during the search.
         let key = unsafe { Node::key(node) };
         self.seek_before(key, false)
     }
@@ -267,28 +331,43 @@ impl<O: KeyOrder> SkipList<O> {
         }
     }
 
-    /// The last node (or the head) sorting before `key` (or not after it with `or_equal`).
-    fn last_before(&self, key: &[u8], or_equal: bool) -> *const Node {
+    /// The last node (or the head) sorting before `key` (or not after it with `or_equal`),
+    /// and the level-0 successor it had when the search compared it (null or a node sorting
+    /// after `key`).
+    fn last_before(&self, key: &[u8], or_equal: bool) -> (*const Node, *const Node) {
         let mut node = self.head();
+        let mut successor = std::ptr::null();
         for level in (0..self.height.load(Ordering::Acquire)).rev() {
             loop {
-                let next = Self::next(node, level);
-                if next.is_null() || !Self::before(next, key, or_equal) {
+                // SAFETY: `node` is the head or was reached at a level `>= level`; `next`,
+                // when not null, is a published node.
+                let next = unsafe { Self::next(node, level) };
+                if next.is_null() || !unsafe { Self::before(next, key, or_equal) } {
+                    successor = next;
                     break;
                 }
                 node = next;
             }
         }
-        node
+        (node, successor)
     }
 
     /// From `start` (the head or a node before `key`) at `level`: the last node before `key`
     /// and its successor.
-    fn splice_at(key: &[u8], start: *const Node, level: usize) -> (*const Node, *const Node) {
+    ///
+    /// # Safety
+    /// As for `next`, for `start`.
+    unsafe fn splice_at(
+        key: &[u8],
+        start: *const Node,
+        level: usize,
+    ) -> (*const Node, *const Node) {
         let mut node = start;
         loop {
-            let next = Self::next(node, level);
-            if next.is_null() || !Self::before(next, key, false) {
+            // SAFETY: `node` is `start` (caller) or was reached at `level`; `next`, when not
+            // null, is a published node.
+            let next = unsafe { Self::next(node, level) };
+            if next.is_null() || !unsafe { Self::before(next, key, false) } {
                 return (node, next);
             }
             node = next;
@@ -296,8 +375,11 @@ impl<O: KeyOrder> SkipList<O> {
     }
 
     /// Whether `node` (may be null) has exactly `key`.
-    fn has_key(node: *const Node, key: &[u8]) -> bool {
-        // SAFETY: a published node of this skiplist.
+    ///
+    /// # Safety
+    /// `node` is null or a published node of a live skiplist.
+    unsafe fn has_key(node: *const Node, key: &[u8]) -> bool {
+        // SAFETY: caller, and `node` is not null here.
         !node.is_null() && O::compare(unsafe { Node::key(node) }, key).is_eq()
     }
 
@@ -322,13 +404,16 @@ impl<O: KeyOrder> SkipList<O> {
         let mut next = [std::ptr::null::<Node>(); HEIGHT_MAX];
         let mut node = self.head();
         for level in (0..top).rev() {
-            let (before, after) = Self::splice_at(key, node, level);
+            // SAFETY: `node` is the head or was reached at `level + 1`.
+            let (before, after) = unsafe { Self::splice_at(key, node, level) };
             prev[level] = before;
             next[level] = after;
             node = before;
         }
-        if Self::has_key(next[0], key) {
-            // SAFETY: a published node; value blocks are never freed before the arena.
+        // SAFETY: `next[0]` is null or a published node.
+        if unsafe { Self::has_key(next[0], key) } {
+            // SAFETY: a published node; `value` is initialised and the release store
+            // publishes it; value blocks are never freed before the arena.
             unsafe { (*next[0]).value.store(value, Ordering::Release) };
             return;
         }
@@ -354,8 +439,10 @@ impl<O: KeyOrder> SkipList<O> {
                 }
                 // Another writer linked a node here first: find the splice again from `prev`,
                 // which still sorts before `key` (nodes are never removed).
-                let (before, after) = Self::splice_at(key, prev[level], level);
-                if level == 0 && Self::has_key(after, key) {
+                // SAFETY: `prev[level]` is the head or a node reached at `level`.
+                let (before, after) = unsafe { Self::splice_at(key, prev[level], level) };
+                // SAFETY: `after` is null or a published node.
+                if level == 0 && unsafe { Self::has_key(after, key) } {
                     // The same key was inserted meanwhile: replace its value; `new` was never
                     // published and stays unused in the arena.
                     // SAFETY: a published node.
@@ -390,7 +477,8 @@ mod tests {
         while !node.is_null() {
             // SAFETY: published nodes of a live skiplist.
             unsafe { out.push((Node::key(node).to_vec(), Node::value(node).to_vec())) };
-            node = SkipList::<Bytewise>::after(node);
+            // SAFETY: a node of `list`, which is borrowed.
+            node = unsafe { SkipList::<Bytewise>::after(node) };
         }
         out
     }
@@ -454,6 +542,196 @@ mod tests {
             unsafe { Node::key(last) },
             expected.last().map(|e| e.0.as_slice()).unwrap_or_default()
         );
+    }
+
+    #[test]
+    fn readers_during_one_writer_see_sorted_prefix_consistent_views() {
+        use std::sync::atomic::AtomicBool;
+        let seed: u64 = rand::thread_rng().gen();
+        println!("skiplist reader/writer test seed {seed}");
+        let mut rng = StdRng::seed_from_u64(seed);
+        // Distinct keys in random order (lengths 0..=24, so empty and long keys mix); the
+        // value of key `i` names `i`, and a key is re-inserted with an empty value later.
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        let mut index_of = std::collections::HashMap::new();
+        while keys.len() < 6000 {
+            let length = rng.gen_range(0..=24);
+            let key: Vec<u8> = (0..length).map(|_| rng.gen_range(b'a'..=b'd')).collect();
+            if !index_of.contains_key(&key) {
+                index_of.insert(key.clone(), keys.len());
+                keys.push(key);
+            }
+        }
+        let value_of = |i: usize| format!("value{i}").into_bytes();
+        let list = SkipList::<Bytewise>::new();
+        // Number of inserts completed (release after each insert).
+        let inserted = AtomicUsize::new(0);
+        let done = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            for reader in 0..2u64 {
+                let (list, keys, index_of, inserted, done) =
+                    (&list, &keys, &index_of, &inserted, &done);
+                scope.spawn(move || {
+                    let mut rng = StdRng::seed_from_u64(seed ^ (reader + 1));
+                    let mut scans = 0;
+                    while !done.load(Ordering::Acquire) || scans < 3 {
+                        scans += 1;
+                        let before = inserted.load(Ordering::Acquire);
+                        let mut seen = vec![false; keys.len()];
+                        let mut previous: Option<&[u8]> = None;
+                        let mut node = list.first();
+                        while !node.is_null() {
+                            // SAFETY: nodes of `list`, alive for the whole scope.
+                            let (key, value) = unsafe { (Node::key(node), Node::value(node)) };
+                            assert!(previous < Some(key), "seed {seed}: out of order");
+                            previous = Some(key);
+                            let i = index_of[key];
+                            assert!(!seen[i], "seed {seed}: key {i} seen twice");
+                            seen[i] = true;
+                            assert!(value.is_empty() || value == value_of(i), "seed {seed}");
+                            // SAFETY: as above.
+                            node = unsafe { SkipList::<Bytewise>::after(node) };
+                        }
+                        let after = inserted.load(Ordering::Acquire);
+                        for (i, seen) in seen.iter().enumerate() {
+                            // Every insert completed before the scan is seen; nothing that
+                            // was not started before it ended is.
+                            assert!(
+                                i >= before || *seen,
+                                "seed {seed}: key {i} missing ({before} inserted before scan)"
+                            );
+                            assert!(
+                                i <= after || !*seen,
+                                "seed {seed}: key {i} seen ({after} inserted after scan)"
+                            );
+                        }
+                        // Point searches for inserted keys find exactly them.
+                        for _ in 0..50 {
+                            if before == 0 {
+                                break;
+                            }
+                            let i = rng.gen_range(0..before);
+                            let found = list.seek(&keys[i]);
+                            assert!(!found.is_null(), "seed {seed}");
+                            // SAFETY: as above.
+                            assert_eq!(unsafe { Node::key(found) }, keys[i], "seed {seed}");
+                        }
+                    }
+                });
+            }
+            let (list, keys, inserted, done) = (&list, &keys, &inserted, &done);
+            scope.spawn(move || {
+                for (i, key) in keys.iter().enumerate() {
+                    list.insert(0, key, &value_of(i));
+                    inserted.store(i + 1, Ordering::Release);
+                    if i % 64 == 0 {
+                        // Let the readers overlap the writes even on a busy machine.
+                        std::thread::yield_now();
+                    }
+                    if i % 7 == 3 {
+                        // Replace an earlier key's value: readers see the old or the new.
+                        list.insert(0, &keys[i / 2], b"");
+                    }
+                }
+                done.store(true, Ordering::Release);
+            });
+        });
+        let mut model = BTreeMap::new();
+        for (i, key) in keys.iter().enumerate() {
+            model.insert(key.clone(), value_of(i));
+            if i % 7 == 3 {
+                model.insert(keys[i / 2].clone(), Vec::new());
+            }
+        }
+        let expected: Vec<_> = model.into_iter().collect();
+        assert_eq!(collect(&list), expected, "seed {seed}");
+        assert_eq!(list.len(), expected.len(), "seed {seed}");
+    }
+
+    /// Bytewise order that, when a search compares node key `c` with target `bb`, inserts a
+    /// key between `bb`'s predecessor and `bb` first: a writer racing a reader's search,
+    /// deterministically and on one thread.
+    struct RacingOrder;
+
+    std::thread_local! {
+        static RACING_LIST: std::cell::Cell<*const SkipList<RacingOrder>> =
+            const { std::cell::Cell::new(std::ptr::null()) };
+        static RACING_INSERTS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    }
+
+    impl KeyOrder for RacingOrder {
+        fn compare(a: &[u8], b: &[u8]) -> KeyOrdering {
+            let list = RACING_LIST.with(std::cell::Cell::get);
+            if a == b"c" && b == b"bb" && !list.is_null() {
+                let n = RACING_INSERTS.with(|c| c.replace(c.get() + 1));
+                // SAFETY: the test sets the pointer to a skiplist it keeps alive while
+                // searching; only shared access is needed (insert takes `&self`).
+                unsafe { (*list).insert(0, format!("b{n:02}").as_bytes(), b"raced") };
+            }
+            a.cmp(b)
+        }
+    }
+
+    #[test]
+    fn seek_returns_the_successor_it_compared_even_if_a_node_is_linked_meanwhile() {
+        let list = SkipList::<RacingOrder>::new();
+        list.insert(0, b"a", b"");
+        list.insert(0, b"c", b"");
+        RACING_LIST.with(|cell| cell.set(&raw const list));
+        let found = list.seek(b"bb");
+        RACING_LIST.with(|cell| cell.set(std::ptr::null()));
+        assert!(RACING_INSERTS.with(std::cell::Cell::get) > 0);
+        // SAFETY: a node of `list`.
+        let found_key = (!found.is_null()).then(|| unsafe { Node::key(found) });
+        // The first node >= "bb" when the search passed it: "c". The keys linked during the
+        // search ("b00", ...) sort before the target and must never be returned.
+        assert_eq!(found_key, Some(b"c".as_slice()));
+    }
+
+    #[test]
+    fn seek_never_returns_a_node_before_its_target_during_inserts() {
+        use std::sync::atomic::AtomicBool;
+        let list = SkipList::<Bytewise>::new();
+        let done = AtomicBool::new(false);
+        let keys = 30_000u32;
+        std::thread::scope(|scope| {
+            let (list, done) = (&list, &done);
+            scope.spawn(move || {
+                // Ascending keys: each new node is linked right after the last one, which is
+                // the predecessor every reader's `seek(b"~")` stops at.
+                for i in 0..keys {
+                    list.insert(0, format!("k{i:06}").as_bytes(), b"v");
+                }
+                done.store(true, Ordering::Release);
+            });
+            scope.spawn(move || {
+                let mut seeks = 0u64;
+                while !done.load(Ordering::Acquire) {
+                    seeks += 1;
+                    let found = list.seek(b"~");
+                    // SAFETY: a node of `list`, alive for the whole scope.
+                    let found_key = (!found.is_null()).then(|| unsafe { Node::key(found) });
+                    assert_eq!(found_key, None, "seek 'past the end' found a smaller key");
+                    let target = format!("k{:06}", seeks % u64::from(keys));
+                    let found = list.seek(target.as_bytes());
+                    if !found.is_null() {
+                        // SAFETY: as above.
+                        let found_key = unsafe { Node::key(found) };
+                        assert!(found_key >= target.as_bytes(), "{found_key:?} < {target}");
+                    }
+                }
+            });
+        });
+    }
+
+    #[test]
+    fn node_sizes_do_not_wrap() {
+        assert_eq!(node_bytes(1, 0), Some(NODE_HEADER_BYTES + LINK_BYTES));
+        assert_eq!(
+            node_bytes(HEIGHT_MAX, 5),
+            Some(NODE_HEADER_BYTES + HEIGHT_MAX * LINK_BYTES + 5)
+        );
+        assert_eq!(node_bytes(HEIGHT_MAX, usize::MAX - 8), None);
     }
 
     #[test]
