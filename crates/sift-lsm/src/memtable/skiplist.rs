@@ -56,6 +56,12 @@ const _: () = assert!(std::mem::align_of::<Node>() <= super::arena::ALIGN);
 const _: () = assert!(std::mem::align_of::<AtomicPtr<Node>>() <= super::arena::ALIGN);
 const _: () = assert!(NODE_HEADER_BYTES.is_multiple_of(std::mem::align_of::<AtomicPtr<Node>>()));
 
+/// The shared block of every empty value: `EMPTY_VALUE` is a zero length header. Mutable only
+/// in type (`AtomicPtr<u8>`); nothing writes through it.
+fn empty_value_block() -> *mut u8 {
+    std::ptr::addr_of!(EMPTY_VALUE).cast_mut().cast::<u8>()
+}
+
 /// Bytes of a node of `height` links and a key of `key_bytes`, or `None` on overflow.
 fn node_bytes(height: usize, key_bytes: usize) -> Option<usize> {
     height
@@ -71,8 +77,9 @@ impl Node {
     /// `node` must point to a node initialised by `SkipList::allocate_node` whose skiplist is
     /// alive, and `level` must be below its height.
     unsafe fn link<'a>(node: *const Node, level: usize) -> &'a AtomicPtr<Node> {
-        // SAFETY: the tower starts right after the header (which is a multiple of 8 bytes, so
-        // the links are aligned) and has `height` links (caller).
+        // SAFETY: the tower starts right after the header (whose size is a multiple of the
+        // link alignment, checked at compile time, so the links are aligned) and has `height`
+        // initialised links (caller); the node's block outlives `'a` (caller).
         unsafe { &*node.add(1).cast::<AtomicPtr<Node>>().add(level) }
     }
 
@@ -138,7 +145,9 @@ unsafe impl<O: KeyOrder> Sync for SkipList<O> {}
 impl<O: KeyOrder> SkipList<O> {
     pub(super) fn new() -> SkipList<O> {
         let arena = Arena::new();
-        let head = Self::allocate_node(&arena, 0, HEIGHT_MAX, &[], std::ptr::null_mut());
+        // The head's value is the empty block, not null, so even `Node::value(head)` is sound
+        // (searches never return the head, but nothing else would stop a null dereference).
+        let head = Self::allocate_node(&arena, 0, HEIGHT_MAX, &[], empty_value_block());
         SkipList {
             head,
             height: AtomicUsize::new(1),
@@ -198,7 +207,7 @@ impl<O: KeyOrder> SkipList<O> {
     /// Copies `value` into a value block.
     fn allocate_value(&self, value: &[u8]) -> *mut u8 {
         if value.is_empty() {
-            return std::ptr::addr_of!(EMPTY_VALUE).cast_mut().cast::<u8>();
+            return empty_value_block();
         }
         let Some(bytes) = value.len().checked_add(VALUE_HEADER_BYTES) else {
             std::alloc::handle_alloc_error(std::alloc::Layout::new::<usize>())
