@@ -45,7 +45,7 @@ fn index_entries(db: &Database) -> BTreeSet<(i64, String, u64)> {
             panic!("not an int")
         };
         let seq = u64::from_be_bytes(iter.value().try_into().unwrap());
-        entries.insert((value, String::from_utf8(pk.to_vec()).unwrap(), seq));
+        entries.insert((value, String::from_utf8(pk).unwrap(), seq));
         iter.next().unwrap();
     }
     entries
