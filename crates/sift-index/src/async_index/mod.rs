@@ -70,7 +70,8 @@ pub const WATERMARK_KEY: &[u8] = b"async/indexed_through";
 pub struct AsyncIndexOptions {
     /// Background worker threads (each owns the documents whose key hashes to it).
     pub workers: usize,
-    /// Most queued updates a worker applies in one engine batch.
+    /// Most queued updates a worker takes at once (applied in engine writes of a few dozen
+    /// entries each, see `worker.rs`).
     pub batch_items_max: usize,
     /// First retry delay after a failed batch; doubled per failure up to `retry_backoff_max`.
     pub retry_backoff_initial: Duration,
@@ -82,6 +83,13 @@ pub struct AsyncIndexOptions {
     pub session_idle_timeout: Duration,
     /// A session whose overlay would grow past this falls back to eventual consistency.
     pub session_overlay_bytes_max: usize,
+    /// Nice value the workers give themselves (Linux; 0, the default, keeps the writers'
+    /// priority). Index work is background work (Diff-Index's APS): at a lower priority a
+    /// worker that wakes up is less likely to preempt a writer on a busy core. Not the default
+    /// because on a machine short of CPU a low-priority worker falls behind: measured on a
+    /// shared 2-core machine at nice 10, the index lag and the flush drains grew to about a
+    /// second (the queue still drains before every flush, so nothing is lost).
+    pub worker_nice: i32,
     /// Testing aid: each unit makes one index batch fail before it is written.
     #[doc(hidden)]
     pub inject_failures: Arc<AtomicU64>,
@@ -112,6 +120,7 @@ impl Default for AsyncIndexOptions {
             failures_reported_after: 5,
             session_idle_timeout: Duration::from_mins(30),
             session_overlay_bytes_max: 8 << 20,
+            worker_nice: 0,
             inject_failures: Arc::new(AtomicU64::new(0)),
             before_replay_scan: None,
         }

@@ -48,8 +48,9 @@ pub(crate) struct RecoveredVersions {
 /// One worker's share of the queue.
 #[derive(Debug, Default)]
 pub(crate) struct Shard {
-    /// In sequence-number order. Items a worker is applying stay here until they are done.
-    pub items: VecDeque<Item>,
+    /// In sequence-number order. Items a worker is applying stay here until they are done
+    /// (shared, so the worker takes a batch under the lock without copying keys or values).
+    pub items: VecDeque<Arc<Item>>,
     /// Items per key hash: an item whose hash counts 1 is the only pending write of its
     /// document (a collision only makes the worker take the careful path).
     pub pending_per_key: HashMap<u64, u32>,
@@ -75,17 +76,12 @@ impl QueueState {
             .min()
     }
 
-    /// Pending items with sequence numbers `<= seq`.
+    /// Pending items with sequence numbers `<= seq` (each shard is in sequence order: a binary
+    /// search, so drains that poll this under the lock do not hold it for long).
     pub fn pending_up_to(&self, seq: SeqNo) -> usize {
         self.shards
             .iter()
-            .map(|shard| {
-                shard
-                    .items
-                    .iter()
-                    .take_while(|item| item.seq <= seq)
-                    .count()
-            })
+            .map(|shard| shard.items.partition_point(|item| item.seq <= seq))
             .sum()
     }
 
@@ -154,17 +150,24 @@ impl UpdateQueue {
 
     /// Queues items given in sequence-number order.
     pub fn push(&self, items: impl IntoIterator<Item = Item>) -> usize {
+        // Hashing and allocating before the lock: writers push under the engine's commit lock,
+        // and the workers and drains take this lock too.
+        let items: Vec<Arc<Item>> = items
+            .into_iter()
+            .map(|mut item| {
+                item.key_hash = Self::key_hash(&item.collection, &item.pk);
+                Arc::new(item)
+            })
+            .collect();
         let mut state = self.state.lock();
         let shards = state.shards.len();
-        let mut pushed = 0;
+        let pushed = items.len();
         let mut wake = state.workers_parked > 0;
-        for mut item in items {
-            item.key_hash = Self::key_hash(&item.collection, &item.pk);
+        for item in items {
             let shard = &mut state.shards[Self::shard_of(shards, item.key_hash)];
             *shard.pending_per_key.entry(item.key_hash).or_insert(0) += 1;
             shard.items.push_back(item);
             wake |= shard.items.len() >= WAKE_ITEMS;
-            pushed += 1;
         }
         if wake {
             self.wake_requested.store(true, Ordering::Release);

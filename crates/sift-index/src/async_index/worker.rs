@@ -1,5 +1,6 @@
 //! A background worker of asynchronous maintenance (Diff-Index Algorithm 4): takes the updates
-//! of its shard in sequence-number order, does their sync-full work in one engine batch, and
+//! of its shard in sequence-number order, does their sync-full work in a few engine writes (at most
+//! `WRITE_ENTRIES_MAX` entries each, so the commit lock that writers need is held briefly), and
 //! retries a failed batch with exponential backoff until it succeeds.
 //!
 //! For an update of document `pk` at sequence number `s`, for each asynchronous index:
@@ -44,6 +45,8 @@ const POLL_WAIT: Duration = Duration::from_millis(1);
 /// looking again after `PARKED_WAIT` at the latest.
 const ACTIVE_WINDOW: Duration = Duration::from_millis(50);
 const PARKED_WAIT: Duration = Duration::from_millis(100);
+/// Index entries a worker commits per engine write (see `Worker::apply`).
+const WRITE_ENTRIES_MAX: usize = 64;
 
 pub(crate) struct Worker {
     pub core: Arc<AsyncCore>,
@@ -73,13 +76,37 @@ fn with_seq(entry: &sift_lsm::Entry) -> Result<(EnvelopeRef<'_>, SeqNo)> {
     EnvelopeRef::decode(&entry.value).map(|envelope| (envelope, entry.seq))
 }
 
+/// Lowers the calling thread's CPU priority to `nice`, never raising it (best effort; Linux
+/// only: there a nice value set with the thread's id applies to that thread alone).
+#[cfg(target_os = "linux")]
+fn lower_thread_priority(nice: i32) {
+    let nice = nice.min(19);
+    if nice <= 0 {
+        return;
+    }
+    // SAFETY: these calls take plain integers and touch no memory of ours; a failure (e.g. not
+    // permitted) leaves the priority unchanged.
+    unsafe {
+        let Ok(tid) = libc::id_t::try_from(libc::syscall(libc::SYS_gettid)) else {
+            return;
+        };
+        if libc::getpriority(libc::PRIO_PROCESS, tid) < nice {
+            libc::setpriority(libc::PRIO_PROCESS, tid, nice);
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn lower_thread_priority(_nice: i32) {}
+
 impl Worker {
     pub fn run(self) {
+        lower_thread_priority(self.core.options.worker_nice);
         let queue = &self.core.queue;
         let mut last_work = Instant::now();
         loop {
             // Each item with whether it is the only pending write of its document.
-            let batch: Vec<(Item, bool)> = {
+            let batch: Vec<(Arc<Item>, bool)> = {
                 let mut state = queue.state.lock();
                 loop {
                     if state.shutting_down {
@@ -90,14 +117,14 @@ impl Worker {
                     }
                     let visible = self.engine.latest_sequence();
                     let shard = &state.shards[self.shard];
-                    let ready: Vec<(Item, bool)> = shard
+                    let ready: Vec<(Arc<Item>, bool)> = shard
                         .items
                         .iter()
                         .take_while(|item| item.seq <= visible)
                         .take(self.core.options.batch_items_max.max(1))
                         .map(|item| {
                             let alone = shard.pending_per_key.get(&item.key_hash) == Some(&1);
-                            (item.clone(), alone)
+                            (Arc::clone(item), alone)
                         })
                         .collect();
                     if !ready.is_empty() {
@@ -161,7 +188,7 @@ impl Worker {
     }
 
     /// Removes an applied batch from the shard and records its lag.
-    fn finish(&self, batch: &[(Item, bool)]) {
+    fn finish(&self, batch: &[(Arc<Item>, bool)]) {
         let now = Instant::now();
         for (item, _) in batch {
             self.core
@@ -192,8 +219,9 @@ impl Worker {
         self.core.queue.progress.notify_all();
     }
 
-    /// The sync-full work of `items`, as one engine batch.
-    fn apply(&self, items: &[(Item, bool)]) -> Result<()> {
+    /// The sync-full work of `items`, in engine writes of at most `WRITE_ENTRIES_MAX` entries
+    /// (an item's entries always in one write).
+    fn apply(&self, items: &[(Arc<Item>, bool)]) -> Result<()> {
         let injected = self.core.options.inject_failures.fetch_update(
             Ordering::AcqRel,
             Ordering::Acquire,
@@ -207,6 +235,14 @@ impl Worker {
         // Entries this batch already wrote: (tree, key) -> stored sequence number (None: gone).
         let mut written: HashMap<(TreeId, Vec<u8>), Option<SeqNo>> = HashMap::new();
         for (item, alone) in items {
+            if batch.len() >= WRITE_ENTRIES_MAX {
+                // Commit in slices: the engine's commit lock, which writers need too, is then
+                // held only briefly (each item's entries stay together; applying twice is
+                // harmless, so a retry after a partial failure is too).
+                let full = std::mem::replace(&mut batch, WriteBatch::new());
+                self.engine
+                    .write_unthrottled(full, &WriteOptions::default())?;
+            }
             // A collection or index dropped since the write needs nothing any more.
             let Some(collection) = catalog.collections.get(&*item.collection) else {
                 continue;
@@ -307,7 +343,11 @@ impl Worker {
                                 .is_some_and(|stored| stored < item.seq)
                         {
                             batch.delete(tree, &key);
-                            written.insert((tree.id(), key), None);
+                            // A key names its pk, and the newest update is its document's only
+                            // pending one: no later item of the batch asks for it.
+                            if !newest {
+                                written.insert((tree.id(), key), None);
+                            }
                         }
                     }
                 }
@@ -324,7 +364,9 @@ impl Worker {
                                 .is_none_or(|stored| stored < item.seq)
                         {
                             batch.put(tree, &key, &item.seq.to_be_bytes());
-                            written.insert((tree.id(), key), Some(item.seq));
+                            if !newest {
+                                written.insert((tree.id(), key), Some(item.seq));
+                            }
                         }
                     }
                 }
