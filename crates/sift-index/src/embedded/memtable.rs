@@ -400,7 +400,7 @@ mod tests {
         map.insert(b"short", 9, b"k9");
         map.insert(b"", 4, b"");
         assert_eq!(
-            sorted(map.candidates(&long_value, None, 0, 100).0),
+            sorted(map.candidates(&long_value, Some(&[8u8]), 0, 100).0),
             vec![(5, long_pk.clone())]
         );
         map.prune_through(4);
