@@ -330,7 +330,7 @@ impl ComponentView {
         collector: &str,
         name: &str,
         ctx: &ReadContext,
-    ) -> Result<Option<(std::path::PathBuf, crate::sstable::BlockHandle, Arc<[u8]>)>> {
+    ) -> Result<Option<crate::sstable::LiveMetaBlock>> {
         self.inner.tables.meta_block(file, collector, name, ctx)
     }
 

@@ -183,7 +183,7 @@ impl TableOpener {
         collector: &str,
         name: &str,
         ctx: &crate::sstable::ReadContext,
-    ) -> Result<Option<(PathBuf, crate::sstable::BlockHandle, Arc<[u8]>)>> {
+    ) -> Result<Option<crate::sstable::LiveMetaBlock>> {
         if let Some(table) = file.table.get() {
             let Some(handle) = table.meta_block_handle(collector, name) else {
                 return Ok(None);

@@ -118,12 +118,14 @@ fn block_entries(
         .map_err(fail)
 }
 
-/// Reads and checks the footer and the metaindex (name → handle) of a table file; returns
-/// where the footer starts too.
+/// Where the footer starts, the footer, and the metaindex (name → handle).
+type FooterAndMetaindex = (u64, Footer, Vec<(String, BlockHandle)>);
+
+/// Reads and checks the footer and the metaindex of a table file.
 fn read_footer_and_metaindex(
     file: &dyn RandomAccessFile,
     path: &Path,
-) -> Result<(u64, Footer, Vec<(String, BlockHandle)>)> {
+) -> Result<FooterAndMetaindex> {
     let size = file.size();
     let Some(footer_offset) = size.checked_sub(FOOTER_BYTES as u64) else {
         return Err(Error::corruption(
@@ -151,6 +153,10 @@ fn read_footer_and_metaindex(
     }
     Ok((footer_offset, footer, metaindex))
 }
+
+/// A meta block of a live table with the table's path and the block's handle (for error
+/// messages): what `ComponentView::table_meta_block` returns.
+pub type LiveMetaBlock = (PathBuf, BlockHandle, Arc<[u8]>);
 
 /// A meta block read without opening its table (see [`read_meta_block_unopened`]).
 #[derive(Debug, Clone)]

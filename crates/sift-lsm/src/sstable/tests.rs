@@ -950,8 +950,7 @@ fn truncated_files_and_bad_footers_are_corruption() {
         assert_corruption_names_file(&error, &format!("truncated to {len}"));
         let unopened = MemReader::open(pristine[..len].to_vec(), &table_path());
         let error = crate::sstable::read_meta_block_unopened(&*unopened, "any", "block")
-            .err()
-            .expect("truncated table fails unopened too");
+            .expect_err("truncated table fails unopened too");
         assert_corruption_names_file(&error, &format!("truncated to {len}, unopened"));
     }
     let footer_offset = pristine.len() - FOOTER_BYTES;
