@@ -27,6 +27,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// Documents between two progress reports of a back-fill or rebuild.
 const PROGRESS_EVERY_DOCUMENTS: u64 = 1000;
@@ -44,6 +45,20 @@ pub struct BackfillProgress {
 }
 
 pub type ProgressCallback = Arc<dyn Fn(&BackfillProgress) + Send + Sync>;
+
+/// Where the time of [`Database::open`] went ([`Database::open_timings`]), in microseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OpenTimings {
+    /// The whole open.
+    pub total_us: u64,
+    /// The engine's recovery (manifest, WAL replay, tables of the live files).
+    pub engine_us: u64,
+    /// Loading the catalog and opening every index (includes `next_register_us`).
+    pub indexes_us: u64,
+    /// Of `indexes_us`: registering `next` and `sst-local` indexes — for `next`, rebuilding
+    /// the global index from the secondary-block directories of the live files.
+    pub next_register_us: u64,
+}
 
 #[derive(Clone, Default)]
 pub struct DatabaseOptions {
@@ -195,6 +210,8 @@ pub struct Database {
     primary_tree_options: TreeOptions,
     /// Queue and workers of asynchronous indexes (`async_index`).
     pub(crate) async_index: crate::async_index::AsyncIndexer,
+    /// Filled while opening, read by `open_timings`.
+    open_timings: Mutex<OpenTimings>,
 }
 
 impl std::fmt::Debug for Database {
@@ -225,6 +242,10 @@ enum Prepared {
     Delete { pk: Vec<u8> },
 }
 
+fn elapsed_us(started: Instant) -> u64 {
+    u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX)
+}
+
 fn corrupt_document(collection: &str, pk: &[u8], error: &IndexError) -> IndexError {
     IndexError::Internal(format!(
         "stored document {:?} of collection `{collection}` is corrupt: {error}",
@@ -236,6 +257,7 @@ impl Database {
     /// Opens (or creates) a database in `path`. Indexes left `building` by a crash are
     /// back-filled again and memory indexes are rebuilt before this returns.
     pub fn open(path: impl AsRef<Path>, options: DatabaseOptions) -> Result<Database> {
+        let open_started = Instant::now();
         let mut engine_options = options.engine.clone();
         engine_options.default_tree_options.merge_operator = Some(Arc::new(PostingMergeOperator));
         let next = Arc::new(NextRegistry::new(options.engine.block_bytes));
@@ -279,7 +301,9 @@ impl Database {
         engine_options.flush_listeners.push(flush_listener);
         // Paused until the asynchronous indexes' retention is in place (below).
         engine_options.compactions_paused_at_open = true;
+        let engine_started = Instant::now();
         let engine = Arc::new(Db::open(path, engine_options)?);
+        let engine_us = elapsed_us(engine_started);
         if engine.default_tree().id() != crate::deferred::DEFAULT_TREE_ID {
             return Err(IndexError::Internal(
                 "the engine's default tree does not have id 0".into(),
@@ -316,19 +340,31 @@ impl Database {
             embedded,
             primary_tree_options,
             async_index,
+            open_timings: Mutex::new(OpenTimings {
+                engine_us,
+                ..OpenTimings::default()
+            }),
         };
+        let indexes_started = Instant::now();
         database.load_catalog()?;
         // A flush or compaction that started before the catalog was loaded may have recorded
         // dropped versions as pending and not committed them yet: wait for it, or its records
         // would land after the scan below and stay unapplied until the next open.
         database.engine.wait_for_running_jobs()?;
+        database.open_timings.lock().indexes_us = elapsed_us(indexes_started);
         {
             let _guard = database.lock_writes();
             database.apply_pending_drops()?;
             database.update_deferred_marker(None)?;
         }
         database.start_async_index()?;
+        database.open_timings.lock().total_us = elapsed_us(open_started);
         Ok(database)
+    }
+
+    /// Where the time of the open that made this database went.
+    pub fn open_timings(&self) -> OpenTimings {
+        *self.open_timings.lock()
     }
 
     /// Applies the queued asynchronous index updates, stops background work, syncs the WAL,
@@ -610,8 +646,10 @@ impl Database {
             return Ok(index);
         }
         if matches!(record.kind, IndexKind::SstLocal | IndexKind::Next) {
+            let started = Instant::now();
             self.next
                 .register(&self.engine, &collection.primary, &record)?;
+            self.open_timings.lock().next_register_us += elapsed_us(started);
             return Ok(Index {
                 record,
                 path,

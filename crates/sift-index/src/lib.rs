@@ -95,7 +95,8 @@ pub use async_index::{
 };
 pub use catalog::{IndexKind, IndexRecord, IndexSpec, IndexState, Maintenance};
 pub use database::{
-    BackfillProgress, CollectionInfo, Database, DatabaseOptions, ProgressCallback, WriteOp,
+    BackfillProgress, CollectionInfo, Database, DatabaseOptions, OpenTimings, ProgressCallback,
+    WriteOp,
 };
 pub use deferred::DeferredGarbage;
 pub use document::{DocumentParser, IndexedAttribute, ParsedDocument, TypeMismatchPolicy};

@@ -91,6 +91,11 @@ pub struct IndexBenchArgs {
     /// outside the skew suite [default: uniform; with skew: uniform,zipf-0.5,zipf-0.8,zipf-1.0].
     #[arg(long, value_delimiter = ',')]
     pub distribution: Vec<String>,
+    /// After the run, close the store and open it again, reporting the open time and its
+    /// parts (Sift: engine recovery, index opening, the rebuild of `next` global indexes from
+    /// the SSTables). With --gets 0 --lookups 0 --range-lookups 0: load, then reopen.
+    #[arg(long)]
+    pub reopen: bool,
 }
 
 impl IndexBenchArgs {
@@ -225,6 +230,21 @@ pub fn run_from_args(
             write_line(&table_row(row))
         }
     });
+    let engine = match (&result, args.reopen) {
+        (Ok(_), true) => {
+            let (engine, mut report) = engine.reopen()?;
+            report.tweets = config.tweets;
+            if json {
+                let line = serde_json::to_string(&report)
+                    .map_err(|e| BenchError::new(format!("cannot encode the reopen row: {e}")))?;
+                write_line(&line)?;
+            } else {
+                write_line(&report.line())?;
+            }
+            engine
+        }
+        _ => engine,
+    };
     let closed = engine.close();
     let rows = result?;
     closed?;

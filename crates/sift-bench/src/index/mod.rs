@@ -221,6 +221,63 @@ pub trait IndexEngine {
 
     /// Closes the store, releasing its directory.
     fn close(self: Box<Self>) -> Result<(), BenchError>;
+
+    /// Closes the store and opens it again from its files (`--reopen`): the reopened engine
+    /// and what the open cost. Engines that cannot tell return an error.
+    fn reopen(self: Box<Self>) -> Result<(Box<dyn IndexEngine>, ReopenReport), BenchError> {
+        Err(BenchError::new(format!(
+            "{}: --reopen is not supported",
+            self.name()
+        )))
+    }
+}
+
+/// What reopening a loaded store cost (`--reopen`; one JSON object with `--json`).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ReopenReport {
+    /// Always "reopen".
+    pub phase: String,
+    pub engine: String,
+    /// Documents loaded before the reopen.
+    pub tweets: u64,
+    /// Wall time of the open call.
+    pub open_s: f64,
+    /// Parts of it the engine reports: its storage recovery, opening its indexes, and of the
+    /// latter rebuilding in-memory global indexes (Sift `next`: from the SSTables'
+    /// secondary-block directories).
+    pub engine_open_s: Option<f64>,
+    pub indexes_open_s: Option<f64>,
+    pub global_index_rebuild_s: Option<f64>,
+    /// Over every global index after the open: live files indexed, secondary blocks listed,
+    /// and memory held.
+    pub global_index_files: Option<u64>,
+    pub global_index_blocks: Option<u64>,
+    pub global_index_memory_bytes: Option<u64>,
+    /// Bytes of the store on disk (all trees).
+    pub bytes_on_disk: Option<u64>,
+}
+
+impl ReopenReport {
+    /// One human-readable line.
+    pub fn line(&self) -> String {
+        let seconds =
+            |value: Option<f64>| value.map_or_else(|| "-".to_owned(), |s| format!("{s:.3} s"));
+        let count = |value: Option<u64>| value.map_or_else(|| "-".to_owned(), |n| n.to_string());
+        format!(
+            "reopen after loading {} documents: open {:.3} s (engine {}, indexes {}, of which \
+             global-index rebuild {}); global indexes: {} files, {} blocks, {} bytes of memory; \
+             on disk {} bytes",
+            self.tweets,
+            self.open_s,
+            seconds(self.engine_open_s),
+            seconds(self.indexes_open_s),
+            seconds(self.global_index_rebuild_s),
+            count(self.global_index_files),
+            count(self.global_index_blocks),
+            count(self.global_index_memory_bytes),
+            count(self.bytes_on_disk),
+        )
+    }
 }
 
 /// Opens (creating) an engine in an empty directory with the benchmark's indexes.

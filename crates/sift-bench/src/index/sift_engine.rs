@@ -17,6 +17,9 @@ pub struct SiftIndexEngine {
     indexes: Vec<(Attribute, String, IndexKind, Maintenance)>,
     /// The value type of each index (queries build their values with it).
     value_types: Vec<(Attribute, AttrType)>,
+    /// Where and how the database was opened (`reopen` opens it again the same way).
+    dir: std::path::PathBuf,
+    options: DatabaseOptions,
 }
 
 /// One index to create, with where its attribute lives in the documents: a tweet attribute
@@ -137,7 +140,7 @@ impl SiftIndexEngine {
         bloom_bits_per_key: Option<u32>,
         split_delta: Option<f64>,
     ) -> Result<SiftIndexEngine, BenchError> {
-        let database = Database::open(dir, options).map_err(error)?;
+        let database = Database::open(dir, options.clone()).map_err(error)?;
         database
             .create_collection(COLLECTION, primary_key)
             .map_err(error)?;
@@ -182,6 +185,8 @@ impl SiftIndexEngine {
             database,
             indexes,
             value_types,
+            dir: dir.to_path_buf(),
+            options,
         })
     }
 
@@ -378,6 +383,50 @@ impl IndexEngine for SiftIndexEngine {
         }
         self.database.close().map_err(error)
     }
+
+    fn reopen(self: Box<Self>) -> Result<(Box<dyn IndexEngine>, super::ReopenReport), BenchError> {
+        let SiftIndexEngine {
+            database,
+            indexes,
+            value_types,
+            dir,
+            options,
+        } = *self;
+        database.close().map_err(error)?;
+        let started = std::time::Instant::now();
+        let database = Database::open(&dir, options.clone()).map_err(error)?;
+        let open_s = started.elapsed().as_secs_f64();
+        let timings = database.open_timings();
+        let seconds = |us: u64| us as f64 / 1e6;
+        let mut report = super::ReopenReport {
+            phase: "reopen".to_owned(),
+            engine: "sift".to_owned(),
+            open_s,
+            engine_open_s: Some(seconds(timings.engine_us)),
+            indexes_open_s: Some(seconds(timings.indexes_us)),
+            global_index_rebuild_s: Some(seconds(timings.next_register_us)),
+            ..super::ReopenReport::default()
+        };
+        for (_, name, kind, _) in &indexes {
+            if *kind == IndexKind::Next {
+                let global = database
+                    .check_global_index(COLLECTION, name)
+                    .map_err(error)?;
+                *report.global_index_files.get_or_insert(0) += global.files_indexed as u64;
+                *report.global_index_blocks.get_or_insert(0) += global.blocks as u64;
+                *report.global_index_memory_bytes.get_or_insert(0) += global.memory_bytes;
+            }
+        }
+        let engine = SiftIndexEngine {
+            database,
+            indexes,
+            value_types,
+            dir,
+            options,
+        };
+        report.bytes_on_disk = Some(engine.disk_bytes_per_tree()?.values().sum());
+        Ok((Box::new(engine), report))
+    }
 }
 
 #[cfg(test)]
@@ -400,5 +449,66 @@ mod tests {
             );
             engine.close().expect("close");
         }
+    }
+
+    /// `--reopen`: the reopened store reports the open and its parts, its `next` global index
+    /// lists the loaded tables, and it answers as before the reopen.
+    #[test]
+    fn reopen_reports_the_open_and_answers_as_before() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut config = IndexBenchConfig::small(3000, sift_workload::Workload::Static);
+        config.indexes = vec![
+            crate::index::IndexSpec::parse("user.id:next").expect("spec"),
+            crate::index::IndexSpec::parse("created_at:embedded").expect("spec"),
+        ];
+        config.memtable_bytes = Some(64 << 10); // several tables
+        let engine = SiftIndexEngine::open_boxed(&config, dir.path()).expect("open");
+        let mut tweets = sift_workload::TweetGenerator::new(
+            sift_workload::TweetConfig::for_tweets(config.tweets, config.seed),
+        )
+        .expect("generator");
+        let mut users = Vec::new();
+        for _ in 0..config.tweets {
+            let tweet = tweets.next_tweet();
+            users.push(tweet.fields.user_id as i64);
+            engine.put(tweet.fields.tweet_id, &tweet.json).expect("put");
+        }
+        engine.flush().expect("flush");
+        engine.wait_for_background_work().expect("wait");
+        let answers = |engine: &dyn IndexEngine| -> Vec<Vec<u64>> {
+            users
+                .iter()
+                .step_by(97)
+                .map(|&user| {
+                    let mut ids = Vec::new();
+                    engine
+                        .lookup(Attribute::UserId, user, None, Some(&mut ids))
+                        .expect("lookup");
+                    ids
+                })
+                .collect()
+        };
+        let before = answers(engine.as_ref());
+        assert!(before.iter().all(|ids| !ids.is_empty()));
+        let (engine, report) = engine.reopen().expect("reopen");
+        assert_eq!(report.phase, "reopen");
+        assert!(report.open_s > 0.0);
+        let parts = [
+            report.engine_open_s,
+            report.indexes_open_s,
+            report.global_index_rebuild_s,
+        ];
+        assert!(parts
+            .iter()
+            .all(|part| part.is_some_and(|s| s <= report.open_s)));
+        assert!(report.global_index_rebuild_s <= report.indexes_open_s);
+        assert!(
+            report.global_index_files.is_some_and(|files| files >= 2),
+            "{report:?}"
+        );
+        assert!(report.global_index_blocks.is_some_and(|blocks| blocks >= 2));
+        assert!(report.bytes_on_disk.is_some_and(|bytes| bytes > 0));
+        assert_eq!(answers(engine.as_ref()), before);
+        engine.close().expect("close");
     }
 }

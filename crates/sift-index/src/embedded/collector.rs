@@ -178,6 +178,7 @@ impl ZoneMap {
 struct AttrState {
     block: ZoneMap,
     hashes: Vec<u64>,
+    /// The blocks finished so far (every entry is in a block finished before the table).
     table: ZoneMap,
 }
 
@@ -245,8 +246,8 @@ impl BlockPropertyCollector for EmbeddedCollector {
         };
         for (index, state) in self.indexes.iter().zip(self.states.iter_mut()) {
             if let Some(value) = collected_value(index, &envelope, entry.seq) {
+                // The table's zone map takes the block's bounds when the block ends.
                 state.block.add(&value);
-                state.table.add(&value);
                 state.hashes.push(value_hash(&value));
             }
         }
@@ -282,6 +283,10 @@ impl BlockPropertyCollector for EmbeddedCollector {
             }
         }
         for state in &mut self.states {
+            if state.block.seen {
+                state.table.add(&state.block.min);
+                state.table.add(&state.block.max);
+            }
             state.block.clear();
             state.hashes.clear();
         }

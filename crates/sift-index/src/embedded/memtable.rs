@@ -25,6 +25,46 @@ use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 
 /// Bookkeeping bytes charged per entry on top of the value and pk bytes.
 const ENTRY_OVERHEAD_BYTES: usize = 48;
+/// Value and pk bytes up to this many are kept inside the entry: no allocation per write (an
+/// int or time value and a tweet id fit), and pruning frees nothing one by one.
+const INLINE_BYTES_MAX: usize = 32;
+
+/// The encoded value then the pk, inline when short.
+#[derive(Debug)]
+enum EntryBytes {
+    Inline {
+        length: u8,
+        bytes: [u8; INLINE_BYTES_MAX],
+    },
+    Heap(Box<[u8]>),
+}
+
+impl EntryBytes {
+    fn new(value: &[u8], pk: &[u8]) -> EntryBytes {
+        let length = value.len() + pk.len();
+        if length <= INLINE_BYTES_MAX {
+            let mut bytes = [0u8; INLINE_BYTES_MAX];
+            bytes[..value.len()].copy_from_slice(value);
+            bytes[value.len()..length].copy_from_slice(pk);
+            return EntryBytes::Inline {
+                length: length as u8,
+                bytes,
+            };
+        }
+        let mut bytes = Vec::with_capacity(length);
+        bytes.extend_from_slice(value);
+        bytes.extend_from_slice(pk);
+        EntryBytes::Heap(bytes.into_boxed_slice())
+    }
+
+    #[inline]
+    fn get(&self) -> &[u8] {
+        match self {
+            EntryBytes::Inline { length, bytes } => &bytes[..usize::from(*length)],
+            EntryBytes::Heap(bytes) => bytes,
+        }
+    }
+}
 
 /// One recorded write.
 #[derive(Debug)]
@@ -32,31 +72,27 @@ struct Entry {
     /// The value's first 8 bytes, big-endian, zero-padded: most comparisons end here.
     prefix: u64,
     seq: SeqNo,
-    /// The encoded value, then the pk.
-    bytes: Box<[u8]>,
+    bytes: EntryBytes,
     value_bytes: u32,
 }
 
 impl Entry {
     fn new(value: &[u8], seq: SeqNo, pk: &[u8]) -> Entry {
-        let mut bytes = Vec::with_capacity(value.len() + pk.len());
-        bytes.extend_from_slice(value);
-        bytes.extend_from_slice(pk);
         Entry {
             prefix: prefix_of(value),
             seq,
-            bytes: bytes.into_boxed_slice(),
+            bytes: EntryBytes::new(value, pk),
             value_bytes: value.len() as u32,
         }
     }
     fn value(&self) -> &[u8] {
-        &self.bytes[..self.value_bytes as usize]
+        &self.bytes.get()[..self.value_bytes as usize]
     }
     fn pk(&self) -> &[u8] {
-        &self.bytes[self.value_bytes as usize..]
+        &self.bytes.get()[self.value_bytes as usize..]
     }
     fn charge(&self) -> usize {
-        self.bytes.len() + ENTRY_OVERHEAD_BYTES
+        self.bytes.get().len() + ENTRY_OVERHEAD_BYTES
     }
     /// Order of a run: value, then sequence number.
     fn order(&self, other: &Entry) -> Ordering {
@@ -90,8 +126,12 @@ struct Run {
 
 #[derive(Debug, Default)]
 struct Maps {
-    /// In increasing sequence order (writes are recorded under the database's write lock).
+    /// In increasing sequence order (writes are recorded under the database's write lock)
+    /// unless `buffer_unordered`.
     buffer: Vec<Entry>,
+    /// An insert came with a smaller sequence number than the one before it (not expected:
+    /// then pruning filters the buffer instead of cutting a prefix).
+    buffer_unordered: bool,
     /// Oldest first; sequence ranges do not overlap and increase.
     runs: Vec<Run>,
     pruned_through: SeqNo,
@@ -131,13 +171,18 @@ impl Maps {
             });
             run.seq_min = seq + 1;
         }
-        maps.buffer.retain(|entry| {
-            let keep = entry.seq > seq;
-            if !keep {
-                forget(entry);
-            }
-            keep
-        });
+        if maps.buffer_unordered {
+            maps.buffer.retain(|entry| {
+                let keep = entry.seq > seq;
+                if !keep {
+                    forget(entry);
+                }
+                keep
+            });
+        } else {
+            let cut = maps.buffer.partition_point(|entry| entry.seq <= seq);
+            maps.buffer.drain(..cut).for_each(|entry| forget(&entry));
+        }
         maps.bytes = maps.bytes.saturating_sub(freed_bytes);
         maps.entries = maps.entries.saturating_sub(freed_entries);
     }
@@ -147,6 +192,7 @@ impl Maps {
             return;
         }
         let mut entries = std::mem::take(&mut self.buffer);
+        self.buffer_unordered = false;
         entries.sort_unstable_by(Entry::order);
         let seq_min = entries.iter().map(|e| e.seq).min().unwrap_or(0);
         let seq_max = entries.iter().map(|e| e.seq).max().unwrap_or(0);
@@ -210,6 +256,9 @@ impl MemtableMap {
         }
         maps.bytes += entry.charge();
         maps.entries += 1;
+        if maps.buffer.last().is_some_and(|last| last.seq > seq) {
+            maps.buffer_unordered = true;
+        }
         maps.buffer.push(entry);
     }
 
@@ -339,6 +388,41 @@ mod tests {
         assert_eq!(map.memory_bytes(), 0);
     }
 
+    /// Inline and heap entries read back the same bytes; inserts out of sequence order (not
+    /// made by the write path, but allowed) are pruned by sequence number, not by position.
+    #[test]
+    fn long_entries_and_out_of_order_inserts() {
+        let map = MemtableMap::default();
+        let long_value = vec![7u8; 40];
+        let long_pk = vec![b'p'; 30];
+        map.insert(&long_value, 5, &long_pk);
+        map.insert(b"short", 3, b"k3");
+        map.insert(b"short", 9, b"k9");
+        map.insert(b"", 4, b"");
+        assert_eq!(
+            sorted(map.candidates(&long_value, Some(&[8u8]), 0, 100).0),
+            vec![(5, long_pk.clone())]
+        );
+        map.prune_through(4);
+        assert_eq!(
+            sorted(map.candidates(b"", None, 0, 100).0),
+            vec![(5, long_pk.clone()), (9, b"k9".to_vec())]
+        );
+        assert_eq!(map.len(), 2);
+        // After a query sealed the buffer, new inserts are in order again: a prefix is cut.
+        map.insert(b"a", 10, b"k10");
+        map.insert(b"b", 11, b"k11");
+        map.prune_through(10);
+        assert_eq!(
+            sorted(map.candidates(b"", None, 0, 100).0),
+            vec![(11, b"k11".to_vec())]
+        );
+        assert_eq!(
+            map.memory_bytes(),
+            (b"b".len() + b"k11".len() + ENTRY_OVERHEAD_BYTES) as u64
+        );
+    }
+
     /// Against a BTreeMap model, through many runs, merges and prunes.
     #[test]
     fn matches_a_model() {
@@ -348,8 +432,13 @@ mod tests {
         let mut model: BTreeMap<(Vec<u8>, SeqNo), Vec<u8>> = BTreeMap::new();
         let mut seq = 0;
         let mut pruned = 0;
+        // Mostly short values (entries kept inline), some longer than an inline entry holds.
         let value = |rng: &mut StdRng| -> Vec<u8> {
-            let len = rng.gen_range(0..12);
+            let len = if rng.gen_ratio(1, 8) {
+                rng.gen_range(20..60)
+            } else {
+                rng.gen_range(0..12)
+            };
             (0..len).map(|_| rng.gen_range(0..4u8)).collect()
         };
         for step in 0..6000 {

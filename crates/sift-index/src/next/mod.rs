@@ -218,7 +218,7 @@ impl GlobalState {
                 continue;
             };
             if property_lists(file.properties().get(COLLECTOR_NAME), attr_id) {
-                let blocks = read_directory(view, &file, spec, &ReadContext::default())?;
+                let blocks = read_directory_unopened(view, &file, spec)?;
                 self.index.insert_file(number, &blocks);
             }
             self.pending.remove(&number);
@@ -253,6 +253,39 @@ pub(crate) fn read_directory(
         sift_lsm::Error::corruption(
             table.path(),
             offset,
+            format!(
+                "meta block {name:?}: {} (byte {} of the block)",
+                e.message, e.offset
+            ),
+        )
+        .into()
+    })
+}
+
+/// Like [`read_directory`], for loading the global index: a table not open yet stays
+/// unopened (only its footer, metaindex and directory are read, not its index and bloom
+/// filter), so the rebuild at open reads a few kilobytes per file.
+pub(crate) fn read_directory_unopened(
+    view: &ComponentView,
+    file: &Arc<FileMetaData>,
+    spec: &AttributeSpec,
+) -> Result<Vec<DirectoryEntry>> {
+    let attr_id = spec.attr_id;
+    let name = directory_name(attr_id);
+    let Some((path, handle, bytes)) =
+        view.table_meta_block(file, COLLECTOR_NAME, &name, &ReadContext::default())?
+    else {
+        return Err(sift_lsm::Error::corruption(
+            sift_lsm::version::table_file_name(file.number),
+            0,
+            format!("the table lists attribute {attr_id} but has no meta block {name:?}"),
+        )
+        .into());
+    };
+    decode_directory(&bytes, attr_id, spec.attr_type == AttrType::Geo).map_err(|e| {
+        sift_lsm::Error::corruption(
+            path,
+            handle.offset,
             format!(
                 "meta block {name:?}: {} (byte {} of the block)",
                 e.message, e.offset

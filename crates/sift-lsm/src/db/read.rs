@@ -321,6 +321,19 @@ impl ComponentView {
         self.inner.table(file)
     }
 
+    /// The meta block `name` written by `collector` into a live file of the view, with the
+    /// file's path and the block's handle; read without opening the table if it is not open
+    /// yet (see `TableOpener::meta_block`). `None`: the table has no such block.
+    pub fn table_meta_block(
+        &self,
+        file: &Arc<FileMetaData>,
+        collector: &str,
+        name: &str,
+        ctx: &ReadContext,
+    ) -> Result<Option<crate::sstable::LiveMetaBlock>> {
+        self.inner.tables.meta_block(file, collector, name, ctx)
+    }
+
     /// Every entry of one component (all versions, tombstones included) with sequence numbers
     /// up to the view's, in internal-key order. Honours the read options' block filter.
     pub fn iter(&self, id: ComponentId) -> Result<ComponentIterator> {

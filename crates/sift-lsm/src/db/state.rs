@@ -187,11 +187,7 @@ impl TableOpener {
             return Ok(Arc::clone(t));
         }
         let path = self.dir.join(table_file_name(file.number));
-        let handle = if self.mmap_reads && !self.direct_reads {
-            self.fs.open_mapped(&path)?
-        } else {
-            self.fs.open(&path, self.direct_reads)?
-        };
+        let handle = self.open_file(&path)?;
         let table = Table::open(
             handle,
             file.number,
@@ -200,5 +196,55 @@ impl TableOpener {
         )?;
         let _ = file.table.set(Arc::clone(&table));
         Ok(table)
+    }
+
+    fn open_file(&self, path: &std::path::Path) -> Result<Arc<dyn crate::fs::RandomAccessFile>> {
+        if self.mmap_reads && !self.direct_reads {
+            self.fs.open_mapped(path)
+        } else {
+            self.fs.open(path, self.direct_reads)
+        }
+    }
+
+    /// The meta block `name` written by `collector` into a live file, with the file's path and
+    /// the block's handle (for error messages). From the opened table when it is open (through
+    /// the block cache); otherwise read with the footer and metaindex only, leaving the table
+    /// unopened: rebuilding an in-memory index from one meta block per file then reads neither
+    /// the index blocks nor the bloom filters of every table. Counted as one block read.
+    pub fn meta_block(
+        &self,
+        file: &Arc<FileMetaData>,
+        collector: &str,
+        name: &str,
+        ctx: &crate::sstable::ReadContext,
+    ) -> Result<Option<crate::sstable::LiveMetaBlock>> {
+        if let Some(table) = file.table.get() {
+            let Some(handle) = table.meta_block_handle(collector, name) else {
+                return Ok(None);
+            };
+            return Ok(table
+                .meta_block_cached(collector, name, ctx)?
+                .map(|bytes| (table.path().to_path_buf(), handle, bytes)));
+        }
+        let path = self.dir.join(table_file_name(file.number));
+        let handle = self.open_file(&path)?;
+        let Some(block) = crate::sstable::read_meta_block_unopened(&*handle, collector, name)?
+        else {
+            return Ok(None);
+        };
+        let disk_bytes = block.handle.size + crate::sstable::BLOCK_TRAILER_BYTES as u64;
+        self.counters
+            .blocks_read_from_disk
+            .fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .bytes_read_from_disk
+            .fetch_add(disk_bytes, Ordering::Relaxed);
+        if let Some(stats) = &ctx.stats {
+            stats.blocks_read_from_disk.fetch_add(1, Ordering::Relaxed);
+            stats
+                .bytes_read_from_disk
+                .fetch_add(disk_bytes, Ordering::Relaxed);
+        }
+        Ok(Some((path, block.handle, block.bytes.into())))
     }
 }

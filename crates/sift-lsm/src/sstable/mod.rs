@@ -21,7 +21,9 @@ pub use cache::BlockCache;
 pub use format::{BLOCK_TRAILER_BYTES, FOOTER_BYTES, FORMAT_VERSION, TABLE_MAGIC};
 pub use iter::TableIterator;
 pub use properties::TableProperties;
-pub use reader::{DataBlock, ReadContext, Table};
+pub use reader::{
+    read_meta_block_unopened, DataBlock, LiveMetaBlock, ReadContext, Table, UnopenedMetaBlock,
+};
 
 /// Metaindex name of the bloom filter block.
 pub const META_FILTER: &str = "sift.filter.bloom";

@@ -90,8 +90,10 @@ pub struct Table {
     footer_offset: u64,
     index_keys: Vec<u8>,
     index: Vec<IndexEntry>,
-    /// Per data block, each collector's bytes in `properties.collector_names` order.
-    block_properties: Vec<Vec<Vec<u8>>>,
+    /// Each collector's bytes (in `properties.collector_names` order) of data block 0, then
+    /// of block 1, …: one vector for the table, so opening a table of many blocks costs no
+    /// allocation per block (empty bytes, the common case, allocate nothing).
+    block_properties: Vec<Vec<u8>>,
     filter: Option<BloomFilter>,
     properties: TableProperties,
     metaindex: Vec<(String, BlockHandle)>,
@@ -116,6 +118,73 @@ fn block_entries(
         .map_err(fail)
 }
 
+/// Where the footer starts, the footer, and the metaindex (name → handle).
+type FooterAndMetaindex = (u64, Footer, Vec<(String, BlockHandle)>);
+
+/// Reads and checks the footer and the metaindex of a table file.
+fn read_footer_and_metaindex(
+    file: &dyn RandomAccessFile,
+    path: &Path,
+) -> Result<FooterAndMetaindex> {
+    let size = file.size();
+    let Some(footer_offset) = size.checked_sub(FOOTER_BYTES as u64) else {
+        return Err(Error::corruption(
+            path,
+            0,
+            format!("file of {size} bytes is too short to be a table"),
+        ));
+    };
+    let footer_bytes = file.read_at(footer_offset, FOOTER_BYTES)?;
+    let footer = Footer::decode(&footer_bytes, path, footer_offset)?;
+
+    // Metaindex: name → handle.
+    let handle = footer.metaindex;
+    let bytes = read_block(file, path, handle, footer_offset, "metaindex block")?;
+    let mut metaindex = Vec::new();
+    for (name, value) in block_entries(bytes, path, handle, "metaindex block")? {
+        let bad = || Error::corruption(path, handle.offset, "malformed metaindex entry");
+        let name = String::from_utf8(name).map_err(|_| bad())?;
+        let mut decoder = Decoder::new(&value);
+        let meta_handle = BlockHandle::decode_from(&mut decoder).ok_or_else(bad)?;
+        if !decoder.is_empty() {
+            return Err(bad());
+        }
+        metaindex.push((name, meta_handle));
+    }
+    Ok((footer_offset, footer, metaindex))
+}
+
+/// A meta block of a live table with the table's path and the block's handle (for error
+/// messages): what `ComponentView::table_meta_block` returns.
+pub type LiveMetaBlock = (PathBuf, BlockHandle, Arc<[u8]>);
+
+/// A meta block read without opening its table (see [`read_meta_block_unopened`]).
+#[derive(Debug, Clone)]
+pub struct UnopenedMetaBlock {
+    pub handle: BlockHandle,
+    pub bytes: Vec<u8>,
+}
+
+/// The meta block `name` written by `collector`, read with the footer and the metaindex only:
+/// the index and the bloom filter are not read (an open reads them, and they are most of what
+/// an open costs). For readers that want one meta block of many files, such as an in-memory
+/// index rebuilt at startup. `None`: the table has no such meta block.
+pub fn read_meta_block_unopened(
+    file: &dyn RandomAccessFile,
+    collector: &str,
+    name: &str,
+) -> Result<Option<UnopenedMetaBlock>> {
+    let path = file.path().to_path_buf();
+    let (footer_offset, _, metaindex) = read_footer_and_metaindex(file, &path)?;
+    let full_name = format!("{collector}{META_BLOCK_SEPARATOR}{name}");
+    let Some(&(_, handle)) = metaindex.iter().find(|(n, _)| *n == full_name) else {
+        return Ok(None);
+    };
+    let what = format!("meta block {full_name:?}");
+    let bytes = read_block(file, &path, handle, footer_offset, &what)?;
+    Ok(Some(UnopenedMetaBlock { handle, bytes }))
+}
+
 impl Table {
     pub fn open(
         file: Arc<dyn RandomAccessFile>,
@@ -124,31 +193,7 @@ impl Table {
         counters: Arc<EngineCounters>,
     ) -> Result<Arc<Table>> {
         let path = file.path().to_path_buf();
-        let size = file.size();
-        let Some(footer_offset) = size.checked_sub(FOOTER_BYTES as u64) else {
-            return Err(Error::corruption(
-                &path,
-                0,
-                format!("file of {size} bytes is too short to be a table"),
-            ));
-        };
-        let footer_bytes = file.read_at(footer_offset, FOOTER_BYTES)?;
-        let footer = Footer::decode(&footer_bytes, &path, footer_offset)?;
-
-        // Metaindex: name → handle.
-        let handle = footer.metaindex;
-        let bytes = read_block(&*file, &path, handle, footer_offset, "metaindex block")?;
-        let mut metaindex = Vec::new();
-        for (name, value) in block_entries(bytes, &path, handle, "metaindex block")? {
-            let bad = || Error::corruption(&path, handle.offset, "malformed metaindex entry");
-            let name = String::from_utf8(name).map_err(|_| bad())?;
-            let mut decoder = Decoder::new(&value);
-            let meta_handle = BlockHandle::decode_from(&mut decoder).ok_or_else(bad)?;
-            if !decoder.is_empty() {
-                return Err(bad());
-            }
-            metaindex.push((name, meta_handle));
-        }
+        let (footer_offset, footer, metaindex) = read_footer_and_metaindex(&*file, &path)?;
         let find = |name: &str| {
             metaindex
                 .iter()
@@ -192,6 +237,7 @@ impl Table {
         // Index: separator → handle + per-block collector properties.
         let handle = footer.index;
         let bytes = read_block(&*file, &path, handle, footer_offset, "index block")?;
+        let iter_bytes_len = bytes.len();
         let fail = |message: String| Error::corruption(&path, handle.offset, message);
         let block_fail = |e: BlockCorruption| {
             fail(format!(
@@ -201,9 +247,14 @@ impl Table {
         };
         let mut iter = BlockIter::new(Arc::new(Block::new(bytes).map_err(block_fail)?));
         let collectors = properties.collector_names.len();
-        let mut index_keys = Vec::new();
-        let mut index = Vec::new();
-        let mut block_properties = Vec::new();
+        // Sized from the properties, bounded by the index block (every entry takes bytes of
+        // it), so a corrupt count cannot reserve much.
+        let blocks_expected = usize::try_from(properties.data_blocks)
+            .unwrap_or(usize::MAX)
+            .min(iter_bytes_len);
+        let mut index_keys = Vec::with_capacity(iter_bytes_len);
+        let mut index = Vec::with_capacity(blocks_expected);
+        let mut block_properties = Vec::with_capacity(blocks_expected.saturating_mul(collectors));
         iter.seek_to_first().map_err(block_fail)?;
         while iter.valid() {
             let key = iter.key();
@@ -239,9 +290,8 @@ impl Table {
                     index.len()
                 )));
             }
-            let mut values = Vec::with_capacity(collectors);
             for _ in 0..collectors {
-                values.push(decoder.length_prefixed().ok_or_else(bad)?.to_vec());
+                block_properties.push(decoder.length_prefixed().ok_or_else(bad)?.to_vec());
             }
             if !decoder.is_empty() {
                 return Err(bad());
@@ -253,7 +303,6 @@ impl Table {
                 key_end: index_keys.len(),
                 handle: data_handle,
             });
-            block_properties.push(values);
             iter.next().map_err(block_fail)?;
         }
         if index.len() as u64 != properties.data_blocks {
@@ -313,8 +362,18 @@ impl Table {
 
     /// The collector properties stored with data block `ordinal`.
     pub fn block_properties(&self, ordinal: usize) -> Option<Properties<'_>> {
-        let values = self.block_properties.get(ordinal)?;
+        let values = self.block_values(ordinal)?;
         Some(Properties::new(&self.properties.collector_names, values))
+    }
+
+    /// Each collector's bytes of data block `ordinal`.
+    fn block_values(&self, ordinal: usize) -> Option<&[Vec<u8>]> {
+        if ordinal >= self.index.len() {
+            return None;
+        }
+        let collectors = self.properties.collector_names.len();
+        self.block_properties
+            .get(ordinal * collectors..(ordinal + 1) * collectors)
     }
 
     /// Bytes of memory held by the decoded index and filter.
@@ -446,7 +505,7 @@ impl Table {
         let Some(filter) = &ctx.block_filter else {
             return true;
         };
-        let Some(values) = self.block_properties.get(ordinal) else {
+        let Some(values) = self.block_values(ordinal) else {
             return true;
         };
         let pass =

@@ -603,6 +603,7 @@ fn collector_properties_round_trip_and_block_filter_skips_blocks() {
         ..BuildConfig::default()
     };
     let (bytes, summary, _) = build(&model, &config, collectors(&finished));
+    let table_bytes = bytes.clone();
     let table = open(bytes, None).expect("open");
     let ctx = ReadContext::default;
 
@@ -655,6 +656,26 @@ fn collector_properties_round_trip_and_block_filter_skips_blocks() {
     );
     assert_eq!(table.meta_block("minmax", "absent").expect("read"), None);
     assert_eq!(table.meta_block("count", "stats").expect("read"), None);
+    // The same meta blocks read without opening the table (footer and metaindex only).
+    let unopened = MemReader::open(table_bytes.clone(), &table_path());
+    for (collector, name) in [
+        ("minmax", "stats"),
+        ("minmax", "big"),
+        ("minmax", "absent"),
+        ("count", "stats"),
+    ] {
+        let read = crate::sstable::read_meta_block_unopened(&*unopened, collector, name)
+            .expect("read unopened");
+        assert_eq!(
+            read.as_ref().map(|block| block.bytes.clone()),
+            table.meta_block(collector, name).expect("read"),
+            "{collector}/{name}"
+        );
+        assert_eq!(
+            read.map(|block| block.handle),
+            table.meta_block_handle(collector, name)
+        );
+    }
 
     // Filtered scans yield exactly the entries of matching blocks, and count skipped blocks.
     let (low, high) = table_range.expect("numbers");
@@ -927,6 +948,10 @@ fn truncated_files_and_bad_footers_are_corruption() {
             .err()
             .expect("truncated table fails");
         assert_corruption_names_file(&error, &format!("truncated to {len}"));
+        let unopened = MemReader::open(pristine[..len].to_vec(), &table_path());
+        let error = crate::sstable::read_meta_block_unopened(&*unopened, "any", "block")
+            .expect_err("truncated table fails unopened too");
+        assert_corruption_names_file(&error, &format!("truncated to {len}, unopened"));
     }
     let footer_offset = pristine.len() - FOOTER_BYTES;
     let footer = Footer::decode(&pristine[footer_offset..], &table_path(), 0).expect("footer");
