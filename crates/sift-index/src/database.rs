@@ -78,6 +78,11 @@ pub struct DatabaseOptions {
     /// default: it costs a memtable search per write and more memtable inserts, for less
     /// garbage before flushes.
     pub deferred_fast_path: bool,
+    /// Testing aid: runs in `open` right after the engine's compactions resume (they are
+    /// paused from the engine's open until the asynchronous indexes' retention is in place),
+    /// before the catalog is loaded.
+    #[doc(hidden)]
+    pub after_compactions_resumed: Option<crate::async_index::TestHook>,
 }
 
 impl std::fmt::Debug for DatabaseOptions {
@@ -322,6 +327,9 @@ impl Database {
             async_index.core.retain_versions_above(&engine, floor);
         }
         engine.resume_compactions();
+        if let Some(hook) = &options.after_compactions_resumed {
+            (hook.0)(&engine);
+        }
         let opened_sequence = engine.latest_sequence();
         let database = Database {
             engine,

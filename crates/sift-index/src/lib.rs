@@ -91,7 +91,7 @@ pub mod unique;
 pub mod value;
 
 pub use async_index::{
-    AsyncIndexOptions, AsyncIndexStats, ReplayHook, Session, SessionConsistency, SessionQueryResult,
+    AsyncIndexOptions, AsyncIndexStats, Session, SessionConsistency, SessionQueryResult, TestHook,
 };
 pub use catalog::{IndexKind, IndexRecord, IndexSpec, IndexState, Maintenance};
 pub use database::{

@@ -14,7 +14,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use sift_index::{
     decode_pk, decode_value, AttrType, AttrValue, Database, DatabaseOptions, IndexError, IndexKind,
-    IndexSpec, Maintenance, ReplayHook, SessionConsistency, WriteOp,
+    IndexSpec, Maintenance, SessionConsistency, TestHook, WriteOp,
 };
 use sift_lsm::{Db, ReadOptions};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -599,7 +599,7 @@ fn versions_compacted_before_the_replay_scan_leave_no_stale_entries() {
         drop(db); // no close: nothing drained, no watermark written
     }
     let mut reopen = options(1);
-    reopen.async_index.before_replay_scan = Some(ReplayHook(Arc::new(|engine: &Db| {
+    reopen.async_index.before_replay_scan = Some(TestHook(Arc::new(|engine: &Db| {
         for name in engine.tree_names() {
             let tree = engine.tree(&name).unwrap();
             engine.compact_range(&tree, None, None).unwrap();

@@ -795,16 +795,15 @@ fn sigkill_during_writes_and_compactions_loses_nothing_acknowledged() {
 /// not loaded yet (so the observer records it as pending, to be committed with the job), and
 /// the job commits only after `Database::open` has looked for pending records.
 ///
-/// Two gates, both in the test's own extension points: a compaction observer installed before
-/// the database's (it sees each dropped entry just before the deferred observer does) and a
-/// file system that holds the opening thread's first table open (the catalog's, read before
-/// the catalog is installed) until the deferred observer has seen a dropped put. The observer
-/// then holds the job until `open` has returned, or for at most `JOB_HOLD`: a fixed `open`
-/// waits for the job, so there the hold times out.
+/// Two gates: a compaction observer installed before the database's (it sees each dropped
+/// entry just before the deferred observer does), and `DatabaseOptions::after_compactions_resumed`
+/// (the point of `open` where compactions may start, before the catalog is loaded), which holds
+/// the opening thread until the deferred observer has seen a dropped put. The observer then
+/// holds the job until `open` has returned, or for at most `JOB_HOLD`: a fixed `open` waits
+/// for the job, so there the hold times out.
 struct OpenRaceGate {
     armed: std::sync::atomic::AtomicBool,
     primary: std::sync::atomic::AtomicU32,
-    opener: std::sync::Mutex<Option<std::thread::ThreadId>>,
     state: std::sync::Mutex<OpenRaceState>,
     changed: std::sync::Condvar,
 }
@@ -860,80 +859,6 @@ impl sift_lsm::extension::CompactionObserver for OpenRaceGate {
     }
 }
 
-/// The standard file system, with the opening thread's first table open held (see
-/// [`OpenRaceGate`]).
-struct GatedFileSystem {
-    inner: sift_lsm::fs::StdFileSystem,
-    gate: std::sync::Arc<OpenRaceGate>,
-}
-
-impl GatedFileSystem {
-    fn hold_table_open(&self, path: &Path) {
-        use std::sync::atomic::Ordering;
-        let is_opener = *self.gate.opener.lock().unwrap() == Some(std::thread::current().id());
-        if !self.gate.armed.load(Ordering::SeqCst)
-            || !is_opener
-            || path.extension().is_none_or(|extension| extension != "sst")
-        {
-            return;
-        }
-        if self.gate.state.lock().unwrap().opener_passed {
-            return;
-        }
-        self.gate
-            .wait_until(GATE_TIMEOUT, |state| state.deferred_saw_a_drop);
-        self.gate.state.lock().unwrap().opener_passed = true;
-    }
-}
-
-impl sift_lsm::fs::FileSystem for GatedFileSystem {
-    fn create(&self, path: &Path) -> sift_lsm::Result<Box<dyn sift_lsm::fs::WritableFile>> {
-        self.inner.create(path)
-    }
-    fn open(
-        &self,
-        path: &Path,
-        direct: bool,
-    ) -> sift_lsm::Result<std::sync::Arc<dyn sift_lsm::fs::RandomAccessFile>> {
-        self.hold_table_open(path);
-        self.inner.open(path, direct)
-    }
-    fn open_mapped(
-        &self,
-        path: &Path,
-    ) -> sift_lsm::Result<std::sync::Arc<dyn sift_lsm::fs::RandomAccessFile>> {
-        self.hold_table_open(path);
-        self.inner.open_mapped(path)
-    }
-    fn read_all(&self, path: &Path) -> sift_lsm::Result<Vec<u8>> {
-        self.inner.read_all(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> sift_lsm::Result<()> {
-        self.inner.rename(from, to)
-    }
-    fn remove(&self, path: &Path) -> sift_lsm::Result<()> {
-        self.inner.remove(path)
-    }
-    fn exists(&self, path: &Path) -> bool {
-        self.inner.exists(path)
-    }
-    fn create_dir_all(&self, path: &Path) -> sift_lsm::Result<()> {
-        self.inner.create_dir_all(path)
-    }
-    fn list(&self, dir: &Path) -> sift_lsm::Result<Vec<String>> {
-        self.inner.list(dir)
-    }
-    fn sync_dir(&self, dir: &Path) -> sift_lsm::Result<()> {
-        self.inner.sync_dir(dir)
-    }
-    fn lock(&self, path: &Path) -> sift_lsm::Result<Box<dyn sift_lsm::fs::FileLock>> {
-        self.inner.lock(path)
-    }
-    fn file_size(&self, path: &Path) -> sift_lsm::Result<u64> {
-        self.inner.file_size(path)
-    }
-}
-
 /// Regression (flaky `deferred_matches_the_model`, seed 2870922161592621890 under load): a
 /// compaction of the primary that the engine starts at open, before the catalog is loaded,
 /// records the versions it drops as pending; `Database::open` turned pending records into
@@ -951,7 +876,6 @@ fn pending_drops_of_a_job_running_across_open_are_applied_at_open() {
     let gate = std::sync::Arc::new(OpenRaceGate {
         armed: std::sync::atomic::AtomicBool::new(false),
         primary: std::sync::atomic::AtomicU32::new(u32::MAX),
-        opener: std::sync::Mutex::new(None),
         state: std::sync::Mutex::new(OpenRaceState::default()),
         changed: std::sync::Condvar::new(),
     });
@@ -960,10 +884,6 @@ fn pending_drops_of_a_job_running_across_open_are_applied_at_open() {
         options.engine.memtable_bytes_max = 16 << 20;
         options.engine.l0_compaction_trigger = l0_compaction_trigger;
         options.engine.compaction_observers.push(gate.clone());
-        options.engine.file_system = std::sync::Arc::new(GatedFileSystem {
-            inner: sift_lsm::fs::StdFileSystem,
-            gate: gate.clone(),
-        });
         options
     };
     // Four L0 tables of the primary, each rewriting every document; no compaction yet.
@@ -996,9 +916,16 @@ fn pending_drops_of_a_job_running_across_open_are_applied_at_open() {
         db.close().unwrap();
     }
     // Reopen with a low trigger: the engine compacts the primary's L0 at once.
-    *gate.opener.lock().unwrap() = Some(std::thread::current().id());
     gate.armed.store(true, Ordering::SeqCst);
-    let db = Database::open(dir.path(), with_gate(2)).unwrap();
+    let mut reopen = with_gate(2);
+    let opener_gate = gate.clone();
+    reopen.after_compactions_resumed = Some(sift_index::TestHook(std::sync::Arc::new(
+        move |_: &sift_lsm::Db| {
+            opener_gate.wait_until(GATE_TIMEOUT, |state| state.deferred_saw_a_drop);
+            opener_gate.state.lock().unwrap().opener_passed = true;
+        },
+    )));
+    let db = Database::open(dir.path(), reopen).unwrap();
     {
         let mut state = gate.state.lock().unwrap();
         state.open_returned = true;

@@ -96,17 +96,18 @@ pub struct AsyncIndexOptions {
     /// Testing aid: runs at open just before the replay scan reads the primaries, where a
     /// background compaction may run (tests compact there).
     #[doc(hidden)]
-    pub before_replay_scan: Option<ReplayHook>,
+    pub before_replay_scan: Option<TestHook>,
 }
 
-/// A function given the engine (see `AsyncIndexOptions::before_replay_scan`).
+/// Testing aid: a function given the engine at a fixed point of `Database::open`
+/// (`AsyncIndexOptions::before_replay_scan`, `DatabaseOptions::after_compactions_resumed`).
 #[doc(hidden)]
 #[derive(Clone)]
-pub struct ReplayHook(pub Arc<dyn Fn(&Db) + Send + Sync>);
+pub struct TestHook(pub Arc<dyn Fn(&Db) + Send + Sync>);
 
-impl std::fmt::Debug for ReplayHook {
+impl std::fmt::Debug for TestHook {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ReplayHook")
+        f.write_str("TestHook")
     }
 }
 
