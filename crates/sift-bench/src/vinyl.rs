@@ -100,13 +100,19 @@ impl EngineDelta {
     fn between(before: &sift_lsm::Stats, after: &sift_lsm::Stats) -> EngineDelta {
         let sum = |levels: &[u64]| levels.iter().sum::<u64>();
         EngineDelta {
-            blocks_read_from_disk: after.blocks_read_from_disk.saturating_sub(before.blocks_read_from_disk),
-            blocks_read_from_cache: after.blocks_read_from_cache.saturating_sub(before.blocks_read_from_cache),
+            blocks_read_from_disk: after
+                .blocks_read_from_disk
+                .saturating_sub(before.blocks_read_from_disk),
+            blocks_read_from_cache: after
+                .blocks_read_from_cache
+                .saturating_sub(before.blocks_read_from_cache),
             compaction_bytes_read: sum(&after.compaction_bytes_read_per_level)
                 .saturating_sub(sum(&before.compaction_bytes_read_per_level)),
             compactions: after.compactions.saturating_sub(before.compactions),
             flushes: after.flushes.saturating_sub(before.flushes),
-            write_stall_micros: after.write_stall_micros.saturating_sub(before.write_stall_micros),
+            write_stall_micros: after
+                .write_stall_micros
+                .saturating_sub(before.write_stall_micros),
             writes: after.writes.saturating_sub(before.writes),
         }
     }

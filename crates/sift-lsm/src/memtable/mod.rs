@@ -507,7 +507,8 @@ mod tests {
         let threads = 3u64;
         // Per thread: batches of 1..60 entries over three trees (one of them the largest id),
         // each with consecutive sequence numbers from the thread's own range.
-        let batches = |thread: u64| -> Vec<Vec<(TreeId, SeqNo, ValueKind, Vec<u8>, Vec<u8>)>> {
+        type Batch = Vec<(TreeId, SeqNo, ValueKind, Vec<u8>, Vec<u8>)>;
+        let batches = |thread: u64| -> Vec<Batch> {
             let mut rng = StdRng::seed_from_u64(seed ^ thread);
             let mut seq = 1 + thread * 1_000_000;
             (0..80)

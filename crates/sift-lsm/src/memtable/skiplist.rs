@@ -386,9 +386,9 @@ impl<O: KeyOrder> SkipList<O> {
         let mut nodes = [self.head(); GROUP_KEYS];
         let mut levels = [top - 1; GROUP_KEYS];
         let mut nexts = [std::ptr::null::<Node>(); GROUP_KEYS];
-        for i in 0..count {
-            nexts[i] = Self::next(self.head(), top - 1);
-            prefetch(nexts[i]);
+        for next in nexts.iter_mut().take(count) {
+            *next = Self::next(self.head(), top - 1);
+            prefetch(*next);
         }
         let mut searching = count;
         let mut done = [false; GROUP_KEYS];
