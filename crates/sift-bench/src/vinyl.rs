@@ -75,6 +75,47 @@ pub struct VinylResult {
     pub interval_end_s: Vec<f64>,
     /// `deferred` only: the deferred index `f2`'s garbage counters after the run.
     pub deferred_garbage: Option<String>,
+    /// What the engine did during the measured window (counter differences).
+    pub engine: EngineDelta,
+}
+
+/// Engine counter differences over the measured window: tells whether a run was disk-bound
+/// (data blocks read from the device per statement) and what the background work cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EngineDelta {
+    /// Data blocks read from the files (with `--disk-bound`, O_DIRECT reads of the device),
+    /// by user reads and compactions.
+    pub blocks_read_from_disk: u64,
+    pub blocks_read_from_cache: u64,
+    /// Bytes compactions read (so user reads are `blocks_read_from_disk` minus these blocks).
+    pub compaction_bytes_read: u64,
+    pub compactions: u64,
+    pub flushes: u64,
+    pub write_stall_micros: u64,
+    /// Engine entries written (user and observer writes).
+    pub writes: u64,
+}
+
+impl EngineDelta {
+    fn between(before: &sift_lsm::Stats, after: &sift_lsm::Stats) -> EngineDelta {
+        let sum = |levels: &[u64]| levels.iter().sum::<u64>();
+        EngineDelta {
+            blocks_read_from_disk: after
+                .blocks_read_from_disk
+                .saturating_sub(before.blocks_read_from_disk),
+            blocks_read_from_cache: after
+                .blocks_read_from_cache
+                .saturating_sub(before.blocks_read_from_cache),
+            compaction_bytes_read: sum(&after.compaction_bytes_read_per_level)
+                .saturating_sub(sum(&before.compaction_bytes_read_per_level)),
+            compactions: after.compactions.saturating_sub(before.compactions),
+            flushes: after.flushes.saturating_sub(before.flushes),
+            write_stall_micros: after
+                .write_stall_micros
+                .saturating_sub(before.write_stall_micros),
+            writes: after.writes.saturating_sub(before.writes),
+        }
+    }
 }
 
 /// One measured interval, as it ends.
@@ -200,6 +241,7 @@ pub fn run_scheme(
         .wait_for_background_work()
         .map_err(|e| BenchError::new(format!("background work: {e}")))?;
 
+    let counters_before = database.engine().stats();
     let statements = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let failure: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
@@ -278,6 +320,7 @@ pub fn run_scheme(
     for thread in threads {
         let _ = thread.join();
     }
+    let engine = EngineDelta::between(&counters_before, &database.engine().stats());
     outcome?;
     if let Some(message) = failure.lock().ok().and_then(|mut slot| slot.take()) {
         return Err(BenchError::new(format!("write failed: {message}")));
@@ -300,6 +343,7 @@ pub fn run_scheme(
         } else {
             None
         },
+        engine,
     };
     drop(database);
     Ok(result)
@@ -355,12 +399,19 @@ pub fn run(args: &VinylArgs, out: &mut dyn Write) -> Result<Vec<VinylResult>, Be
         let line = if args.json {
             serde_json::json!({"maintenance": result.maintenance, "disk_bound": args.disk_bound,
                 "average": result.average_rate, "median": result.median_rate,
-                "max": result.max_rate, "statements": result.statements})
+                "max": result.max_rate, "statements": result.statements,
+                "engine": {"blocks_read_from_disk": result.engine.blocks_read_from_disk,
+                    "blocks_read_from_cache": result.engine.blocks_read_from_cache,
+                    "compaction_bytes_read": result.engine.compaction_bytes_read,
+                    "compactions": result.engine.compactions, "flushes": result.engine.flushes,
+                    "write_stall_micros": result.engine.write_stall_micros,
+                    "writes": result.engine.writes}})
             .to_string()
         } else {
             format!(
-                "{:<10} average {:>10.0}  median {:>10.0}  max {:>10.0} statements/s ({} statements)",
-                result.maintenance, result.average_rate, result.median_rate, result.max_rate, result.statements
+                "{:<10} average {:>10.0}  median {:>10.0}  max {:>10.0} statements/s ({} statements)\n{:<10} engine: {:?}",
+                result.maintenance, result.average_rate, result.median_rate, result.max_rate, result.statements,
+                "", result.engine
             )
         };
         writeln!(out, "{line}").map_err(|e| BenchError::new(e.to_string()))?;

@@ -419,12 +419,15 @@ fn max_l0_files(state: &DbState) -> usize {
         .unwrap_or(0)
 }
 
-/// Applies a batch whose sequence number is set to a memtable.
+/// Applies a batch whose sequence number is set to a memtable (in key order, see
+/// `Memtable::add_batch`).
 pub(crate) fn insert_into_memtable(mem: &Memtable, batch: &WriteBatch) {
-    for (seq, entry) in (batch.sequence()..).zip(batch.iter().flatten()) {
-        match entry.kind {
-            ValueKind::Delete => mem.add(entry.tree, seq, ValueKind::Delete, entry.key, &[]),
-            kind => mem.add(entry.tree, seq, kind, entry.key, entry.value),
-        }
-    }
+    mem.add_batch(
+        (batch.sequence()..)
+            .zip(batch.iter().flatten())
+            .map(|(seq, entry)| match entry.kind {
+                ValueKind::Delete => (entry.tree, seq, ValueKind::Delete, entry.key, &[][..]),
+                kind => (entry.tree, seq, kind, entry.key, entry.value),
+            }),
+    );
 }
