@@ -421,7 +421,23 @@ fn max_l0_files(state: &DbState) -> usize {
 
 /// Applies a batch whose sequence number is set to a memtable (in key order, see
 /// `Memtable::add_batch`).
+/// Batches up to this size skip `Memtable::add_batch` (see `insert_into_memtable`).
+const SMALL_BATCH_ENTRIES: usize = 2;
+
 pub(crate) fn insert_into_memtable(mem: &Memtable, batch: &WriteBatch) {
+    // A batch of one or two entries (a document, maybe one index entry) is inserted entry by
+    // entry: `add_batch`'s sort and temporary key buffer only pay off from a few entries on.
+    if batch.len() <= SMALL_BATCH_ENTRIES {
+        for (seq, entry) in (batch.sequence()..).zip(batch.iter().flatten()) {
+            let value = if entry.kind == ValueKind::Delete {
+                &[][..]
+            } else {
+                entry.value
+            };
+            mem.add(entry.tree, seq, entry.kind, entry.key, value);
+        }
+        return;
+    }
     mem.add_batch(
         (batch.sequence()..)
             .zip(batch.iter().flatten())
