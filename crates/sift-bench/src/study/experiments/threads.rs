@@ -36,6 +36,33 @@ fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
 }
 
+/// Runs `work(thread)` on `threads` scoped threads; returns the wall-clock seconds, or the
+/// first error (`role` names the threads in the error of one that panicked).
+fn on_threads(
+    threads: usize,
+    role: &str,
+    work: impl Fn(usize) -> Result<(), BenchError> + Sync,
+) -> Result<f64, BenchError> {
+    let started = Instant::now();
+    let work = &work;
+    let outcomes: Vec<Result<(), BenchError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|thread| scope.spawn(move || work(thread)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|handle| {
+                handle
+                    .join()
+                    .unwrap_or_else(|_| Err(BenchError::new(format!("a {role} thread panicked"))))
+            })
+            .collect()
+    });
+    let seconds = started.elapsed().as_secs_f64();
+    outcomes.into_iter().collect::<Result<Vec<()>, _>>()?;
+    Ok(seconds)
+}
+
 /// PUTs `documents` from `threads` threads (thread i takes documents i, i + threads, …, so
 /// the load stays in arrival order); returns the wall-clock seconds.
 fn threaded_load(
@@ -43,30 +70,12 @@ fn threaded_load(
     documents: &[(u64, String)],
     threads: usize,
 ) -> Result<f64, BenchError> {
-    let started = Instant::now();
-    let outcomes: Vec<Result<(), BenchError>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads)
-            .map(|thread| {
-                scope.spawn(move || -> Result<(), BenchError> {
-                    for (id, json) in documents.iter().skip(thread).step_by(threads) {
-                        engine.put(*id, json)?;
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|handle| {
-                handle
-                    .join()
-                    .unwrap_or_else(|_| Err(BenchError::new("a load thread panicked")))
-            })
-            .collect()
-    });
-    let seconds = started.elapsed().as_secs_f64();
-    outcomes.into_iter().collect::<Result<Vec<()>, _>>()?;
-    Ok(seconds)
+    on_threads(threads, "load", |thread| {
+        for (id, json) in documents.iter().skip(thread).step_by(threads) {
+            engine.put(*id, json)?;
+        }
+        Ok(())
+    })
 }
 
 /// Every thread runs all `operations`, starting at a different offset; returns the
@@ -76,31 +85,13 @@ fn threaded_queries(
     operations: &[Operation],
     threads: usize,
 ) -> Result<f64, BenchError> {
-    let started = Instant::now();
-    let outcomes: Vec<Result<(), BenchError>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads)
-            .map(|thread| {
-                scope.spawn(move || -> Result<(), BenchError> {
-                    let offset = operations.len() * thread / threads;
-                    for operation in operations[offset..].iter().chain(&operations[..offset]) {
-                        execute(engine, operation)?;
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|handle| {
-                handle
-                    .join()
-                    .unwrap_or_else(|_| Err(BenchError::new("a query thread panicked")))
-            })
-            .collect()
-    });
-    let seconds = started.elapsed().as_secs_f64();
-    outcomes.into_iter().collect::<Result<Vec<()>, _>>()?;
-    Ok(seconds)
+    on_threads(threads, "query", |thread| {
+        let offset = operations.len() * thread / threads;
+        for operation in operations[offset..].iter().chain(&operations[..offset]) {
+            execute(engine, operation)?;
+        }
+        Ok(())
+    })
 }
 
 /// Runs the sweep for every known configuration; failures become notes.
