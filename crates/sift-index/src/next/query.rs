@@ -340,9 +340,21 @@ impl Run<'_> {
         let mut examined = 0;
         let mut shadowed = 0;
         let mut not_a_point = None;
+        // Geo: every point in the box has a Z-order code between those of the box's corners
+        // (the code grows with each coordinate), and entries are sorted by code: start at the
+        // lower corner's code (binary search over the restart points) and stop past the upper
+        // one, decoding and checking only the points in between.
+        let codes = match region {
+            Region::Range { .. } => None,
+            Region::Within(geo_box) => Some((
+                crate::encoding::zorder(geo_box.min_lon, geo_box.min_lat),
+                crate::encoding::zorder(geo_box.max_lon, geo_box.max_lat),
+            )),
+        };
+        let lowest_code = codes.map_or([0; 8], |(low, _)| low.to_be_bytes());
         let from: &[u8] = match region {
             Region::Range { start, .. } => start,
-            Region::Within(_) => &[],
+            Region::Within(_) => &lowest_code,
         };
         visit_secondary_from(&bytes, attr_id, from, &mut |entry| {
             match region {
@@ -354,14 +366,29 @@ impl Run<'_> {
                         return false; // values are sorted: nothing further is in range
                     }
                 }
-                Region::Within(geo_box) => match geo_point(entry.value) {
-                    Some((lon, lat)) if geo_box.contains(lon, lat) => {}
-                    Some(_) => return true,
-                    None => {
-                        not_a_point = Some(String::from_utf8_lossy(entry.pk).into_owned());
-                        return false;
+                Region::Within(geo_box) => {
+                    let code = entry
+                        .value
+                        .get(..8)
+                        .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                        .map(u64::from_be_bytes);
+                    if let (Some(code), Some((low, high))) = (code, codes) {
+                        if code < low {
+                            return true;
+                        }
+                        if code > high {
+                            return false; // sorted by code: nothing further is in the box
+                        }
                     }
-                },
+                    match geo_point(entry.value) {
+                        Some((lon, lat)) if geo_box.contains(lon, lat) => {}
+                        Some(_) => return true,
+                        None => {
+                            not_a_point = Some(String::from_utf8_lossy(entry.pk).into_owned());
+                            return false;
+                        }
+                    }
+                }
             }
             if entry.seq > snapshot {
                 return true;
