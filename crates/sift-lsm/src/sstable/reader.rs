@@ -626,15 +626,16 @@ impl Table {
     }
 
     /// The value of the entry that starts at byte `offset` of data block `ordinal` (where the
-    /// table builder said it would: `CollectorEntry::block_offset`) if that entry is the put of
-    /// `user_key` at `seq`, read in place from a memory-mapped table WITHOUT verifying the
-    /// block's checksum. `None` when the table is not memory-mapped, the block is compressed,
-    /// or the bytes there are not that entry. For readers that check the value against a
-    /// checksum of their own (the secondary entries of `next` keep one per entry) and fall back
-    /// to [`Table::data_block`] — which verifies the block and reports damage as corruption —
-    /// on any mismatch: one entry then costs its own cache lines, not a seek and a checksum
-    /// pass over the whole block. The entry's key is checked by its stored suffix (the prefix
-    /// it shares with the previous entry must then be the expected key's). Counts nothing
+    /// table builder said it would: `CollectorEntry::block_offset`), read in place from a
+    /// memory-mapped table WITHOUT verifying the block's checksum, if the entry there is
+    /// consistent with the put of `user_key` at `seq`: its key has that length and the part of
+    /// the key it stores (the suffix after the prefix shared with the previous entry, which
+    /// cannot be checked without decoding from a restart point) matches. `None` when the table
+    /// is not memory-mapped, the block is compressed, or the bytes there do not match. Only
+    /// for readers that check the value against a checksum of their own (the secondary entries
+    /// of `next` keep one per entry) and fall back to [`Table::data_block`] — which verifies
+    /// the block and reports damage as corruption — on any mismatch: one entry then costs its
+    /// own cache lines, not a seek and a checksum pass over the whole block. Counts nothing
     /// ([`Table::count_data_block_read`]).
     pub fn mapped_entry_value(
         &self,
