@@ -524,3 +524,57 @@ fn corrupt_secondary_blocks_are_reported() {
         }
     }
 }
+
+/// A damaged document in a data block: `next` takes a value out of a data block without the
+/// block's checksum (its secondary entry carries the value's own), so damage to the value a
+/// query returns must still be reported as corruption naming the file, never returned.
+#[test]
+fn corrupt_document_in_a_data_block_is_reported() {
+    for kind in [IndexKind::Next, IndexKind::SstLocal] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::open(dir.path(), small_options()).unwrap();
+        db.create_collection("docs", "id").unwrap();
+        db.create_index("docs", IndexSpec::new("by_n", "n", AttrType::Int, kind))
+            .unwrap();
+        for i in 0..50 {
+            let doc = format!(
+                r#"{{"id": "k{i:02}", "n": {}, "text": "marker-{i:02}"}}"#,
+                i % 2
+            );
+            db.put("docs", doc.as_bytes()).unwrap();
+        }
+        db.flush().unwrap();
+        db.engine().wait_for_background_work().unwrap();
+        // Warm the query path (directories, global index) before the damage.
+        let before = db.lookup("docs", "by_n", &AttrValue::Int(1), None).unwrap();
+        assert_eq!(before.hits.len(), 25, "{kind}");
+        let mut damaged = None;
+        for entry in std::fs::read_dir(dir.path()).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "sst") {
+                let mut bytes = std::fs::read(&path).unwrap();
+                let marker = b"marker-17";
+                if let Some(at) = bytes.windows(marker.len()).position(|w| w == marker) {
+                    bytes[at + 7] ^= 0x01; // "marker-07" would be another document's text
+                    std::fs::write(&path, &bytes).unwrap();
+                    damaged = Some(path.file_name().unwrap().to_string_lossy().into_owned());
+                }
+            }
+        }
+        let file_name = damaged.expect("the document is in a table");
+        match db.lookup("docs", "by_n", &AttrValue::Int(1), None) {
+            Err(IndexError::Engine(e)) => {
+                assert!(e.is_corruption(), "{kind}: {e}");
+                assert!(
+                    e.to_string().contains(&file_name),
+                    "{kind}: names the file: {e}"
+                );
+            }
+            Err(other) => panic!("{kind}: unexpected error {other}"),
+            Ok(result) => panic!(
+                "{kind}: a damaged document gave {} hits instead of an error",
+                result.hits.len()
+            ),
+        }
+    }
+}

@@ -29,6 +29,10 @@ pub struct CollectorEntry<'a> {
     pub seq: SeqNo,
     pub kind: ValueKind,
     pub value: &'a [u8],
+    /// Where the entry starts inside its (uncompressed) data block, when the table builder
+    /// knows it (`None` for entries fed to a collector from elsewhere): a reader that keeps it
+    /// can take the entry out of the block without seeking ([`crate::sstable::Table::mapped_entry_value`]).
+    pub block_offset: Option<u32>,
 }
 
 /// Why a table is being written.

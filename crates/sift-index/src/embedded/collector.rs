@@ -605,6 +605,7 @@ mod tests {
             seq,
             kind: ValueKind::Put,
             value: &envelope,
+            block_offset: None,
         });
     }
 
@@ -633,6 +634,7 @@ mod tests {
             seq: 12,
             kind: ValueKind::Delete,
             value: b"",
+            block_offset: None,
         });
         let block = collector.finish_block(&BLOCK);
         let mut expected = vec![

@@ -178,6 +178,7 @@ fn build_file(
                 seq: parsed.seq,
                 kind: parsed.kind,
                 value: &value,
+                block_offset: None,
             });
         }
         collector.finish_block(&FinishedBlock {

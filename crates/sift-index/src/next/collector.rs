@@ -5,7 +5,10 @@
 //! One factory is installed in the engine's default tree options; for each table it asks the
 //! registry which attributes to index for the tree being written (none: a collector that
 //! writes nothing). Per indexed attribute the collector keeps `(value, pk, seq, next newer seq
-//! in this file, data block ordinal)` for every put carrying the attribute, and at the end of
+//! in this file, data block ordinal, CRC32C of the stored value, where the entry starts in its
+//! data block)` for every put carrying the attribute (a query then takes the value straight
+//! out of the data block and checks it against the checksum instead of checking the whole
+//! block), and at the end of
 //! the table sorts them by value and cuts them into secondary blocks: a block ends when the
 //! next entry would make it larger than the block size, or when the entry would widen its
 //! value range by more than the index's δ ([`SplitDelta`]). Layout: [`super::format`].
@@ -36,6 +39,8 @@ struct Pending {
     seq: SeqNo,
     next_newer_seq: SeqNo,
     data_block: u32,
+    value_checksum: u32,
+    entry_offset: Option<u32>,
 }
 
 struct AttributeEntries {
@@ -97,6 +102,8 @@ impl BlockPropertyCollector for NextCollector {
             return;
         };
         let mut pk_at = None;
+        // Computed once per entry, only if an attribute is indexed.
+        let mut value_checksum = None;
         for position in 0..self.attributes.len() {
             let spec = &self.attributes[position].spec;
             let Some(value) = encoded_attribute(spec, &envelope, entry.seq) else {
@@ -122,6 +129,8 @@ impl BlockPropertyCollector for NextCollector {
                 seq: entry.seq,
                 next_newer_seq,
                 data_block: self.data_block,
+                value_checksum: *value_checksum.get_or_insert_with(|| crc32c::crc32c(entry.value)),
+                entry_offset: entry.block_offset,
             });
         }
     }
@@ -156,6 +165,8 @@ impl BlockPropertyCollector for NextCollector {
                     seq: p.seq,
                     next_newer_seq: p.next_newer_seq,
                     data_block: p.data_block,
+                    value_checksum: Some(p.value_checksum),
+                    entry_offset: p.entry_offset,
                 })
                 .collect();
             let geo = spec.attr_type == AttrType::Geo;

@@ -21,6 +21,12 @@ pub const SECONDARY_TAG: u8 = b'S';
 /// Second byte of a secondary block ending with restart points (what the collector writes):
 /// a query binary-searches them instead of decoding the block from its start.
 pub const INDEXED_SECONDARY_TAG: u8 = b'T';
+/// Second byte of an indexed secondary block whose entries also carry the CRC32C of the
+/// data entry's stored value and where the entry starts in its data block (what the collector
+/// writes now): a query takes the value straight out of the data block, without a seek and
+/// without a pass over the whole block to check the block's own checksum, and checks just the
+/// value against this one.
+pub const CHECKSUMMED_SECONDARY_TAG: u8 = b'U';
 /// Entries between two restart points of an indexed secondary block.
 pub const RESTART_INTERVAL: usize = 16;
 /// Second byte of a directory block (one-dimensional attributes).
@@ -64,6 +70,11 @@ pub struct SecondaryEntry {
     pub next_newer_seq: SeqNo,
     /// Ordinal of the data block holding this version.
     pub data_block: u32,
+    /// CRC32C of the version's stored value (`None` in blocks written before entries had one).
+    pub value_checksum: Option<u32>,
+    /// Where the version's entry starts inside its data block (`None`: not known, e.g. blocks
+    /// built for files that existed before the index, or written before entries had one).
+    pub entry_offset: Option<u32>,
 }
 
 /// One directory entry: the value range, size and newest version of a secondary block.
@@ -81,12 +92,20 @@ pub struct DirectoryEntry {
 }
 
 /// Encodes a secondary block (entries in value order), with restart points: the offset of
-/// every [`RESTART_INTERVAL`]-th entry (fixed32 each), then their count (fixed32).
+/// every [`RESTART_INTERVAL`]-th entry (fixed32 each), then their count (fixed32). When every
+/// entry has its value checksum the block is a [`CHECKSUMMED_SECONDARY_TAG`] block (each entry
+/// ends with it, fixed32), else an [`INDEXED_SECONDARY_TAG`] block without checksums.
 pub fn encode_secondary_block<'a>(
     attr_id: u32,
-    entries: impl ExactSizeIterator<Item = SecondaryEntryRef<'a>>,
+    entries: impl ExactSizeIterator<Item = SecondaryEntryRef<'a>> + Clone,
 ) -> Vec<u8> {
-    let mut out = vec![FORMAT_VERSION, INDEXED_SECONDARY_TAG];
+    let checksummed = entries.clone().all(|e| e.value_checksum.is_some());
+    let tag = if checksummed {
+        CHECKSUMMED_SECONDARY_TAG
+    } else {
+        INDEXED_SECONDARY_TAG
+    };
+    let mut out = vec![FORMAT_VERSION, tag];
     put_varint32(&mut out, attr_id);
     put_varint64(&mut out, entries.len() as u64);
     let mut restarts: Vec<u32> = Vec::with_capacity(entries.len() / RESTART_INTERVAL + 1);
@@ -94,7 +113,7 @@ pub fn encode_secondary_block<'a>(
         if i % RESTART_INTERVAL == 0 {
             restarts.push(u32::try_from(out.len()).unwrap_or(u32::MAX));
         }
-        entry.encode_to(&mut out);
+        entry.encode_to(&mut out, checksummed);
     }
     for restart in &restarts {
         out.extend_from_slice(&restart.to_le_bytes());
@@ -120,15 +139,21 @@ pub struct SecondaryEntryRef<'a> {
     pub seq: SeqNo,
     pub next_newer_seq: SeqNo,
     pub data_block: u32,
+    pub value_checksum: Option<u32>,
+    pub entry_offset: Option<u32>,
 }
 
 impl SecondaryEntryRef<'_> {
-    fn encode_to(&self, out: &mut Vec<u8>) {
+    fn encode_to(&self, out: &mut Vec<u8>, checksummed: bool) {
         put_length_prefixed(out, self.value);
         put_length_prefixed(out, self.pk);
         put_varint64(out, self.seq);
         put_varint64(out, self.next_newer_seq);
         put_varint32(out, self.data_block);
+        if checksummed {
+            out.extend_from_slice(&self.value_checksum.unwrap_or(0).to_le_bytes());
+            put_varint32(out, self.entry_offset.map_or(0, |o| o.saturating_add(1)));
+        }
     }
 
     /// Bytes this entry takes in a block.
@@ -141,6 +166,13 @@ impl SecondaryEntryRef<'_> {
             + varint_length(self.seq)
             + varint_length(self.next_newer_seq)
             + varint_length(u64::from(self.data_block))
+            + if self.value_checksum.is_some() {
+                4 + varint_length(u64::from(
+                    self.entry_offset.map_or(0, |o| o.saturating_add(1)),
+                ))
+            } else {
+                0
+            }
     }
 }
 
@@ -201,6 +233,8 @@ pub fn decode_secondary_block(
             seq: entry.seq,
             next_newer_seq: entry.next_newer_seq,
             data_block: entry.data_block,
+            value_checksum: entry.value_checksum,
+            entry_offset: entry.entry_offset,
         });
         true
     })?;
@@ -215,6 +249,8 @@ struct SecondaryLayout<'a> {
     entries_end: usize,
     /// The restart array (fixed32 each), empty for an unindexed block.
     restarts: &'a [u8],
+    /// Entries end with their value checksum.
+    checksummed: bool,
 }
 
 impl SecondaryLayout<'_> {
@@ -231,12 +267,13 @@ impl SecondaryLayout<'_> {
 }
 
 fn parse_secondary_layout(bytes: &[u8], attr_id: u32) -> Result<SecondaryLayout<'_>, FormatError> {
-    let indexed = bytes.get(1) == Some(&INDEXED_SECONDARY_TAG);
+    let checksummed = bytes.get(1) == Some(&CHECKSUMMED_SECONDARY_TAG);
+    let indexed = checksummed || bytes.get(1) == Some(&INDEXED_SECONDARY_TAG);
     let mut decoder = Decoder::new(bytes);
-    let tag = if indexed {
-        INDEXED_SECONDARY_TAG
-    } else {
-        SECONDARY_TAG
+    let tag = match bytes.get(1) {
+        Some(&CHECKSUMMED_SECONDARY_TAG) => CHECKSUMMED_SECONDARY_TAG,
+        Some(&INDEXED_SECONDARY_TAG) => INDEXED_SECONDARY_TAG,
+        _ => SECONDARY_TAG,
     };
     check_header(&mut decoder, tag, attr_id)?;
     let count = claimed_count(&mut decoder, "entry")?;
@@ -247,6 +284,7 @@ fn parse_secondary_layout(bytes: &[u8], attr_id: u32) -> Result<SecondaryLayout<
             entries_start,
             entries_end: bytes.len(),
             restarts: &[],
+            checksummed: false,
         });
     }
     let corrupt = |offset: usize, message: String| FormatError { offset, message };
@@ -275,6 +313,7 @@ fn parse_secondary_layout(bytes: &[u8], attr_id: u32) -> Result<SecondaryLayout<
         entries_start,
         entries_end,
         restarts: &bytes[entries_end..count_at],
+        checksummed,
     };
     // Restart points increase, start at the first entry and point inside the entries.
     let mut previous = None;
@@ -296,6 +335,7 @@ fn parse_secondary_layout(bytes: &[u8], attr_id: u32) -> Result<SecondaryLayout<
 fn decode_entry<'a>(
     decoder: &mut Decoder<'a>,
     i: usize,
+    checksummed: bool,
 ) -> Result<SecondaryEntryRef<'a>, FormatError> {
     let start = decoder.position();
     let (Some(value), Some(pk)) = (decoder.length_prefixed(), decoder.length_prefixed()) else {
@@ -305,6 +345,20 @@ fn decode_entry<'a>(
         (decoder.varint64(), decoder.varint64(), decoder.varint32())
     else {
         return fail(decoder, format!("entry {i}: truncated numbers"));
+    };
+    let (value_checksum, entry_offset) = if checksummed {
+        let (Some(bytes), Some(offset)) = (decoder.bytes(4), decoder.varint32()) else {
+            return fail(
+                decoder,
+                format!("entry {i}: truncated value checksum or entry offset"),
+            );
+        };
+        (
+            Some(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])),
+            offset.checked_sub(1),
+        )
+    } else {
+        (None, None)
     };
     if next_newer_seq != 0 && next_newer_seq <= seq {
         return Err(FormatError {
@@ -320,6 +374,8 @@ fn decode_entry<'a>(
         seq,
         next_newer_seq,
         data_block,
+        value_checksum,
+        entry_offset,
     })
 }
 
@@ -354,7 +410,7 @@ fn decode_entries<'a>(
                 message: format!("entry {i} does not start at its restart point"),
             });
         }
-        let entry = decode_entry(&mut decoder, i)?;
+        let entry = decode_entry(&mut decoder, i, layout.checksummed)?;
         if previous.is_some_and(|previous| previous > entry.value) {
             return Err(FormatError {
                 offset: start,
@@ -589,17 +645,53 @@ mod tests {
             seq,
             next_newer_seq: next,
             data_block: block,
+            value_checksum: None,
+            entry_offset: None,
         }
     }
 
-    fn as_refs(entries: &[SecondaryEntry]) -> impl ExactSizeIterator<Item = SecondaryEntryRef<'_>> {
+    fn as_refs(
+        entries: &[SecondaryEntry],
+    ) -> impl ExactSizeIterator<Item = SecondaryEntryRef<'_>> + Clone {
         entries.iter().map(|e| SecondaryEntryRef {
             value: &e.value,
             pk: &e.pk,
             seq: e.seq,
             next_newer_seq: e.next_newer_seq,
             data_block: e.data_block,
+            value_checksum: e.value_checksum,
+            entry_offset: e.entry_offset,
         })
+    }
+
+    #[test]
+    fn checksummed_secondary_block_golden_bytes() {
+        let mut entries = vec![entry(&[0x80, 0, 0, 0, 0, 0, 0, 5], b"k1", 300, 0, 2)];
+        entries[0].value_checksum = Some(0x0403_0201);
+        entries[0].entry_offset = Some(130);
+        let bytes = encode_secondary_block(7, as_refs(&entries));
+        let entry_bytes = [
+            8, 0x80, 0, 0, 0, 0, 0, 0, 5, // value
+            2, b'k', b'1', // pk
+            0xAC, 0x02, // seq 300
+            0,    // no newer version in the file
+            2,    // data block 2
+            1, 2, 3, 4, // value checksum, fixed32
+            131, 1, // entry offset 130, plus one (0: unknown)
+        ];
+        let mut expected = vec![1, b'U', 7, 1]; // version, tag, attribute 7, one entry
+        expected.extend_from_slice(&entry_bytes);
+        expected.extend_from_slice(&[4, 0, 0, 0, 1, 0, 0, 0]); // restart at byte 4; one restart
+        assert_eq!(bytes, expected);
+        assert_eq!(decode_secondary_block(&bytes, 7).unwrap(), entries);
+        assert_eq!(
+            as_refs(&entries).map(|e| e.encoded_bytes()).sum::<usize>() + restart_bytes(1),
+            bytes.len() - 4
+        );
+        // A block cut inside the last checksum is reported, not read short.
+        let mut cut = bytes[..4 + entry_bytes.len() - 1].to_vec();
+        cut.extend_from_slice(&[4, 0, 0, 0, 1, 0, 0, 0]);
+        assert!(decode_secondary_block(&cut, 7).is_err());
     }
 
     #[test]

@@ -16,8 +16,12 @@
 //! 3. the candidates (versions carrying a value in range, visible at the snapshot, not shadowed
 //!    by a newer version in their own file) are validated newest first: the update memo or
 //!    GetLite decide from memory; only a GetLite "maybe" costs a primary read. A live
-//!    candidate's document comes from its data block, each data block read at most once per
-//!    query (read history) and only the candidate's entry decoded. Secondary blocks and
+//!    candidate's document comes from its data block: when its secondary entry says where the
+//!    entry starts in the block and carries the value's checksum, straight from the
+//!    memory-mapped block (no seek, no pass over the whole block for its checksum: the value
+//!    is checked against the entry's own), the next candidates' entries prefetched meanwhile;
+//!    otherwise (or on any mismatch) from the block read and verified, each data block read at
+//!    most once per query (read history). Secondary blocks and
 //!    directories are read through the engine's block cache and counted in the read
 //!    statistics; within a secondary block the first entry in range is found by binary
 //!    search over its restart points. Top-K stops at the K-th live candidate: candidates are versions
@@ -63,10 +67,15 @@ enum Origin {
     /// From the memtable map: a point read at the snapshot (a memory read, the version is in
     /// a memtable) both validates it and fetches it.
     Recent,
-    /// The version is in data block `ordinal` of `file`.
+    /// The version is in data block `ordinal` of `table` (file `file_number`); its secondary
+    /// entry carried the CRC32C of its stored value and where the entry starts in the block
+    /// (blocks written before entries had them did not).
     Block {
-        file: Arc<FileMetaData>,
+        table: Arc<Table>,
+        file_number: u64,
         ordinal: u32,
+        value_checksum: Option<u32>,
+        entry_offset: Option<u32>,
     },
 }
 
@@ -331,9 +340,21 @@ impl Run<'_> {
         let mut examined = 0;
         let mut shadowed = 0;
         let mut not_a_point = None;
+        // Geo: every point in the box has a Z-order code between those of the box's corners
+        // (the code grows with each coordinate), and entries are sorted by code: start at the
+        // lower corner's code (binary search over the restart points) and stop past the upper
+        // one, decoding and checking only the points in between.
+        let codes = match region {
+            Region::Range { .. } => None,
+            Region::Within(geo_box) => Some((
+                crate::encoding::zorder(geo_box.min_lon, geo_box.min_lat),
+                crate::encoding::zorder(geo_box.max_lon, geo_box.max_lat),
+            )),
+        };
+        let lowest_code = codes.map_or([0; 8], |(low, _)| low.to_be_bytes());
         let from: &[u8] = match region {
             Region::Range { start, .. } => start,
-            Region::Within(_) => &[],
+            Region::Within(_) => &lowest_code,
         };
         visit_secondary_from(&bytes, attr_id, from, &mut |entry| {
             match region {
@@ -345,14 +366,29 @@ impl Run<'_> {
                         return false; // values are sorted: nothing further is in range
                     }
                 }
-                Region::Within(geo_box) => match geo_point(entry.value) {
-                    Some((lon, lat)) if geo_box.contains(lon, lat) => {}
-                    Some(_) => return true,
-                    None => {
-                        not_a_point = Some(String::from_utf8_lossy(entry.pk).into_owned());
-                        return false;
+                Region::Within(geo_box) => {
+                    let code = entry
+                        .value
+                        .get(..8)
+                        .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                        .map(u64::from_be_bytes);
+                    if let (Some(code), Some((low, high))) = (code, codes) {
+                        if code < low {
+                            return true;
+                        }
+                        if code > high {
+                            return false; // sorted by code: nothing further is in the box
+                        }
                     }
-                },
+                    match geo_point(entry.value) {
+                        Some((lon, lat)) if geo_box.contains(lon, lat) => {}
+                        Some(_) => return true,
+                        None => {
+                            not_a_point = Some(String::from_utf8_lossy(entry.pk).into_owned());
+                            return false;
+                        }
+                    }
+                }
             }
             if entry.seq > snapshot {
                 return true;
@@ -362,7 +398,13 @@ impl Run<'_> {
                 shadowed += 1; // a newer version in the same file is visible
                 return true;
             }
-            found.push((entry.seq, entry.pk.to_vec(), entry.data_block));
+            found.push((
+                entry.seq,
+                entry.pk.to_vec(),
+                entry.data_block,
+                entry.value_checksum,
+                entry.entry_offset,
+            ));
             true
         })
         .map_err(|e| {
@@ -385,14 +427,17 @@ impl Run<'_> {
         }
         self.stats.candidates_examined += examined;
         self.stats.stale_entries += shadowed;
-        for (seq, pk, ordinal) in found {
+        for (seq, pk, ordinal, value_checksum, entry_offset) in found {
             self.candidates.push(Candidate {
                 seq,
                 pk,
                 component,
                 source: Origin::Block {
-                    file: Arc::clone(file),
+                    table: Arc::clone(&table),
+                    file_number: file.number,
                     ordinal,
+                    value_checksum,
+                    entry_offset,
                 },
             });
         }
@@ -638,13 +683,18 @@ fn run_region(
         limit,
         hits: Vec::new(),
         emitted: HashSet::new(),
-        history: HashMap::new(),
+        history: HashMap::default(),
         pending: BinaryHeap::new(),
         candidates: Vec::new(),
+        batch: Vec::new(),
     };
     for source in sources {
-        // Everything newer than this source and all after it is final now.
-        finisher.finish_above(&mut run, source.seq_max)?;
+        // Everything newer than this source and all after it is final now. Without a limit
+        // nothing can stop the reads early: every candidate is validated at the end, in one
+        // batch, so the entries of the next candidates are always known and prefetched.
+        if limit.is_some() {
+            finisher.finish_above(&mut run, source.seq_max)?;
+        }
         if finisher.done() {
             break;
         }
@@ -663,8 +713,42 @@ fn run_region(
     })
 }
 
-/// Data blocks read by one query: (file number, ordinal) → the table and the block.
-type ReadHistory = HashMap<(u64, u32), (Arc<Table>, DataBlock)>;
+/// Data blocks read by one query: (file number, ordinal) → the block once read and verified
+/// (`None`: only entries taken out of it in place, each checked against its checksum).
+type ReadHistory = HashMap<(u64, u32), Option<DataBlock>, BlockKeyHash>;
+
+/// Hashes the read history's keys (file numbers and block ordinals the engine assigned, not
+/// user data, so a fast multiplicative hash is safe) with one multiply per word instead of
+/// SipHash's rounds: the history is probed two or three times per hit.
+#[derive(Default, Clone, Copy)]
+struct BlockKeyHash;
+
+impl std::hash::BuildHasher for BlockKeyHash {
+    type Hasher = BlockKeyHasher;
+    fn build_hasher(&self) -> BlockKeyHasher {
+        BlockKeyHasher(0)
+    }
+}
+
+struct BlockKeyHasher(u64);
+
+impl std::hash::Hasher for BlockKeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.write_u64(u64::from(byte));
+        }
+    }
+    fn write_u32(&mut self, word: u32) {
+        self.write_u64(u64::from(word));
+    }
+    fn write_u64(&mut self, word: u64) {
+        // FxHash's step; the top bits (which hashbrown uses) mix every input bit.
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
 
 /// Validates candidates newest first and keeps the hits.
 struct Finisher {
@@ -676,7 +760,15 @@ struct Finisher {
     /// Candidates not validated yet: (seq, position in `candidates`).
     pending: BinaryHeap<(SeqNo, usize)>,
     candidates: Vec<Option<Candidate>>,
+    /// Positions of the candidates `finish_above` is validating (kept for its allocation).
+    batch: Vec<usize>,
 }
+
+/// Candidates ahead of the one being validated whose data-block entries are prefetched.
+const PREFETCH_DISTANCE: usize = 4;
+/// Bytes prefetched from the start of an entry (its header, key and a document of up to
+/// about 1 KiB).
+const PREFETCH_BYTES: usize = 1024;
 
 impl Finisher {
     fn done(&self) -> bool {
@@ -691,18 +783,56 @@ impl Finisher {
         }
     }
 
-    /// Validates, newest first, every pending candidate newer than `bound`.
+    /// Validates, newest first, every pending candidate newer than `bound`. They are taken
+    /// off the heap first, so the data blocks of the next [`PREFETCH_DISTANCE`] candidates are
+    /// known and start loading while the current one is validated and fetched.
     fn finish_above(&mut self, run: &mut Run<'_>, bound: SeqNo) -> Result<()> {
+        let mut batch = std::mem::take(&mut self.batch);
+        batch.clear();
         while let Some(&(seq, position)) = self.pending.peek() {
-            if seq <= bound || self.done() {
-                return Ok(());
+            if seq <= bound {
+                break;
             }
             self.pending.pop();
+            batch.push(position);
+        }
+        let distance = PREFETCH_DISTANCE;
+        for &position in batch.iter().take(distance) {
+            self.prefetch(position);
+        }
+        for (i, &position) in batch.iter().enumerate() {
+            if self.done() {
+                break;
+            }
+            if let Some(&ahead) = batch.get(i + distance) {
+                self.prefetch(ahead);
+            }
             if let Some(candidate) = self.candidates.get_mut(position).and_then(Option::take) {
                 self.finish(run, candidate)?;
             }
         }
+        self.batch = batch;
         Ok(())
+    }
+
+    /// Starts loading the data-block entry of the candidate at `position` when the candidate
+    /// knows where it is (a hint: its memory latency then overlaps the work on earlier
+    /// candidates).
+    fn prefetch(&self, position: usize) {
+        if let Some(Some(Candidate {
+            source:
+                Origin::Block {
+                    table,
+                    ordinal,
+                    value_checksum: Some(_),
+                    entry_offset: Some(offset),
+                    ..
+                },
+            ..
+        })) = self.candidates.get(position)
+        {
+            table.prefetch_mapped_entry(*ordinal as usize, *offset as usize, PREFETCH_BYTES);
+        }
     }
 
     fn finish(&mut self, run: &mut Run<'_>, candidate: Candidate) -> Result<()> {
@@ -738,9 +868,20 @@ impl Finisher {
                         "a memtable-map candidate was validated without a read".to_string(),
                     ))
                 }
-                Origin::Block { file, ordinal } => {
-                    fetch_from_block(run, &mut self.history, file, *ordinal, &candidate)?
-                }
+                Origin::Block {
+                    table,
+                    file_number,
+                    ordinal,
+                    value_checksum,
+                    entry_offset,
+                } => fetch_from_block(
+                    run,
+                    &mut self.history,
+                    table,
+                    (*file_number, *ordinal),
+                    (*value_checksum, *entry_offset),
+                    &candidate,
+                )?,
             }),
         };
         let Some(doc) = doc else {
@@ -764,37 +905,68 @@ fn document_of(run: &Run<'_>, pk: &[u8], envelope: &[u8]) -> Result<Vec<u8>> {
 }
 
 /// The document of a candidate, from its data block (read once per query; only the
-/// candidate's entry is decoded).
+/// candidate's entry is decoded). With the value's checksum and the entry's place in the
+/// block from the secondary entry, the value is taken straight out of a memory-mapped block
+/// without a seek and without checking the whole block's checksum: it is checked against the
+/// entry's checksum instead (one entry's cache lines, not a pass over the 4 KiB block).
+/// Anything that does not match falls back to the verified read of the block, which reports a
+/// damaged block as corruption.
 fn fetch_from_block(
     run: &Run<'_>,
     history: &mut ReadHistory,
-    file: &Arc<FileMetaData>,
-    ordinal: u32,
+    table: &Arc<Table>,
+    (file_number, ordinal): (u64, u32),
+    (value_checksum, entry_offset): (Option<u32>, Option<u32>),
     candidate: &Candidate,
 ) -> Result<Vec<u8>> {
-    let key = (file.number, ordinal);
-    if let std::collections::hash_map::Entry::Vacant(slot) = history.entry(key) {
-        let table = run.view.table(file)?;
-        let block = table.data_block(ordinal as usize, &run.context)?;
-        slot.insert((table, block));
+    let key = (file_number, ordinal);
+    if let (Some(checksum), Some(offset)) = (value_checksum, entry_offset) {
+        let in_place = table.mapped_entry_value(
+            ordinal as usize,
+            offset as usize,
+            &candidate.pk,
+            candidate.seq,
+        );
+        if let Some(envelope) = in_place.filter(|v| crc32c::crc32c(v) == checksum) {
+            history.entry(key).or_insert_with(|| {
+                table.count_data_block_read(ordinal as usize, &run.context);
+                None
+            });
+            return document_of(run, &candidate.pk, envelope);
+        }
     }
-    let Some((table, block)) = history.get(&key) else {
+    if !matches!(history.get(&key), Some(Some(_))) {
+        let block = table.data_block(ordinal as usize, &run.context)?;
+        history.insert(key, Some(block));
+    }
+    let Some(Some(block)) = history.get(&key) else {
         return Err(IndexError::Internal(
             "a data block left the read history".to_string(),
         ));
     };
-    match table.data_block_value(block, &candidate.pk, candidate.seq)? {
-        Some(envelope) => document_of(run, &candidate.pk, envelope),
-        None => Err(sift_lsm::Error::corruption(
+    let corrupt = |message: String| -> IndexError {
+        sift_lsm::Error::corruption(
             table.path(),
             table.block_handle(ordinal as usize).map_or(0, |h| h.offset),
-            format!(
-                "a secondary entry names version {} of key {:?} in data block {ordinal}, \
-                 which does not hold it",
-                candidate.seq,
-                String::from_utf8_lossy(&candidate.pk)
-            ),
+            message,
         )
-        .into()),
+        .into()
+    };
+    match table.data_block_value(block, &candidate.pk, candidate.seq)? {
+        Some(envelope) if value_checksum.is_none_or(|c| crc32c::crc32c(envelope) == c) => {
+            document_of(run, &candidate.pk, envelope)
+        }
+        Some(_) => Err(corrupt(format!(
+            "version {} of key {:?} in data block {ordinal} does not match the value checksum \
+             of its secondary entry",
+            candidate.seq,
+            String::from_utf8_lossy(&candidate.pk)
+        ))),
+        None => Err(corrupt(format!(
+            "a secondary entry names version {} of key {:?} in data block {ordinal}, \
+             which does not hold it",
+            candidate.seq,
+            String::from_utf8_lossy(&candidate.pk)
+        ))),
     }
 }

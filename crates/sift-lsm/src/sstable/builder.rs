@@ -205,6 +205,7 @@ impl TableBuilder {
             seq: parsed.seq,
             kind: parsed.kind,
             value,
+            block_offset: u32::try_from(self.data_block.entries_bytes()).ok(),
         };
         for (_, collector) in &mut self.collectors {
             collector.add(&entry);

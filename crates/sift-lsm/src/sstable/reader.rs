@@ -609,6 +609,107 @@ impl Table {
         })
     }
 
+    /// The bytes of uncompressed data block `ordinal` (entries and restart array) in place in
+    /// a memory-mapped table, not checksum-verified; `None` when the table is not memory-mapped,
+    /// the block is compressed or its handle points outside the data area.
+    fn mapped_block_bytes(&self, ordinal: usize) -> Option<&[u8]> {
+        let handle = self.index.get(ordinal)?.handle;
+        let mapped = self.file.mapped()?;
+        let end_with_trailer = handle.end_with_trailer()?;
+        if end_with_trailer > self.footer_offset {
+            return None;
+        }
+        let start = usize::try_from(handle.offset).ok()?;
+        let end = start.checked_add(usize::try_from(handle.size).ok()?)?;
+        let uncompressed = *mapped.get(end)? == crate::options::Compression::None as u8;
+        uncompressed.then(|| mapped.get(start..end)).flatten()
+    }
+
+    /// The value of the entry that starts at byte `offset` of data block `ordinal` (where the
+    /// table builder said it would: `CollectorEntry::block_offset`), read in place from a
+    /// memory-mapped table WITHOUT verifying the block's checksum, if the entry there is
+    /// consistent with the put of `user_key` at `seq`: its key has that length and the part of
+    /// the key it stores (the suffix after the prefix shared with the previous entry, which
+    /// cannot be checked without decoding from a restart point) matches. `None` when the table
+    /// is not memory-mapped, the block is compressed, or the bytes there do not match. Only
+    /// for readers that check the value against a checksum of their own (the secondary entries
+    /// of `next` keep one per entry) and fall back to [`Table::data_block`] — which verifies
+    /// the block and reports damage as corruption — on any mismatch: one entry then costs its
+    /// own cache lines, not a seek and a checksum pass over the whole block. Counts nothing
+    /// ([`Table::count_data_block_read`]).
+    pub fn mapped_entry_value(
+        &self,
+        ordinal: usize,
+        offset: usize,
+        user_key: &[u8],
+        seq: crate::SeqNo,
+    ) -> Option<&[u8]> {
+        let entry = self.mapped_block_bytes(ordinal)?.get(offset..)?;
+        let (shared, unshared, value_len, header) = super::block::decode_entry_header(entry)?;
+        let user_len = user_key.len();
+        if shared.checked_add(unshared)? != user_len + crate::key::TRAILER_BYTES {
+            return None;
+        }
+        let suffix = entry.get(header..header.checked_add(unshared)?)?;
+        let trailer = crate::key::pack_trailer(seq, crate::ValueKind::Put as u8).to_le_bytes();
+        let key_matches = if shared <= user_len {
+            let (user_part, trailer_part) = suffix.split_at(user_len - shared);
+            user_part == &user_key[shared..] && trailer_part == trailer
+        } else {
+            suffix == trailer.get(shared - user_len..)?
+        };
+        if !key_matches {
+            return None;
+        }
+        let value_start = header + unshared;
+        entry.get(value_start..value_start.checked_add(value_len)?)
+    }
+
+    /// Counts one read of a data block (what [`Table::data_block`] counts when it reads from
+    /// the file), for readers that take entries out of blocks in place.
+    pub fn count_data_block_read(&self, ordinal: usize, ctx: &ReadContext) {
+        let Some(entry) = self.index.get(ordinal) else {
+            return;
+        };
+        let disk_bytes = entry.handle.size + super::BLOCK_TRAILER_BYTES as u64;
+        self.counters.blocks_read_from_disk.fetch_add(1, Relaxed);
+        self.counters
+            .bytes_read_from_disk
+            .fetch_add(disk_bytes, Relaxed);
+        if let Some(stats) = &ctx.stats {
+            stats.blocks_read_from_disk.fetch_add(1, Relaxed);
+            stats.bytes_read_from_disk.fetch_add(disk_bytes, Relaxed);
+        }
+    }
+
+    /// A hint that `bytes` bytes from byte `offset` of data block `ordinal` of a memory-mapped
+    /// table are about to be read ([`Table::mapped_entry_value`]): asks the CPU to start
+    /// loading those cache lines (and the block's trailer) now, so a reader that knows its
+    /// next entries in advance overlaps their memory latency with its current work. Never
+    /// faults and reads nothing; does nothing for a table read through system calls.
+    pub fn prefetch_mapped_entry(&self, ordinal: usize, offset: usize, bytes: usize) {
+        // No byte of the block is read here (that would wait for the memory it asks for).
+        let (Some(entry), Some(mapped)) = (self.index.get(ordinal), self.file.mapped()) else {
+            return;
+        };
+        let (Ok(start), Ok(size)) = (
+            usize::try_from(entry.handle.offset),
+            usize::try_from(entry.handle.size),
+        ) else {
+            return;
+        };
+        let block_end = start.saturating_add(size);
+        let from = start.saturating_add(offset).min(block_end);
+        let to = from.saturating_add(bytes).min(block_end);
+        if let Some(range) = mapped.get(from..to) {
+            prefetch_lines(range);
+        }
+        // The trailer's compression byte, which the read checks.
+        if let Some(trailer) = mapped.get(block_end..=block_end) {
+            prefetch_lines(trailer);
+        }
+    }
+
     /// The value of the entry of `block` (a block of this table) with user key `user_key`
     /// and sequence number `seq`, if the block holds it.
     pub fn data_block_value<'b>(
@@ -631,4 +732,22 @@ impl Table {
     pub fn iter(self: &Arc<Self>, ctx: ReadContext) -> TableIterator {
         TableIterator::new(Arc::clone(self), ctx)
     }
+}
+
+/// Asks the CPU to load every cache line of `bytes` (see [`Table::prefetch_data_block`]).
+#[inline]
+fn prefetch_lines(bytes: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        const LINE_BYTES: usize = 64;
+        for line in bytes.chunks(LINE_BYTES) {
+            // SAFETY: a prefetch is a hint that never faults and reads nothing into the
+            // program; `line` is a valid slice in any case. SSE (which provides it) is part of
+            // the x86_64 baseline.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(line.as_ptr().cast::<i8>()) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = bytes;
 }

@@ -80,3 +80,21 @@ impl RandomAccessFile for MemReader {
         &self.path
     }
 }
+
+/// A read-only in-memory file that also offers its bytes as a memory map would.
+pub struct MappedMemReader(pub MemReader);
+
+impl RandomAccessFile for MappedMemReader {
+    fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        self.0.read_at(offset, len)
+    }
+    fn size(&self) -> u64 {
+        self.0.size()
+    }
+    fn path(&self) -> &Path {
+        self.0.path()
+    }
+    fn mapped(&self) -> Option<&[u8]> {
+        Some(&self.0.bytes)
+    }
+}

@@ -43,6 +43,11 @@ impl BlockBuilder {
         self.entries == 0
     }
 
+    /// Bytes of the entries added so far: where the next entry will start in the block.
+    pub fn entries_bytes(&self) -> usize {
+        self.buffer.len()
+    }
+
     /// The size the block would have if finished now.
     pub fn size_estimate(&self) -> usize {
         self.buffer.len() + self.restarts.len() * 4 + 4

@@ -5,4 +5,5 @@ mod builder;
 mod reader;
 
 pub use builder::BlockBuilder;
+pub(crate) use reader::decode_entry_header;
 pub use reader::{Block, BlockBytes, BlockCorruption, BlockIter, MappedRange};

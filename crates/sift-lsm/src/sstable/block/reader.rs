@@ -160,7 +160,7 @@ impl Block {
 /// Decodes the three varint32 lengths of an entry header at the start of `src`.
 /// Returns `(shared, unshared, value_len, header_bytes)`.
 #[inline]
-fn decode_entry_header(src: &[u8]) -> Option<(usize, usize, usize, usize)> {
+pub(crate) fn decode_entry_header(src: &[u8]) -> Option<(usize, usize, usize, usize)> {
     if src.len() >= 3 && (src[0] | src[1] | src[2]) < 0x80 {
         // Fast path: all three fit in one byte each (the common case for small entries).
         return Some((
