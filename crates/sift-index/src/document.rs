@@ -20,7 +20,7 @@ use serde_json::Value;
 use crate::envelope::Envelope;
 use crate::error::{IndexError, Result, MAX_DOCUMENT_BYTES, MAX_PRIMARY_KEY_BYTES};
 use crate::path::AttrPath;
-use crate::projection::PathTrie;
+use crate::projection::{PathTrie, Projected};
 use crate::value::{describe_json, AttrType, AttrValue};
 
 /// One indexed attribute as the parser sees it.
@@ -114,17 +114,24 @@ impl DocumentParser {
                 limit_bytes: MAX_DOCUMENT_BYTES,
             });
         }
-        let document: Value = self.projection.parse(json).map_err(|e| invalid_json(&e))?;
-        if !document.is_object() {
-            return Err(IndexError::NotAnObject {
-                found: describe_json(&document),
-            });
-        }
-        let pk = self.primary_key(&document)?;
+        // The value at each path: the primary key's first, then the attributes' in order.
+        let values = match self
+            .projection
+            .parse_paths(json)
+            .map_err(|e| invalid_json(&e))?
+        {
+            Projected::Object(values) => values,
+            Projected::NotAnObject(document) => {
+                return Err(IndexError::NotAnObject {
+                    found: describe_json(&document),
+                })
+            }
+        };
+        let pk = self.primary_key_at(values.first().and_then(Option::as_ref))?;
         let mut attrs = Vec::with_capacity(self.attributes.len());
         let mut unindexed = Vec::new();
-        for attribute in &self.attributes {
-            let Some(json_value) = attribute.path.lookup(&document) else {
+        for (attribute, value) in self.attributes.iter().zip(values.iter().skip(1)) {
+            let Some(json_value) = value else {
                 continue;
             };
             if json_value.is_null() {
@@ -150,11 +157,13 @@ impl DocumentParser {
 
     /// The primary key bytes of a parsed document.
     pub fn primary_key(&self, document: &Value) -> Result<Vec<u8>> {
+        self.primary_key_at(self.pk_path.lookup(document))
+    }
+
+    /// The primary key bytes given the value at the primary key's path.
+    fn primary_key_at(&self, value: Option<&Value>) -> Result<Vec<u8>> {
         let field = || self.pk_path.as_str().to_string();
-        let value = self
-            .pk_path
-            .lookup(document)
-            .ok_or_else(|| IndexError::MissingPrimaryKey { field: field() })?;
+        let value = value.ok_or_else(|| IndexError::MissingPrimaryKey { field: field() })?;
         let pk = match value {
             Value::String(text) if !text.is_empty() => text.as_bytes().to_vec(),
             Value::Number(number) if number.is_i64() || number.is_u64() => {

@@ -29,6 +29,8 @@ use std::sync::Arc;
 /// One entry kept while the table is built; value and pk live in the collector's arena.
 #[derive(Debug, Clone, Copy)]
 struct Pending {
+    /// The value's first 8 bytes, big-endian, zero-padded: most sort comparisons end here.
+    value_prefix: u64,
     value_start: usize,
     value_len: usize,
     pk_start: usize,
@@ -115,6 +117,7 @@ impl BlockPropertyCollector for NextCollector {
             let value_start = self.arena.len();
             self.arena.extend_from_slice(&value);
             self.attributes[position].entries.push(Pending {
+                value_prefix: value_prefix(&value),
                 value_start,
                 value_len: value.len(),
                 pk_start,
@@ -139,8 +142,12 @@ impl BlockPropertyCollector for NextCollector {
             let spec = &attribute.spec;
             attr_ids.push(spec.attr_id);
             attribute.entries.sort_unstable_by(|a, b| {
-                self.bytes(a.value_start, a.value_len)
-                    .cmp(self.bytes(b.value_start, b.value_len))
+                a.value_prefix
+                    .cmp(&b.value_prefix)
+                    .then_with(|| {
+                        self.bytes(a.value_start, a.value_len)
+                            .cmp(self.bytes(b.value_start, b.value_len))
+                    })
                     .then_with(|| {
                         self.bytes(a.pk_start, a.pk_len)
                             .cmp(self.bytes(b.pk_start, b.pk_len))
@@ -191,6 +198,15 @@ impl BlockPropertyCollector for NextCollector {
     }
 }
 
+/// The first 8 bytes of `value`, big-endian, zero-padded (ordered as the bytes are, ties
+/// aside).
+fn value_prefix(value: &[u8]) -> u64 {
+    let mut prefix = [0u8; 8];
+    let n = value.len().min(8);
+    prefix[..n].copy_from_slice(&value[..n]);
+    u64::from_be_bytes(prefix)
+}
+
 /// Where each secondary block starts and ends (ranges over `entries`, in value order).
 fn cut_blocks(
     entries: &[SecondaryEntryRef<'_>],
@@ -201,9 +217,12 @@ fn cut_blocks(
     let mut bytes = 0;
     // Geo: the rectangle of the block being filled.
     let mut rect: Option<GeoBox> = None;
+    let geo = spec.attr_type == AttrType::Geo;
     for (i, entry) in entries.iter().enumerate() {
         let entry_bytes = entry.encoded_bytes();
-        let point = geo_point(entry.value);
+        // Decoded for geo values only (other values are not points, and a failed decode
+        // costs an error message).
+        let point = if geo { geo_point(entry.value) } else { None };
         if i > start {
             let full = bytes + entry_bytes > spec.block_bytes;
             let widens = spec.split.is_some_and(|delta| match (rect, point) {
