@@ -20,7 +20,7 @@ use serde_json::Value;
 use crate::envelope::Envelope;
 use crate::error::{IndexError, Result, MAX_DOCUMENT_BYTES, MAX_PRIMARY_KEY_BYTES};
 use crate::path::AttrPath;
-use crate::projection::{PathTrie, Projected};
+use crate::projection::PathTrie;
 use crate::value::{describe_json, AttrType, AttrValue};
 
 /// One indexed attribute as the parser sees it.
@@ -114,19 +114,27 @@ impl DocumentParser {
                 limit_bytes: MAX_DOCUMENT_BYTES,
             });
         }
-        // The value at each path: the primary key's first, then the attributes' in order.
-        let values = match self
-            .projection
-            .parse_paths(json)
-            .map_err(|e| invalid_json(&e))?
-        {
-            Projected::Object(values) => values,
-            Projected::NotAnObject(document) => {
-                return Err(IndexError::NotAnObject {
-                    found: describe_json(&document),
-                })
-            }
+        // The value at each path: the primary key's first, then the attributes' in order (on
+        // the stack for a few paths).
+        const INLINE_PATHS: usize = 4;
+        let count = self.projection.path_count();
+        let mut inline: [Option<Value>; INLINE_PATHS] = Default::default();
+        let mut heap: Vec<Option<Value>>;
+        let values: &mut [Option<Value>] = if count <= INLINE_PATHS {
+            &mut inline[..count]
+        } else {
+            heap = vec![None; count];
+            &mut heap
         };
+        let root = self
+            .projection
+            .parse_paths_into(json, values)
+            .map_err(|e| invalid_json(&e))?;
+        if let Some(document) = root {
+            return Err(IndexError::NotAnObject {
+                found: describe_json(&document),
+            });
+        }
         let pk = self.primary_key_at(values.first().and_then(Option::as_ref))?;
         let mut attrs = Vec::with_capacity(self.attributes.len());
         let mut unindexed = Vec::new();

@@ -54,6 +54,7 @@ fn name_head(name: &str) -> u64 {
 }
 
 /// A document parsed by [`PathTrie::parse_paths`].
+#[cfg(test)]
 #[derive(Debug)]
 pub(crate) enum Projected {
     /// The root is an object: the value at each path (by position), `None` where the path
@@ -160,9 +161,33 @@ impl PathTrie {
         }
     }
 
-    /// Parses `json` like [`PathTrie::parse`] (the same inputs are rejected) and returns the
-    /// value at each path directly: no object is built on the way to them.
+    /// How many paths the trie was made with (the length of what [`PathTrie::parse_paths`]
+    /// fills).
+    pub(crate) fn path_count(&self) -> usize {
+        self.below.len()
+    }
+
+    /// Parses `json` (which must be UTF-8: checked here, as skipped strings are not otherwise
+    /// checked) and returns the value at each path directly: no object is built on the way to
+    /// them.
+    #[cfg(test)]
     pub(crate) fn parse_paths(&self, json: &[u8]) -> serde_json::Result<Projected> {
+        let mut values: Vec<Option<Value>> = vec![None; self.path_count()];
+        Ok(match self.parse_paths_into(json, &mut values)? {
+            Some(other) => Projected::NotAnObject(other),
+            None => Projected::Object(values),
+        })
+    }
+
+    /// Parses `json` as `parse_paths` does into `values` (one per path; the caller's buffer, so a
+    /// document with few paths needs no allocation for them): `values[i]` is the value at path
+    /// `i` or `None`. Returns the root itself when it is not an object (`values` then says
+    /// nothing).
+    pub(crate) fn parse_paths_into(
+        &self,
+        json: &[u8],
+        values: &mut [Option<Value>],
+    ) -> serde_json::Result<Option<Value>> {
         if let Err(error) = std::str::from_utf8(json) {
             serde_json::from_slice::<IgnoredAny>(json)?;
             return Err(serde::de::Error::custom(format!(
@@ -170,19 +195,15 @@ impl PathTrie {
                 error.valid_up_to()
             )));
         }
-        let mut slots: Vec<Option<Value>> = Vec::new();
-        slots.resize_with(self.below.len(), || None);
+        values.iter_mut().for_each(|value| *value = None);
         let mut deserializer = serde_json::Deserializer::from_slice(json);
         let root = Root {
             trie: self,
-            slots: &mut slots,
+            slots: values,
         }
         .deserialize(&mut deserializer)?;
         deserializer.end()?;
-        Ok(match root {
-            Some(other) => Projected::NotAnObject(other),
-            None => Projected::Object(slots),
-        })
+        Ok(root)
     }
 }
 
