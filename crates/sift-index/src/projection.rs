@@ -195,7 +195,9 @@ impl PathTrie {
                 error.valid_up_to()
             )));
         }
-        values.iter_mut().for_each(|value| *value = None);
+        for value in values.iter_mut() {
+            *value = None;
+        }
         let mut deserializer = serde_json::Deserializer::from_slice(json);
         let root = Root {
             trie: self,
@@ -440,7 +442,7 @@ mod tests {
             r#"{"user": {"id": 1}, "user": {"name": "only"}, "list": {"0": {"x": "m"}, "2": 9}}"#,
             r#"{"user": ["zero", "one"], "list": [[], {"x": [1]}, null], "place": null}"#,
             r#"{"user": {"0": "member", "id": {"nested": true}}, "list": 7, "id": null}"#,
-            r#"{}"#,
+            "{}",
         ];
         let trie = trie(&paths);
         for text in documents {
