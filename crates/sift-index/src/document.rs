@@ -114,17 +114,32 @@ impl DocumentParser {
                 limit_bytes: MAX_DOCUMENT_BYTES,
             });
         }
-        let document: Value = self.projection.parse(json).map_err(|e| invalid_json(&e))?;
-        if !document.is_object() {
+        // The value at each path: the primary key's first, then the attributes' in order (on
+        // the stack for a few paths).
+        const INLINE_PATHS: usize = 4;
+        let count = self.projection.path_count();
+        let mut inline: [Option<Value>; INLINE_PATHS] = Default::default();
+        let mut heap: Vec<Option<Value>>;
+        let values: &mut [Option<Value>] = if count <= INLINE_PATHS {
+            &mut inline[..count]
+        } else {
+            heap = vec![None; count];
+            &mut heap
+        };
+        let root = self
+            .projection
+            .parse_paths_into(json, values)
+            .map_err(|e| invalid_json(&e))?;
+        if let Some(document) = root {
             return Err(IndexError::NotAnObject {
                 found: describe_json(&document),
             });
         }
-        let pk = self.primary_key(&document)?;
+        let pk = self.primary_key_at(values.first().and_then(Option::as_ref))?;
         let mut attrs = Vec::with_capacity(self.attributes.len());
         let mut unindexed = Vec::new();
-        for attribute in &self.attributes {
-            let Some(json_value) = attribute.path.lookup(&document) else {
+        for (attribute, value) in self.attributes.iter().zip(values.iter().skip(1)) {
+            let Some(json_value) = value else {
                 continue;
             };
             if json_value.is_null() {
@@ -150,11 +165,13 @@ impl DocumentParser {
 
     /// The primary key bytes of a parsed document.
     pub fn primary_key(&self, document: &Value) -> Result<Vec<u8>> {
+        self.primary_key_at(self.pk_path.lookup(document))
+    }
+
+    /// The primary key bytes given the value at the primary key's path.
+    fn primary_key_at(&self, value: Option<&Value>) -> Result<Vec<u8>> {
         let field = || self.pk_path.as_str().to_string();
-        let value = self
-            .pk_path
-            .lookup(document)
-            .ok_or_else(|| IndexError::MissingPrimaryKey { field: field() })?;
+        let value = value.ok_or_else(|| IndexError::MissingPrimaryKey { field: field() })?;
         let pk = match value {
             Value::String(text) if !text.is_empty() => text.as_bytes().to_vec(),
             Value::Number(number) if number.is_i64() || number.is_u64() => {

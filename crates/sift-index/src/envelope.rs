@@ -37,20 +37,23 @@ impl Envelope {
 
     /// Appends the encoded envelope to `out`.
     pub fn encode_into(&self, out: &mut Vec<u8>) {
-        let mut sorted: Vec<&(u32, AttrValue)> = self.attrs.iter().collect();
-        sorted.sort_by_key(|(id, _)| *id); // stable: the first of equal ids stays first
-        sorted.dedup_by_key(|(id, _)| *id);
+        out.reserve(self.doc.len() + 3 + self.attrs.len() * 16);
         out.push(ENVELOPE_MAGIC);
         out.push(ENVELOPE_VERSION);
-        put_varint32(out, sorted.len() as u32);
-        let mut value_bytes = Vec::new();
-        for (id, value) in sorted {
-            value_bytes.clear();
-            encode_value(value, &mut value_bytes);
-            put_varint32(out, *id);
-            out.push(value.attr_type().type_byte());
-            put_varint32(out, value_bytes.len() as u32);
-            out.extend_from_slice(&value_bytes);
+        // The parser gives the attributes in increasing id order: no sorted copy needed then.
+        if self.attrs.windows(2).all(|pair| pair[0].0 < pair[1].0) {
+            put_varint32(out, self.attrs.len() as u32);
+            for (id, value) in &self.attrs {
+                put_attr(out, *id, value);
+            }
+        } else {
+            let mut sorted: Vec<&(u32, AttrValue)> = self.attrs.iter().collect();
+            sorted.sort_by_key(|(id, _)| *id); // stable: the first of equal ids stays first
+            sorted.dedup_by_key(|(id, _)| *id);
+            put_varint32(out, sorted.len() as u32);
+            for (id, value) in sorted {
+                put_attr(out, *id, value);
+            }
         }
         out.extend_from_slice(&self.doc);
     }
@@ -283,6 +286,24 @@ fn parse_attr(bytes: &[u8], pos: usize) -> Result<(RawAttr<'_>, usize)> {
 }
 
 /// Unsigned LEB128, as everywhere in Sift: 7 bits per byte, low groups first.
+/// Appends one attribute record: id, type byte, length, encoded value. The value is encoded in
+/// place after a one-byte length, which is widened in the rare case it does not fit.
+fn put_attr(out: &mut Vec<u8>, id: u32, value: &AttrValue) {
+    put_varint32(out, id);
+    out.push(value.attr_type().type_byte());
+    let length_at = out.len();
+    out.push(0);
+    encode_value(value, out);
+    let length = out.len() - length_at - 1;
+    if length < 0x80 {
+        out[length_at] = length as u8;
+    } else {
+        let mut varint = Vec::with_capacity(5);
+        put_varint32(&mut varint, length as u32);
+        out.splice(length_at..=length_at, varint);
+    }
+}
+
 fn put_varint32(out: &mut Vec<u8>, mut value: u32) {
     while value >= 0x80 {
         out.push((value as u8) | 0x80);

@@ -121,7 +121,7 @@ fn unescape_pointer_segment(raw: &str) -> std::result::Result<String, String> {
 }
 
 /// A canonical array index: decimal digits without a leading zero (except `0` itself).
-fn array_index(segment: &str) -> Option<usize> {
+pub(crate) fn array_index(segment: &str) -> Option<usize> {
     let canonical = !segment.is_empty()
         && segment.bytes().all(|b| b.is_ascii_digit())
         && (segment == "0" || !segment.starts_with('0'));

@@ -3,15 +3,16 @@
 //! A document is parsed once, at write, for its primary key and indexed attributes. Building a
 //! full `serde_json::Value` allocates every string, number and map of the document, and most of
 //! it is never looked at. A [`PathTrie`] of the paths the parser needs drives the parse instead:
-//! members on a path are kept (a path's last member whole), everything else is checked for
-//! syntax and skipped. The result is a `Value` holding the same values on those paths as a full
-//! parse would, so the lookups and type checks that follow are unchanged; on any other input
-//! the answer (a syntax error, or a root that is not an object) is the same as well.
+//! the value at the end of each path is kept whole, members on the way to one are visited, and
+//! everything else is checked for syntax and skipped. The result is the value at each path, the
+//! same `Value` a full parse then `AttrPath::lookup` would find, so the type checks that follow
+//! are unchanged; no object on the way is built. On any other input the answer (a syntax
+//! error, or a root that is not an object) is the same as well.
 
 use crate::path::AttrPath;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
-use serde_json::{Map, Number, Value};
+use serde_json::{Number, Value};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -22,50 +23,189 @@ pub(crate) struct PathTrie {
     /// A path ends here: keep the whole value.
     whole: bool,
     children: BTreeMap<String, PathTrie>,
+    /// The same children as a list, for [`PathTrie::parse_paths`]: a document's member names
+    /// are compared with a few short names (length first) instead of searched in a map.
+    list: Vec<Child>,
+    /// Every path (by its position in the list given to [`PathTrie::new`]) ending here or
+    /// below, with the segments left after this node: a repeated member replaces what an
+    /// earlier one set, and a whole value answers the paths below it.
+    below: Vec<(usize, Vec<String>)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Child {
+    name: String,
+    /// `name`'s length and first 8 bytes ([`name_head`]): most names are told apart by these
+    /// two numbers, without a call to compare bytes.
+    length: usize,
+    head: u64,
+    /// The name as an array index, if it is a canonical one (a path through an array).
+    array_index: Option<usize>,
+    node: PathTrie,
+}
+
+/// The first 8 bytes of `name`, zero-padded, as a number.
+#[inline]
+fn name_head(name: &str) -> u64 {
+    let mut head = [0u8; 8];
+    let n = name.len().min(8);
+    head[..n].copy_from_slice(&name.as_bytes()[..n]);
+    u64::from_le_bytes(head)
+}
+
+/// A document parsed by [`PathTrie::parse_paths`].
+#[cfg(test)]
+#[derive(Debug)]
+pub(crate) enum Projected {
+    /// The root is an object: the value at each path (by position), `None` where the path
+    /// finds nothing (as `AttrPath::lookup` on a full parse).
+    Object(Vec<Option<Value>>),
+    /// The root is not an object: the value kept for the error message.
+    NotAnObject(Value),
 }
 
 impl PathTrie {
     pub(crate) fn new<'a>(paths: impl IntoIterator<Item = &'a AttrPath>) -> PathTrie {
         let mut root = PathTrie::default();
-        for path in paths {
+        let mut count = 0;
+        for (position, path) in paths.into_iter().enumerate() {
+            count = position + 1;
             let mut node = &mut root;
-            for segment in path.segments() {
+            let segments = path.segments();
+            for (depth, segment) in segments.iter().enumerate() {
+                node.below.push((position, segments[depth..].to_vec()));
                 node = node.children.entry(segment.clone()).or_default();
             }
+            node.below.push((position, Vec::new()));
             node.whole = true;
         }
+        root.build_lists();
+        debug_assert!(root.below.len() == count);
         root
     }
 
+    fn build_lists(&mut self) {
+        self.list = self
+            .children
+            .iter()
+            .map(|(name, node)| {
+                let mut node = node.clone();
+                node.build_lists();
+                Child {
+                    name: name.clone(),
+                    length: name.len(),
+                    head: name_head(name),
+                    array_index: crate::path::array_index(name),
+                    node,
+                }
+            })
+            .collect();
+    }
+
+    /// The child named `name` (a member of an object).
+    #[inline]
+    fn member(&self, name: &str) -> Option<&PathTrie> {
+        let (length, head) = (name.len(), name_head(name));
+        self.list
+            .iter()
+            .find(|child| {
+                child.length == length
+                    && child.head == head
+                    && (length <= 8 || child.name.as_bytes()[8..] == name.as_bytes()[8..])
+            })
+            .map(|child| &child.node)
+    }
+
+    /// The child for item `index` of an array.
+    #[inline]
+    fn item(&self, index: usize) -> Option<&PathTrie> {
+        self.list
+            .iter()
+            .find(|child| child.array_index == Some(index))
+            .map(|child| &child.node)
+    }
+
+    /// Forgets what the paths at and below this node found (a repeated member replaces it).
+    fn clear(&self, slots: &mut [Option<Value>]) {
+        for (position, _) in &self.below {
+            if let Some(slot) = slots.get_mut(*position) {
+                *slot = None;
+            }
+        }
+    }
+
+    /// Answers the paths at and below this node from its whole value.
+    fn fill(&self, value: Value, slots: &mut [Option<Value>]) {
+        if let [(position, rest)] = self.below.as_slice() {
+            if rest.is_empty() {
+                if let Some(slot) = slots.get_mut(*position) {
+                    *slot = Some(value);
+                }
+                return;
+            }
+        }
+        for (position, rest) in &self.below {
+            let found = rest
+                .iter()
+                .try_fold(&value, |current, segment| match current {
+                    Value::Object(fields) => fields.get(segment.as_str()),
+                    Value::Array(items) => {
+                        crate::path::array_index(segment).and_then(|index| items.get(index))
+                    }
+                    _ => None,
+                })
+                .cloned();
+            if let Some(slot) = slots.get_mut(*position) {
+                *slot = found;
+            }
+        }
+    }
+
+    /// How many paths the trie was made with (the length of what [`PathTrie::parse_paths`]
+    /// fills).
+    pub(crate) fn path_count(&self) -> usize {
+        self.below.len()
+    }
+
     /// Parses `json` (which must be UTF-8: checked here, as skipped strings are not otherwise
-    /// checked) keeping only the members on the trie's paths.
-    pub(crate) fn parse(&self, json: &[u8]) -> serde_json::Result<Value> {
+    /// checked) and returns the value at each path directly: no object is built on the way to
+    /// them.
+    #[cfg(test)]
+    pub(crate) fn parse_paths(&self, json: &[u8]) -> serde_json::Result<Projected> {
+        let mut values: Vec<Option<Value>> = vec![None; self.path_count()];
+        Ok(match self.parse_paths_into(json, &mut values)? {
+            Some(other) => Projected::NotAnObject(other),
+            None => Projected::Object(values),
+        })
+    }
+
+    /// Parses `json` as `parse_paths` does into `values` (one per path; the caller's buffer, so a
+    /// document with few paths needs no allocation for them): `values[i]` is the value at path
+    /// `i` or `None`. Returns the root itself when it is not an object (`values` then says
+    /// nothing).
+    pub(crate) fn parse_paths_into(
+        &self,
+        json: &[u8],
+        values: &mut [Option<Value>],
+    ) -> serde_json::Result<Option<Value>> {
         if let Err(error) = std::str::from_utf8(json) {
-            // Let serde_json describe it (with line and column) by parsing the text in full.
             serde_json::from_slice::<IgnoredAny>(json)?;
             return Err(serde::de::Error::custom(format!(
                 "invalid UTF-8 at byte {}",
                 error.valid_up_to()
             )));
         }
-        let mut deserializer = serde_json::Deserializer::from_slice(json);
-        let value = Node(self).deserialize(&mut deserializer)?;
-        deserializer.end()?;
-        Ok(value)
-    }
-}
-
-struct Node<'t>(&'t PathTrie);
-
-impl<'de> DeserializeSeed<'de> for Node<'_> {
-    type Value = Value;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
-        if self.0.whole {
-            Value::deserialize(deserializer)
-        } else {
-            deserializer.deserialize_any(self)
+        for value in values.iter_mut() {
+            *value = None;
         }
+        let mut deserializer = serde_json::Deserializer::from_slice(json);
+        let root = Root {
+            trie: self,
+            slots: values,
+        }
+        .deserialize(&mut deserializer)?;
+        deserializer.end()?;
+        Ok(root)
     }
 }
 
@@ -94,59 +234,154 @@ impl<'de> Deserialize<'de> for Key<'de> {
     }
 }
 
-impl<'de> Visitor<'de> for Node<'_> {
-    type Value = Value;
+/// The root of a [`PathTrie::parse_paths`] parse: `None` for an object (its paths filled in),
+/// else the value itself.
+struct Root<'t, 's> {
+    trie: &'t PathTrie,
+    slots: &'s mut [Option<Value>],
+}
+
+impl<'de> DeserializeSeed<'de> for Root<'_, '_> {
+    type Value = Option<Value>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Option<Value>, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Root<'_, '_> {
+    type Value = Option<Value>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("any JSON value")
     }
-    fn visit_bool<E>(self, value: bool) -> Result<Value, E> {
-        Ok(Value::Bool(value))
+    fn visit_bool<E>(self, value: bool) -> Result<Option<Value>, E> {
+        Ok(Some(Value::Bool(value)))
     }
-    fn visit_i64<E>(self, value: i64) -> Result<Value, E> {
-        Ok(Value::Number(value.into()))
+    fn visit_i64<E>(self, value: i64) -> Result<Option<Value>, E> {
+        Ok(Some(Value::Number(value.into())))
     }
-    fn visit_u64<E>(self, value: u64) -> Result<Value, E> {
-        Ok(Value::Number(value.into()))
+    fn visit_u64<E>(self, value: u64) -> Result<Option<Value>, E> {
+        Ok(Some(Value::Number(value.into())))
     }
-    fn visit_f64<E>(self, value: f64) -> Result<Value, E> {
-        Ok(Number::from_f64(value).map_or(Value::Null, Value::Number))
+    fn visit_f64<E>(self, value: f64) -> Result<Option<Value>, E> {
+        Ok(Some(
+            Number::from_f64(value).map_or(Value::Null, Value::Number),
+        ))
     }
-    fn visit_str<E>(self, value: &str) -> Result<Value, E> {
-        Ok(Value::String(value.to_string()))
+    fn visit_str<E>(self, value: &str) -> Result<Option<Value>, E> {
+        Ok(Some(Value::String(value.to_string())))
     }
-    fn visit_string<E>(self, value: String) -> Result<Value, E> {
-        Ok(Value::String(value))
+    fn visit_string<E>(self, value: String) -> Result<Option<Value>, E> {
+        Ok(Some(Value::String(value)))
     }
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
+    fn visit_unit<E>(self) -> Result<Option<Value>, E> {
+        Ok(Some(Value::Null))
     }
-    fn visit_none<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
+    fn visit_none<E>(self) -> Result<Option<Value>, E> {
+        Ok(Some(Value::Null))
     }
-    /// A path through an array (`/tags/1`): the array is kept whole; lookups index it.
-    fn visit_seq<A: SeqAccess<'de>>(self, mut items: A) -> Result<Value, A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(self, mut items: A) -> Result<Option<Value>, A::Error> {
         let mut kept = Vec::new();
         while let Some(item) = items.next_element::<Value>()? {
             kept.push(item);
         }
-        Ok(Value::Array(kept))
+        Ok(Some(Value::Array(kept)))
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut members: A) -> Result<Value, A::Error> {
-        let mut kept = Map::new();
+    fn visit_map<A: MapAccess<'de>>(self, members: A) -> Result<Option<Value>, A::Error> {
+        Slots {
+            trie: self.trie,
+            slots: self.slots,
+        }
+        .visit_map(members)?;
+        Ok(None)
+    }
+}
+
+/// A value below the root on the way to some paths: fills the slots of the paths it holds.
+struct Slots<'t, 's> {
+    trie: &'t PathTrie,
+    slots: &'s mut [Option<Value>],
+}
+
+impl<'de> DeserializeSeed<'de> for Slots<'_, '_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        if self.trie.whole {
+            let value = Value::deserialize(deserializer)?;
+            self.trie.fill(value, self.slots);
+            Ok(())
+        } else {
+            deserializer.deserialize_any(self)
+        }
+    }
+}
+
+impl<'de> Visitor<'de> for Slots<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    // A scalar where a path goes on: the paths find nothing (their slots are already empty).
+    fn visit_bool<E>(self, _value: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _value: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _value: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _value: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E>(self, _value: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_none<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+    /// A path through an array (`/tags/1`): only the items on a path are kept.
+    fn visit_seq<A: SeqAccess<'de>>(self, mut items: A) -> Result<(), A::Error> {
+        let mut index = 0usize;
+        loop {
+            let more = match self.trie.item(index) {
+                Some(child) => items
+                    .next_element_seed(Slots {
+                        trie: child,
+                        slots: &mut *self.slots,
+                    })?
+                    .is_some(),
+                None => items.next_element::<IgnoredAny>()?.is_some(),
+            };
+            if !more {
+                return Ok(());
+            }
+            index = index.saturating_add(1);
+        }
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut members: A) -> Result<(), A::Error> {
         while let Some(Key(name)) = members.next_key::<Key<'de>>()? {
-            match self.0.children.get(name.as_ref()) {
+            match self.trie.member(name.as_ref()) {
                 // A repeated name keeps its last value, as a full parse does.
                 Some(child) => {
-                    let value = members.next_value_seed(Node(child))?;
-                    kept.insert(name.into_owned(), value);
+                    child.clear(self.slots);
+                    members.next_value_seed(Slots {
+                        trie: child,
+                        slots: &mut *self.slots,
+                    })?;
                 }
                 None => {
                     members.next_value::<IgnoredAny>()?;
                 }
             }
         }
-        Ok(Value::Object(kept))
+        Ok(())
     }
 }
 
@@ -167,21 +402,81 @@ mod tests {
             "tags": ["p", "q"]}, "place": {"coordinates": [1.5, -2.25], "kind": "city"},
             "a\"b": {"deep": [1, {"x": null}]}, "id": 42}"#;
         let full: Value = serde_json::from_str(text).unwrap();
-        let pruned = trie(&paths).parse(text.as_bytes()).unwrap();
-        for path in paths {
+        let Projected::Object(values) = trie(&paths).parse_paths(text.as_bytes()).unwrap() else {
+            panic!("an object root is an object");
+        };
+        for (path, value) in paths.iter().zip(&values) {
             let path = AttrPath::parse(path).unwrap();
-            assert_eq!(path.lookup(&pruned), path.lookup(&full), "{path}");
+            assert_eq!(value.as_ref(), path.lookup(&full), "{path}");
         }
         assert_eq!(
-            pruned["id"],
-            json!(42),
+            values[0],
+            Some(json!(42)),
             "a repeated name keeps its last value"
         );
-        assert!(
-            pruned["user"].get("name").is_none(),
-            "unneeded members are dropped"
-        );
-        assert!(pruned.get("body").is_none());
+        assert_eq!(values[3], Some(json!([1.5, -2.25])));
+    }
+
+    /// `parse_paths` answers every path as `lookup` on a full parse does: repeated members
+    /// (the last wins, also when it no longer holds the path), paths through arrays, a path
+    /// ending where another goes on, the same path twice, scalars in the way.
+    #[test]
+    fn parse_paths_matches_lookup_on_a_full_parse() {
+        let paths = [
+            "id",
+            "user.id",
+            "user",
+            "/user/tags/1",
+            "/list/0/x",
+            "/list/2",
+            "place.coordinates",
+            "a\"b",
+            "id",
+            "/user/0",
+        ];
+        let documents = [
+            r#"{"id": "x\"1", "body": "long text", "user": {"id": -7, "name": "n",
+                "tags": ["p", "q"]}, "place": {"coordinates": [1.5, -2.25], "kind": "city"},
+                "a\"b": {"deep": [1, {"x": null}]}, "id": 42}"#,
+            r#"{"user": {"id": 1, "tags": ["a", "b"]}, "user": 5, "list": [{"x": 1}, 2, 3]}"#,
+            r#"{"user": {"id": 1}, "user": {"name": "only"}, "list": {"0": {"x": "m"}, "2": 9}}"#,
+            r#"{"user": ["zero", "one"], "list": [[], {"x": [1]}, null], "place": null}"#,
+            r#"{"user": {"0": "member", "id": {"nested": true}}, "list": 7, "id": null}"#,
+            "{}",
+        ];
+        let trie = trie(&paths);
+        for text in documents {
+            let full: Value = serde_json::from_str(text).unwrap();
+            let Projected::Object(values) = trie.parse_paths(text.as_bytes()).unwrap() else {
+                panic!("an object root is an object");
+            };
+            assert_eq!(values.len(), paths.len());
+            for (path, value) in paths.iter().zip(&values) {
+                let path = AttrPath::parse(path).unwrap();
+                assert_eq!(value.as_ref(), path.lookup(&full), "{path} in {text}");
+            }
+        }
+        assert!(matches!(
+            trie.parse_paths(b"[1, 2]").unwrap(),
+            Projected::NotAnObject(Value::Array(items)) if items.len() == 2
+        ));
+        assert!(matches!(
+            trie.parse_paths(b"\"text\"").unwrap(),
+            Projected::NotAnObject(Value::String(_))
+        ));
+        for bad in [
+            &b"{\"id\": 1, \"x\": [1, 2,]}"[..],
+            b"{\"user\": {\"id\": 1,}}",
+            b"{\"id\": 1} trailing",
+            b"{\"id\": 1, \"x\": \"\xff\"}",
+            b"",
+        ] {
+            assert!(
+                trie.parse_paths(bad).is_err(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
     }
 
     #[test]
@@ -196,16 +491,25 @@ mod tests {
             b"",
         ] {
             assert!(serde_json::from_slice::<Value>(bad).is_err());
-            assert!(t.parse(bad).is_err(), "{}", String::from_utf8_lossy(bad));
+            assert!(
+                t.parse_paths(bad).is_err(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
         }
     }
 
     #[test]
     fn a_root_that_is_not_an_object_is_kept_for_the_error_message() {
         let t = trie(&["id"]);
-        assert_eq!(t.parse(b"[1, 2]").unwrap(), json!([1, 2]));
-        assert_eq!(t.parse(b"\"text\"").unwrap(), json!("text"));
-        assert_eq!(t.parse(b"3.5").unwrap(), json!(3.5));
-        assert_eq!(t.parse(b"null").unwrap(), Value::Null);
+        let root = |text: &[u8]| match t.parse_paths(text).unwrap() {
+            Projected::NotAnObject(value) => value,
+            Projected::Object(_) => panic!("{} is not an object", String::from_utf8_lossy(text)),
+        };
+        assert_eq!(root(b"[1, 2]"), json!([1, 2]));
+        assert_eq!(root(b"\"text\""), json!("text"));
+        assert_eq!(root(b"3.5"), json!(3.5));
+        assert_eq!(root(b"null"), Value::Null);
+        assert!(matches!(t.parse_paths(b"{}").unwrap(), Projected::Object(v) if v == vec![None]));
     }
 }

@@ -87,20 +87,35 @@ fn probe_bit(h: u64, i: u32, bits: u64) -> u64 {
 /// A bloom filter over `hashes` (distinct): `max(n × bits_per_key, BLOOM_BITS_MIN)` bits
 /// rounded up to whole bytes, bit `b` being bit `b % 8` of byte `b / 8`.
 pub fn build_bloom(hashes: &[u64], bits_per_key: u32) -> (Vec<u8>, u8) {
-    let bits = (hashes.len() as u64)
+    let mut filter = Vec::new();
+    let probes = append_bloom(hashes, bits_per_key, &mut filter);
+    (filter, probes)
+}
+
+/// Bytes of the filter [`build_bloom`] makes for `keys` distinct values.
+fn bloom_bytes(keys: usize, bits_per_key: u32) -> u64 {
+    (keys as u64)
         .saturating_mul(u64::from(bits_per_key))
         .max(BLOOM_BITS_MIN)
         .div_ceil(8)
-        * 8;
+}
+
+/// Appends the filter [`build_bloom`] makes to `out` (no buffer of its own); returns the
+/// probe count.
+fn append_bloom(hashes: &[u64], bits_per_key: u32, out: &mut Vec<u8>) -> u8 {
+    let bytes = bloom_bytes(hashes.len(), bits_per_key);
+    let bits = bytes * 8;
     let probes = bloom_probes(bits_per_key);
-    let mut filter = vec![0u8; (bits / 8) as usize];
+    let start = out.len();
+    out.resize(start + bytes as usize, 0);
+    let filter = &mut out[start..];
     for &h in hashes {
         for i in 0..probes {
             let bit = probe_bit(h, i, bits);
             filter[(bit / 8) as usize] |= 1 << (bit % 8);
         }
     }
-    (filter, probes as u8)
+    probes as u8
 }
 
 /// False means no value with this hash was added.
@@ -133,23 +148,49 @@ fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
 struct ZoneMap {
     min: Vec<u8>,
     max: Vec<u8>,
+    /// The first 8 bytes of `min` and `max`, big-endian, zero-padded: a value whose prefix
+    /// lies strictly between them is inside without comparing bytes.
+    min_prefix: u64,
+    max_prefix: u64,
     seen: bool,
 }
 
+/// The first 8 bytes of `value`, big-endian, zero-padded (ordered as the bytes are, ties aside).
+#[inline]
+fn prefix_of(value: &[u8]) -> u64 {
+    let mut prefix = [0u8; 8];
+    let n = value.len().min(8);
+    prefix[..n].copy_from_slice(&value[..n]);
+    u64::from_be_bytes(prefix)
+}
+
 impl ZoneMap {
+    #[cfg(test)]
     fn add(&mut self, value: &[u8]) {
+        self.add_with_prefix(value, prefix_of(value));
+    }
+
+    #[inline]
+    fn add_with_prefix(&mut self, value: &[u8], prefix: u64) {
         if !self.seen {
             self.seen = true;
             self.min.extend_from_slice(value);
             self.max.extend_from_slice(value);
+            self.min_prefix = prefix;
+            self.max_prefix = prefix;
             return;
         }
-        if value < self.min.as_slice() {
+        if prefix > self.min_prefix && prefix < self.max_prefix {
+            return;
+        }
+        if prefix <= self.min_prefix && value < self.min.as_slice() {
             self.min.clear();
             self.min.extend_from_slice(value);
-        } else if value > self.max.as_slice() {
+            self.min_prefix = prefix;
+        } else if prefix >= self.max_prefix && value > self.max.as_slice() {
             self.max.clear();
             self.max.extend_from_slice(value);
+            self.max_prefix = prefix;
         }
     }
 
@@ -247,7 +288,7 @@ impl BlockPropertyCollector for EmbeddedCollector {
         for (index, state) in self.indexes.iter().zip(self.states.iter_mut()) {
             if let Some(value) = collected_value(index, &envelope, entry.seq) {
                 // The table's zone map takes the block's bounds when the block ends.
-                state.block.add(&value);
+                state.block.add_with_prefix(&value, prefix_of(&value));
                 state.hashes.push(value_hash(&value));
             }
         }
@@ -273,9 +314,9 @@ impl BlockPropertyCollector for EmbeddedCollector {
                     && state.block.max.len() <= ZONE_VALUE_BYTES_MAX;
                 if state.block.seen && !exact {
                     state.block.encode(&mut out, FLAG_BLOOM);
-                    let (filter, probes) =
-                        build_bloom(&state.hashes, index.attr.bloom_bits_per_key);
-                    put_bytes(&mut out, &filter);
+                    let bits_per_key = index.attr.bloom_bits_per_key;
+                    put_varint(&mut out, bloom_bytes(state.hashes.len(), bits_per_key));
+                    let probes = append_bloom(&state.hashes, bits_per_key, &mut out);
                     out.push(probes);
                 } else {
                     state.block.encode(&mut out, 0);
@@ -284,8 +325,9 @@ impl BlockPropertyCollector for EmbeddedCollector {
         }
         for state in &mut self.states {
             if state.block.seen {
-                state.table.add(&state.block.min);
-                state.table.add(&state.block.max);
+                let block = &state.block;
+                state.table.add_with_prefix(&block.min, block.min_prefix);
+                state.table.add_with_prefix(&block.max, block.max_prefix);
             }
             state.block.clear();
             state.hashes.clear();

@@ -160,7 +160,7 @@ fn build_file(
     context: &ReadContext,
 ) -> Result<(MetaBlocks, u64)> {
     let table = view.table(file)?;
-    let mut collector = NextCollector::new(std::slice::from_ref(spec));
+    let mut collector = NextCollector::new(std::slice::from_ref(spec), Arc::default());
     let mut entries = 0u64;
     for ordinal in 0..table.block_count() {
         for (internal_key, value) in table.read_block_entries(ordinal, context)? {

@@ -27,11 +27,15 @@ use sift_lsm::extension::{
     TableCollectorOutput, TableContext,
 };
 use sift_lsm::{SeqNo, ValueKind};
+use std::cmp::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
 /// One entry kept while the table is built; value and pk live in the collector's arena.
 #[derive(Debug, Clone, Copy)]
 struct Pending {
+    /// The value's first 8 bytes, big-endian, zero-padded: most sort comparisons end here.
+    value_prefix: u64,
     value_start: usize,
     value_len: usize,
     pk_start: usize,
@@ -48,31 +52,57 @@ struct AttributeEntries {
     entries: Vec<Pending>,
 }
 
+/// The largest sizes a finished table's collector reached: a collector reserves as much at
+/// the start (tables are at most about the target file size), instead of growing its buffers
+/// by doubling and copying them. Untouched reserved memory costs address space only.
+#[derive(Debug, Default)]
+pub(crate) struct CollectorSizes {
+    arena_bytes: AtomicUsize,
+    entries: AtomicUsize,
+}
+
+/// Reservations above this are not made from the hint (the buffers still grow as needed).
+const RESERVE_BYTES_MAX: usize = 256 << 20;
+
 pub(crate) struct NextCollector {
     attributes: Vec<AttributeEntries>,
+    sizes: Arc<CollectorSizes>,
     arena: Vec<u8>,
     /// Ordinal of the data block being filled.
     data_block: u32,
     previous_key: Vec<u8>,
     previous_seq: SeqNo,
     has_previous: bool,
+    /// Every entry so far came after the one before it in table order (key, then newest
+    /// first), as a table builder adds them: then arrival order breaks value ties in the sort.
+    arrival_ordered: bool,
 }
 
 impl NextCollector {
-    pub(crate) fn new(specs: &[AttributeSpec]) -> NextCollector {
+    pub(crate) fn new(specs: &[AttributeSpec], sizes: Arc<CollectorSizes>) -> NextCollector {
+        let arena_bytes = sizes
+            .arena_bytes
+            .load(AtomicOrdering::Relaxed)
+            .min(RESERVE_BYTES_MAX);
+        let entries = sizes
+            .entries
+            .load(AtomicOrdering::Relaxed)
+            .min(RESERVE_BYTES_MAX / std::mem::size_of::<Pending>());
         NextCollector {
             attributes: specs
                 .iter()
                 .map(|spec| AttributeEntries {
                     spec: spec.clone(),
-                    entries: Vec::new(),
+                    entries: Vec::with_capacity(entries),
                 })
                 .collect(),
-            arena: Vec::new(),
+            sizes,
+            arena: Vec::with_capacity(arena_bytes),
             data_block: 0,
             previous_key: Vec::new(),
             previous_seq: 0,
             has_previous: false,
+            arrival_ordered: true,
         }
     }
 
@@ -85,7 +115,15 @@ impl BlockPropertyCollector for NextCollector {
     fn add(&mut self, entry: &CollectorEntry<'_>) {
         // Versions of one key arrive newest first, so the previous entry with the same key is
         // the next newer version in this file.
-        let same_key = self.has_previous && self.previous_key == entry.user_key;
+        let order = if self.has_previous {
+            self.previous_key.as_slice().cmp(entry.user_key)
+        } else {
+            Ordering::Less
+        };
+        let same_key = order == Ordering::Equal;
+        if order == Ordering::Greater || (same_key && entry.seq >= self.previous_seq) {
+            self.arrival_ordered = false;
+        }
         let next_newer_seq = if same_key { self.previous_seq } else { 0 };
         if !same_key {
             self.previous_key.clear();
@@ -122,6 +160,7 @@ impl BlockPropertyCollector for NextCollector {
             let value_start = self.arena.len();
             self.arena.extend_from_slice(&value);
             self.attributes[position].entries.push(Pending {
+                value_prefix: value_prefix(&value),
                 value_start,
                 value_len: value.len(),
                 pk_start,
@@ -144,31 +183,37 @@ impl BlockPropertyCollector for NextCollector {
         let mut output = TableCollectorOutput::default();
         let mut attr_ids = Vec::new();
         let attributes = std::mem::take(&mut self.attributes);
-        for mut attribute in attributes {
+        // The largest so far: the last table of a compaction or flush is often small.
+        self.sizes
+            .arena_bytes
+            .fetch_max(self.arena.len(), AtomicOrdering::Relaxed);
+        self.sizes.entries.fetch_max(
+            attributes
+                .iter()
+                .map(|a| a.entries.len())
+                .max()
+                .unwrap_or(0),
+            AtomicOrdering::Relaxed,
+        );
+        for attribute in attributes {
             let spec = &attribute.spec;
             attr_ids.push(spec.attr_id);
-            attribute.entries.sort_unstable_by(|a, b| {
-                self.bytes(a.value_start, a.value_len)
-                    .cmp(self.bytes(b.value_start, b.value_len))
-                    .then_with(|| {
-                        self.bytes(a.pk_start, a.pk_len)
-                            .cmp(self.bytes(b.pk_start, b.pk_len))
-                    })
-                    .then(b.seq.cmp(&a.seq))
-            });
-            let refs: Vec<SecondaryEntryRef<'_>> = attribute
-                .entries
-                .iter()
-                .map(|p| SecondaryEntryRef {
-                    value: self.bytes(p.value_start, p.value_len),
-                    pk: self.bytes(p.pk_start, p.pk_len),
-                    seq: p.seq,
-                    next_newer_seq: p.next_newer_seq,
-                    data_block: p.data_block,
-                    value_checksum: Some(p.value_checksum),
-                    entry_offset: p.entry_offset,
-                })
-                .collect();
+            let order = value_order(&attribute.entries, &self.arena, self.arrival_ordered);
+            let mut refs: Vec<SecondaryEntryRef<'_>> = Vec::with_capacity(order.len());
+            refs.extend(
+                order
+                    .iter()
+                    .filter_map(|&i| attribute.entries.get(i))
+                    .map(|p| SecondaryEntryRef {
+                        value: self.bytes(p.value_start, p.value_len),
+                        pk: self.bytes(p.pk_start, p.pk_len),
+                        seq: p.seq,
+                        next_newer_seq: p.next_newer_seq,
+                        data_block: p.data_block,
+                        value_checksum: Some(p.value_checksum),
+                        entry_offset: p.entry_offset,
+                    }),
+            );
             let geo = spec.attr_type == AttrType::Geo;
             let mut directory = Vec::new();
             for (block, range) in cut_blocks(&refs, spec).into_iter().enumerate() {
@@ -202,6 +247,50 @@ impl BlockPropertyCollector for NextCollector {
     }
 }
 
+/// Positions of `entries` in secondary-block order: by value, then pk, then newest first.
+/// Entries that arrived in table order (`arrival_ordered`: pk, then newest first) already
+/// have their ties in that order, so a value order that keeps arrival order on ties is the
+/// same; values of at most 8 bytes then sort as one number each, `(prefix, length, arrival)`.
+fn value_order(entries: &[Pending], arena: &[u8], arrival_ordered: bool) -> Vec<usize> {
+    let bytes = |start: usize, len: usize| arena.get(start..start + len).unwrap_or_default();
+    let short = entries.iter().all(|p| p.value_len <= 8);
+    if arrival_ordered && short && u32::try_from(entries.len()).is_ok() {
+        // A value of at most 8 bytes is its zero-padded prefix and its length: with equal
+        // prefixes the shorter is a prefix of the longer, so it sorts first.
+        let mut keys: Vec<u128> = entries
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                (u128::from(p.value_prefix) << 64) | ((p.value_len as u128) << 32) | i as u128
+            })
+            .collect();
+        keys.sort_unstable();
+        return keys
+            .into_iter()
+            .map(|key| (key & u128::from(u32::MAX)) as usize)
+            .collect();
+    }
+    let mut order: Vec<usize> = (0..entries.len()).collect();
+    order.sort_unstable_by(|&a, &b| {
+        let (a, b) = (&entries[a], &entries[b]);
+        a.value_prefix
+            .cmp(&b.value_prefix)
+            .then_with(|| bytes(a.value_start, a.value_len).cmp(bytes(b.value_start, b.value_len)))
+            .then_with(|| bytes(a.pk_start, a.pk_len).cmp(bytes(b.pk_start, b.pk_len)))
+            .then(b.seq.cmp(&a.seq))
+    });
+    order
+}
+
+/// The first 8 bytes of `value`, big-endian, zero-padded (ordered as the bytes are, ties
+/// aside).
+fn value_prefix(value: &[u8]) -> u64 {
+    let mut prefix = [0u8; 8];
+    let n = value.len().min(8);
+    prefix[..n].copy_from_slice(&value[..n]);
+    u64::from_be_bytes(prefix)
+}
+
 /// Where each secondary block starts and ends (ranges over `entries`, in value order).
 fn cut_blocks(
     entries: &[SecondaryEntryRef<'_>],
@@ -212,9 +301,12 @@ fn cut_blocks(
     let mut bytes = 0;
     // Geo: the rectangle of the block being filled.
     let mut rect: Option<GeoBox> = None;
+    let geo = spec.attr_type == AttrType::Geo;
     for (i, entry) in entries.iter().enumerate() {
         let entry_bytes = entry.encoded_bytes();
-        let point = geo_point(entry.value);
+        // Decoded for geo values only (other values are not points, and a failed decode
+        // costs an error message).
+        let point = if geo { geo_point(entry.value) } else { None };
         if i > start {
             let full = bytes + entry_bytes > spec.block_bytes;
             let widens = spec.split.is_some_and(|delta| match (rect, point) {
@@ -346,7 +438,10 @@ impl BlockPropertyCollectorFactory for NextCollectorFactory {
 
     fn create(&self, context: &TableContext) -> Box<dyn BlockPropertyCollector> {
         match self.registry.attributes_for(context.tree) {
-            Some(specs) if !specs.is_empty() => Box::new(NextCollector::new(&specs)),
+            Some(specs) if !specs.is_empty() => Box::new(NextCollector::new(
+                &specs,
+                Arc::clone(&self.registry.collector_sizes),
+            )),
             _ => Box::new(NothingToCollect),
         }
     }
@@ -360,6 +455,52 @@ mod tests {
 
     fn int(v: i64) -> Vec<u8> {
         encode_value_to_vec(&AttrValue::Int(v))
+    }
+
+    /// The fast order (entries in table order, short values) equals the full comparison.
+    #[test]
+    fn value_order_fast_path_matches_the_full_order() {
+        use rand::rngs::StdRng;
+        use rand::{Rng, SeedableRng};
+        let seed = 11;
+        let mut rng = StdRng::seed_from_u64(seed);
+        for round in 0..20 {
+            let mut arena = Vec::new();
+            let mut entries = Vec::new();
+            let mut pk = 0u32;
+            let mut seq = 1_000_000u64;
+            for _ in 0..rng.gen_range(0..300) {
+                if rng.gen_ratio(2, 3) {
+                    pk += rng.gen_range(1..5);
+                    seq = 1_000_000;
+                }
+                seq -= rng.gen_range(1..10);
+                let len = rng.gen_range(0..=8usize);
+                let value: Vec<u8> = (0..len).map(|_| rng.gen_range(0..3u8)).collect();
+                let pk_bytes = format!("{pk:08}").into_bytes();
+                let pk_start = arena.len();
+                arena.extend_from_slice(&pk_bytes);
+                let value_start = arena.len();
+                arena.extend_from_slice(&value);
+                entries.push(Pending {
+                    value_prefix: value_prefix(&value),
+                    value_start,
+                    value_len: len,
+                    pk_start,
+                    pk_len: pk_bytes.len(),
+                    seq,
+                    next_newer_seq: 0,
+                    data_block: 0,
+                    value_checksum: 0,
+                    entry_offset: None,
+                });
+            }
+            assert_eq!(
+                value_order(&entries, &arena, true),
+                value_order(&entries, &arena, false),
+                "round {round} seed {seed}"
+            );
+        }
     }
 
     #[test]

@@ -105,7 +105,11 @@ pub fn encode_secondary_block<'a>(
     } else {
         INDEXED_SECONDARY_TAG
     };
-    let mut out = vec![FORMAT_VERSION, tag];
+    // Room for typical entries (a short value, a pk of a few dozen bytes, three numbers, a
+    // checksum), so the block is not regrown entry by entry.
+    let mut out = Vec::with_capacity(16 + entries.len() * 44 + restart_bytes(entries.len()));
+    out.push(FORMAT_VERSION);
+    out.push(tag);
     put_varint32(&mut out, attr_id);
     put_varint64(&mut out, entries.len() as u64);
     let mut restarts: Vec<u32> = Vec::with_capacity(entries.len() / RESTART_INTERVAL + 1);

@@ -342,6 +342,8 @@ pub(crate) struct Registry {
     trees: RwLock<HashMap<TreeId, TreeState>>,
     /// Target size of a secondary block (the engine's data block size).
     pub block_bytes: usize,
+    /// What the last collector held, so the next one starts with room for as much.
+    pub collector_sizes: Arc<collector::CollectorSizes>,
 }
 
 impl Registry {
@@ -349,6 +351,7 @@ impl Registry {
         Registry {
             trees: RwLock::new(HashMap::new()),
             block_bytes: block_bytes.max(64),
+            collector_sizes: Arc::default(),
         }
     }
 
