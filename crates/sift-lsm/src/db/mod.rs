@@ -137,6 +137,7 @@ impl Db {
         {
             let mut state = self.inner.state.lock();
             state.shutting_down = true;
+            self.inner.writes_stopped.store(true, Ordering::Release);
             self.inner.bg_cv.notify_all();
         }
         for handle in self.threads.lock().drain(..) {
@@ -496,6 +497,7 @@ impl Drop for Db {
 impl DbInner {
     fn flush_loop(self: &Arc<Self>) {
         loop {
+            self.prepare_spare_wal();
             {
                 let mut state = self.state.lock();
                 loop {

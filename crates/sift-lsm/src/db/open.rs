@@ -174,6 +174,8 @@ impl Db {
             allocated_sequence: AtomicU64::new(0),
             write_queue: crate::db::write::WriteQueue::default(),
             wal: Mutex::new(None),
+            spare_wal: Mutex::new(None),
+            writes_stopped: AtomicBool::new(false),
             snapshots: Arc::new(SnapshotList::default()),
             block_cache,
             counters,

@@ -123,6 +123,14 @@ pub(crate) struct DbInner {
     pub write_queue: WriteQueue,
     /// Only the write leader touches it.
     pub wal: Mutex<Option<LogWriter>>,
+    /// The next write-ahead log, created (and its directory entry synced) ahead of time by the
+    /// flush thread, so the writer that freezes a full memtable does not create a file and sync
+    /// the directory on its own thread: (file number, writer).
+    pub spare_wal: Mutex<Option<(u64, LogWriter)>>,
+    /// Set once writes must fail (a background error, or shutting down): writers check it
+    /// without taking the state lock, which a flush or compaction holds while it syncs the
+    /// manifest.
+    pub writes_stopped: AtomicBool,
     pub snapshots: Arc<SnapshotList>,
     pub block_cache: Option<Arc<BlockCache>>,
     pub counters: Arc<EngineCounters>,
@@ -167,6 +175,7 @@ impl DbInner {
         if state.bg_error.is_none() {
             state.bg_error = Some(error.to_string());
         }
+        self.writes_stopped.store(true, Ordering::Release);
         self.bg_cv.notify_all();
     }
 }
