@@ -116,6 +116,11 @@ impl Db {
             "sift-flush".into(),
             Box::new(move || flusher.flush_loop()),
         )?);
+        let presyncer = Arc::clone(&inner);
+        threads.push(spawn(
+            "sift-wal-presync".into(),
+            Box::new(move || presyncer.wal_presync_loop()),
+        )?);
         for i in 0..inner.options.compaction_threads.max(1) {
             let compactor = Arc::clone(&inner);
             threads.push(spawn(
@@ -140,6 +145,7 @@ impl Db {
             self.inner.writes_stopped.store(true, Ordering::Release);
             self.inner.bg_cv.notify_all();
         }
+        self.inner.request_wal_presync();
         for handle in self.threads.lock().drain(..) {
             let _ = handle.join();
         }

@@ -9,7 +9,7 @@
 //! the memtable, publishes the new visible sequence number and wakes the followers. Readers
 //! never wait for any of this.
 
-use crate::db::state::{DbInner, DbState};
+use crate::db::state::{DbInner, DbState, WAL_PRESYNC_BYTES};
 use crate::key::{SeqNo, ValueKind, SEQ_MAX};
 use crate::memtable::Memtable;
 use crate::stats::EngineCounters;
@@ -292,7 +292,13 @@ impl DbInner {
             return Err(e);
         }
         let written = writer.file_bytes() - before;
-        EngineCounters::add(&self.counters.wal_bytes, written);
+        let logged_before = self
+            .counters
+            .wal_bytes
+            .fetch_add(written, Ordering::Relaxed);
+        if (logged_before + written) / WAL_PRESYNC_BYTES != logged_before / WAL_PRESYNC_BYTES {
+            self.request_wal_presync();
+        }
         EngineCounters::add(&self.counters.bytes_written, written);
         self.allocated_sequence.store(last, Ordering::Release);
         let mem = Arc::clone(&self.super_version.load().mem);
@@ -400,7 +406,19 @@ impl DbInner {
     /// leader with the WAL (commit) lock held; the state lock is taken only to swap the
     /// memtables, not while files are created or synced.
     fn switch_memtable(&self, wal: &mut Option<LogWriter>) -> Result<()> {
-        let spare = self.spare_wal.lock().take();
+        // Logs must be numbered in the order they get writes: recovery replays them by number.
+        // A spare numbered before the active log (the flush thread took its number, then this
+        // thread created a log itself before the spare was ready) is removed unused.
+        let active = self.super_version.load().mem.wal_number();
+        let spare = match self.spare_wal.lock().take() {
+            Some((number, writer)) if number <= active => {
+                let path = writer.path().to_path_buf();
+                drop(writer);
+                let _ = self.fs.remove(&path);
+                None
+            }
+            spare => spare,
+        };
         let (number, writer) = if let Some(spare) = spare {
             spare
         } else {
@@ -501,6 +519,7 @@ mod tests {
     use crate::db::Db;
     use crate::options::Options;
     use crate::version::{parse_file_name, FileKind};
+    use std::sync::atomic::Ordering;
     use std::sync::mpsc;
     use std::time::{Duration, Instant};
 
@@ -564,6 +583,80 @@ mod tests {
             );
         });
         assert_eq!(db.get(&tree, b"during").unwrap().unwrap().value, b"2");
+    }
+
+    #[test]
+    fn a_spare_log_numbered_before_the_active_one_is_never_used() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let db = Db::open(dir.path(), Options::default()).unwrap();
+            let tree = db.default_tree();
+            spare_number(&db);
+            db.inner.spare_wal.lock().take();
+            // The race: the flush thread takes a number for its spare, then a writer freezes
+            // the memtable and creates a newer log itself, then the spare is stored.
+            let stale = db.inner.state.lock().versions.new_file_number();
+            let path = db.path().join(crate::version::wal_file_name(stale));
+            let file = db.inner.fs.create(&path).unwrap();
+            for i in 0..100u32 {
+                db.put(&tree, format!("key{i:03}").as_bytes(), b"old")
+                    .unwrap();
+            }
+            db.inner.force_memtable_switch().unwrap();
+            let active = db.inner.super_version.load().mem.wal_number();
+            assert!(active > stale);
+            *db.inner.spare_wal.lock() = Some((stale, crate::wal::LogWriter::new(file, path)));
+            for i in 0..100u32 {
+                db.put(&tree, format!("key{i:03}").as_bytes(), b"new")
+                    .unwrap();
+            }
+            db.inner.force_memtable_switch().unwrap();
+            let after = db.inner.super_version.load().mem.wal_number();
+            assert!(after > active, "switched to log {after} after log {active}");
+            assert!(
+                !wal_numbers(&db).contains(&stale),
+                "the stale spare was not removed"
+            );
+            for i in 0..100u32 {
+                db.put(&tree, format!("key{i:03}").as_bytes(), b"newest")
+                    .unwrap();
+            }
+        }
+        // Recovery replays the logs in number order: the newest versions win.
+        let db = Db::open(dir.path(), Options::default()).unwrap();
+        let tree = db.default_tree();
+        db.compact_range(&tree, None, None).unwrap();
+        for i in 0..100u32 {
+            let entry = db
+                .get(&tree, format!("key{i:03}").as_bytes())
+                .unwrap()
+                .unwrap();
+            assert_eq!(entry.value, b"newest");
+        }
+    }
+
+    #[test]
+    fn the_presync_thread_syncs_the_active_log_as_it_grows() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), Options::default()).unwrap();
+        let tree = db.default_tree();
+        assert_eq!(db.inner.wal_presyncs.load(Ordering::Relaxed), 0);
+        let value = vec![b'v'; 1000];
+        let rounds = 2 * crate::db::state::WAL_PRESYNC_BYTES / 1000;
+        for i in 0..rounds {
+            db.put(&tree, format!("key{i:08}").as_bytes(), &value)
+                .unwrap();
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while db.inner.wal_presyncs.load(Ordering::Relaxed) == 0 {
+            assert!(
+                Instant::now() < deadline,
+                "no presync after {rounds} KB of log"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Closing stops the thread (the drop joins it).
+        db.close().unwrap();
     }
 
     #[test]
