@@ -519,6 +519,7 @@ impl Database {
                 engine: Arc::clone(&self.engine),
                 catalog: Arc::clone(&self.catalog),
                 shard,
+                recent: worker::RecentVersions::default(),
             };
             let handle = std::thread::Builder::new()
                 .name(format!("sift-index-async-{shard}"))

@@ -18,6 +18,14 @@
 //! is read (1 read instead of 3 + 2 per index): its entry is deleted and the new one put
 //! without checking the stored sequence numbers.
 //!
+//! The previous version's index values often need no read at all: each worker remembers, per
+//! document, the values it last indexed for a fast-path put ([`RecentVersions`]). The next
+//! fast-path put of that document finds them there, because every write of a document with an
+//! asynchronous index is queued, and its shard's worker applies them in sequence order: the
+//! version it indexed last is the one just before. A document whose update took the careful
+//! path (a delete, a recovered update, or one with another write pending) is forgotten, and
+//! the whole memory is dropped after a failed batch, so a miss only costs the read.
+//!
 //! Why the previous version is still there: an update stays queued until applied, and the
 //! flush of the memtable holding its write waits for that (drain before flush); a compaction
 //! drops a version only for a newer one in its own inputs, and the next version (`s`) is still
@@ -47,12 +55,106 @@ const ACTIVE_WINDOW: Duration = Duration::from_millis(50);
 const PARKED_WAIT: Duration = Duration::from_millis(100);
 /// Index entries a worker commits per engine write (see `Worker::apply`).
 const WRITE_ENTRIES_MAX: usize = 64;
+/// Approximate bytes a worker's [`RecentVersions`] may hold before it starts over (enough for
+/// the values of a few hundred thousand documents).
+const RECENT_VERSIONS_BYTES_MAX: usize = 16 << 20;
+/// Bookkeeping bytes counted per remembered document besides its key and values.
+const RECENT_ENTRY_OVERHEAD_BYTES: usize = 64;
 
 pub(crate) struct Worker {
     pub core: Arc<AsyncCore>,
     pub engine: Arc<Db>,
     pub catalog: Arc<RwLock<Arc<Catalog>>>,
     pub shard: usize,
+    pub recent: RecentVersions,
+}
+
+/// The encoded values a worker last indexed for each document (see the module comment): the
+/// previous version's values of the next fast-path put of the document, without reading it.
+#[derive(Debug, Default)]
+pub(crate) struct RecentVersions {
+    /// (collection, pk) -> the version's sequence number and, per index id, its encoded value.
+    documents: HashMap<(Arc<str>, Vec<u8>), RecentVersion>,
+    bytes: usize,
+}
+
+#[derive(Debug)]
+struct RecentVersion {
+    seq: SeqNo,
+    values: Vec<(u64, Option<Box<[u8]>>)>,
+}
+
+impl RecentVersion {
+    fn bytes(&self, pk: &[u8]) -> usize {
+        RECENT_ENTRY_OVERHEAD_BYTES
+            + pk.len()
+            + self
+                .values
+                .iter()
+                .map(|(_, value)| 16 + value.as_ref().map_or(0, |v| v.len()))
+                .sum::<usize>()
+    }
+}
+
+/// What a successful batch teaches a worker's [`RecentVersions`], applied in item order.
+enum RecentUpdate {
+    /// A fast-path put was indexed with these values.
+    Indexed {
+        collection: Arc<str>,
+        pk: Vec<u8>,
+        version: RecentVersion,
+    },
+    /// The document's update took the careful path: what was remembered may be stale.
+    Forget { collection: Arc<str>, pk: Vec<u8> },
+}
+
+impl RecentVersions {
+    /// The remembered values of the version of `pk` just before `seq`, if every index in
+    /// `index_ids` has one.
+    fn before(
+        &self,
+        collection: &Arc<str>,
+        pk: &[u8],
+        seq: SeqNo,
+        index_ids: &[u64],
+    ) -> Option<&RecentVersion> {
+        let version = self.documents.get(&(Arc::clone(collection), pk.to_vec()))?;
+        let complete = index_ids
+            .iter()
+            .all(|id| version.values.iter().any(|(known, _)| known == id));
+        (version.seq < seq && complete).then_some(version)
+    }
+
+    fn apply(&mut self, updates: Vec<RecentUpdate>) {
+        for update in updates {
+            match update {
+                RecentUpdate::Indexed {
+                    collection,
+                    pk,
+                    version,
+                } => {
+                    let added = version.bytes(&pk);
+                    if self.bytes + added > RECENT_VERSIONS_BYTES_MAX {
+                        self.clear();
+                    }
+                    self.bytes += added;
+                    if let Some(old) = self.documents.insert((collection, pk.clone()), version) {
+                        self.bytes = self.bytes.saturating_sub(old.bytes(&pk));
+                    }
+                }
+                RecentUpdate::Forget { collection, pk } => {
+                    if let Some(old) = self.documents.remove(&(collection, pk.clone())) {
+                        self.bytes = self.bytes.saturating_sub(old.bytes(&pk));
+                    }
+                }
+            }
+        }
+    }
+
+    fn clear(&mut self) {
+        self.documents.clear();
+        self.bytes = 0;
+    }
 }
 
 /// The stored sequence number of an asynchronous composite entry: 8 bytes big-endian; an
@@ -100,7 +202,7 @@ fn lower_thread_priority(nice: i32) {
 fn lower_thread_priority(_nice: i32) {}
 
 impl Worker {
-    pub fn run(self) {
+    pub fn run(mut self) {
         lower_thread_priority(self.core.options.worker_nice);
         let queue = &self.core.queue;
         let mut last_work = Instant::now();
@@ -156,8 +258,13 @@ impl Worker {
                 continue;
             }
             match self.apply(&batch) {
-                Ok(()) => self.finish(&batch),
+                Ok(updates) => {
+                    self.recent.apply(updates);
+                    self.finish(&batch);
+                }
                 Err(error) => {
+                    // Conservative: what a partly applied batch taught is not trusted.
+                    self.recent.clear();
                     let attempts = {
                         let mut state = queue.state.lock();
                         let shard = &mut state.shards[self.shard];
@@ -220,8 +327,9 @@ impl Worker {
     }
 
     /// The sync-full work of `items`, in engine writes of at most `WRITE_ENTRIES_MAX` entries
-    /// (an item's entries always in one write).
-    fn apply(&self, items: &[(Arc<Item>, bool)]) -> Result<()> {
+    /// (an item's entries always in one write). Returns what [`RecentVersions`] should learn
+    /// once the whole batch is applied.
+    fn apply(&self, items: &[(Arc<Item>, bool)]) -> Result<Vec<RecentUpdate>> {
         let injected = self.core.options.inject_failures.fetch_update(
             Ordering::AcqRel,
             Ordering::Acquire,
@@ -234,6 +342,7 @@ impl Worker {
         let mut batch = WriteBatch::new();
         // Entries this batch already wrote: (tree, key) -> stored sequence number (None: gone).
         let mut written: HashMap<(TreeId, Vec<u8>), Option<SeqNo>> = HashMap::new();
+        let mut learned = Vec::new();
         for (item, alone) in items {
             if batch.len() >= WRITE_ENTRIES_MAX {
                 // Commit in slices: the engine's commit lock, which writers need too, is then
@@ -275,7 +384,21 @@ impl Worker {
                 self.engine.get(primary, &item.pk)?
             };
             let newest = fast_version.is_some();
-            let (version, previous) = if newest {
+            let index_ids: Vec<u64> = indexes.iter().map(|index| index.record.id).collect();
+            let remembered = if newest {
+                self.recent
+                    .before(&item.collection, &item.pk, item.seq, &index_ids)
+            } else {
+                learned.push(RecentUpdate::Forget {
+                    collection: Arc::clone(&item.collection),
+                    pk: item.pk.clone(),
+                });
+                None
+            };
+            let mut indexed = Vec::with_capacity(if newest { indexes.len() } else { 0 });
+            let (version, previous) = if remembered.is_some() {
+                (None, None)
+            } else if newest {
                 let previous = self
                     .engine
                     .get_at(primary, &item.pk, item.seq.saturating_sub(1))?;
@@ -326,9 +449,20 @@ impl Worker {
                 let new_value = version_envelope
                     .as_ref()
                     .and_then(|envelope| index.encoded_value(envelope, item.seq));
-                let old_value = previous_envelope
-                    .as_ref()
-                    .and_then(|(envelope, seq)| index.encoded_value(envelope, *seq));
+                let old_value = match remembered {
+                    Some(remembered) => remembered
+                        .values
+                        .iter()
+                        .find(|(id, _)| *id == index.record.id)
+                        .and_then(|(_, value)| value.as_deref())
+                        .map(std::borrow::Cow::Borrowed),
+                    None => previous_envelope
+                        .as_ref()
+                        .and_then(|(envelope, seq)| index.encoded_value(envelope, *seq)),
+                };
+                if newest {
+                    indexed.push((index.record.id, new_value.as_deref().map(Box::<[u8]>::from)));
+                }
                 let live_seq = live_envelope.as_ref().map(|(_, seq)| *seq);
                 let live_value = live_envelope
                     .as_ref()
@@ -371,12 +505,22 @@ impl Worker {
                     }
                 }
             }
+            if newest {
+                learned.push(RecentUpdate::Indexed {
+                    collection: Arc::clone(&item.collection),
+                    pk: item.pk.clone(),
+                    version: RecentVersion {
+                        seq: item.seq,
+                        values: indexed,
+                    },
+                });
+            }
         }
         if !batch.is_empty() {
             self.engine
                 .write_unthrottled(batch, &WriteOptions::default())?;
         }
-        Ok(())
+        Ok(learned)
     }
 
     /// The sequence number the entry `key` names now (this batch's writes first).
@@ -393,5 +537,91 @@ impl Worker {
             Some(entry) => Ok(Some(entry_seq(tree, key, &entry.value)?)),
             None => Ok(None),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn indexed(
+        collection: &Arc<str>,
+        pk: &[u8],
+        seq: SeqNo,
+        values: &[(u64, Option<&[u8]>)],
+    ) -> RecentUpdate {
+        RecentUpdate::Indexed {
+            collection: Arc::clone(collection),
+            pk: pk.to_vec(),
+            version: RecentVersion {
+                seq,
+                values: values
+                    .iter()
+                    .map(|(id, value)| (*id, value.map(Box::<[u8]>::from)))
+                    .collect(),
+            },
+        }
+    }
+
+    #[test]
+    fn remembered_values_serve_only_later_updates_of_the_same_document_and_indexes() {
+        let items: Arc<str> = Arc::from("items");
+        let other: Arc<str> = Arc::from("other");
+        let mut recent = RecentVersions::default();
+        recent.apply(vec![indexed(
+            &items,
+            b"a",
+            10,
+            &[(1, Some(b"x")), (2, None)],
+        )]);
+        let found = recent.before(&items, b"a", 11, &[1, 2]).map(|v| v.seq);
+        assert_eq!(found, Some(10));
+        assert!(
+            recent.before(&items, b"a", 10, &[1]).is_none(),
+            "not before itself"
+        );
+        assert!(
+            recent.before(&items, b"a", 12, &[1, 3]).is_none(),
+            "index 3 unknown"
+        );
+        assert!(recent.before(&items, b"b", 12, &[1]).is_none());
+        assert!(recent.before(&other, b"a", 12, &[1]).is_none());
+        // A newer version replaces it; a careful-path update forgets it.
+        recent.apply(vec![indexed(&items, b"a", 15, &[(1, Some(b"y"))])]);
+        let value = recent
+            .before(&items, b"a", 16, &[1])
+            .and_then(|v| v.values[0].1.as_deref().map(<[u8]>::to_vec));
+        assert_eq!(value, Some(b"y".to_vec()));
+        recent.apply(vec![RecentUpdate::Forget {
+            collection: Arc::clone(&items),
+            pk: b"a".to_vec(),
+        }]);
+        assert!(recent.before(&items, b"a", 16, &[1]).is_none());
+        assert_eq!(recent.bytes, 0);
+    }
+
+    #[test]
+    fn remembered_values_stay_under_their_byte_limit() {
+        let items: Arc<str> = Arc::from("items");
+        let mut recent = RecentVersions::default();
+        let value = vec![7u8; 1000];
+        for key in 0..40_000u32 {
+            recent.apply(vec![indexed(
+                &items,
+                &key.to_be_bytes(),
+                1,
+                &[(1, Some(&value))],
+            )]);
+            assert!(recent.bytes <= RECENT_VERSIONS_BYTES_MAX);
+        }
+        let counted: usize = recent
+            .documents
+            .iter()
+            .map(|((_, pk), version)| version.bytes(pk))
+            .sum();
+        assert_eq!(counted, recent.bytes);
+        assert!(recent
+            .before(&items, &39_999u32.to_be_bytes(), 2, &[1])
+            .is_some());
     }
 }

@@ -33,6 +33,9 @@ impl DbInner {
         if batch.is_empty() {
             return Ok(self.latest_sequence());
         }
+        if self
+            .writes_stopped
+            .load(std::sync::atomic::Ordering::Acquire)
         {
             let state = self.state.lock();
             if let Some(e) = &state.bg_error {

@@ -116,6 +116,11 @@ impl Db {
             "sift-flush".into(),
             Box::new(move || flusher.flush_loop()),
         )?);
+        let presyncer = Arc::clone(&inner);
+        threads.push(spawn(
+            "sift-wal-presync".into(),
+            Box::new(move || presyncer.wal_presync_loop()),
+        )?);
         for i in 0..inner.options.compaction_threads.max(1) {
             let compactor = Arc::clone(&inner);
             threads.push(spawn(
@@ -137,8 +142,10 @@ impl Db {
         {
             let mut state = self.inner.state.lock();
             state.shutting_down = true;
+            self.inner.writes_stopped.store(true, Ordering::Release);
             self.inner.bg_cv.notify_all();
         }
+        self.inner.request_wal_presync();
         for handle in self.threads.lock().drain(..) {
             let _ = handle.join();
         }
@@ -496,6 +503,7 @@ impl Drop for Db {
 impl DbInner {
     fn flush_loop(self: &Arc<Self>) {
         loop {
+            self.prepare_spare_wal();
             {
                 let mut state = self.state.lock();
                 loop {

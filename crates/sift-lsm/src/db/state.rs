@@ -123,6 +123,22 @@ pub(crate) struct DbInner {
     pub write_queue: WriteQueue,
     /// Only the write leader touches it.
     pub wal: Mutex<Option<LogWriter>>,
+    /// The next write-ahead log, created (and its directory entry synced) ahead of time by the
+    /// flush thread, so the writer that freezes a full memtable does not create a file and sync
+    /// the directory on its own thread: (file number, writer).
+    pub spare_wal: Mutex<Option<(u64, LogWriter)>>,
+    /// Set once writes must fail (a background error, or shutting down): writers check it
+    /// without taking the state lock, which a flush or compaction holds while it syncs the
+    /// manifest.
+    pub writes_stopped: AtomicBool,
+    /// Set (and signalled) by the write leader each time `WAL_PRESYNC_BYTES` more log bytes
+    /// were written: the WAL presync thread then syncs the active log through a second handle,
+    /// so the sync of a full log when its memtable is frozen (on the writer's thread, under the
+    /// commit lock) finds little left to write.
+    pub wal_presync_due: Mutex<bool>,
+    pub wal_presync_cv: Condvar,
+    /// Presyncs done (for tests).
+    pub wal_presyncs: AtomicU64,
     pub snapshots: Arc<SnapshotList>,
     pub block_cache: Option<Arc<BlockCache>>,
     pub counters: Arc<EngineCounters>,
@@ -131,7 +147,37 @@ pub(crate) struct DbInner {
     pub directory_lock: Mutex<Option<Box<dyn FileLock>>>,
 }
 
+/// Log bytes between two syncs of the active WAL by the presync thread.
+pub(crate) const WAL_PRESYNC_BYTES: u64 = 512 << 10;
+
 impl DbInner {
+    /// Wakes the WAL presync thread (also at shutdown, so it sees `writes_stopped`).
+    pub fn request_wal_presync(&self) {
+        *self.wal_presync_due.lock() = true;
+        self.wal_presync_cv.notify_one();
+    }
+
+    /// The WAL presync thread: syncs the active log each time it is asked to, until writes
+    /// stop.
+    pub fn wal_presync_loop(&self) {
+        loop {
+            {
+                let mut due = self.wal_presync_due.lock();
+                while !*due {
+                    self.wal_presync_cv.wait(&mut due);
+                }
+                *due = false;
+            }
+            if self.writes_stopped.load(Ordering::Acquire) {
+                return;
+            }
+            let number = self.super_version.load().mem.wal_number();
+            self.fs
+                .sync_data_hint(&self.dir.join(crate::version::wal_file_name(number)));
+            self.wal_presyncs.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     /// Rebuilds and installs the super version from the state. Call with the state locked.
     pub fn install_super_version(&self, state: &DbState) {
         self.super_version.store(Arc::new(SuperVersion {
@@ -167,6 +213,7 @@ impl DbInner {
         if state.bg_error.is_none() {
             state.bg_error = Some(error.to_string());
         }
+        self.writes_stopped.store(true, Ordering::Release);
         self.bg_cv.notify_all();
     }
 }

@@ -68,6 +68,11 @@ pub trait FileSystem: Send + Sync {
     fn list(&self, dir: &Path) -> Result<Vec<String>>;
     /// Makes a directory's entries (creations, renames, removals) durable.
     fn sync_dir(&self, dir: &Path) -> Result<()>;
+    /// A hint: write the data of the file at `path`, which another handle is appending to, to
+    /// stable storage now, so that handle's next `sync` has little left to do. Guarantees
+    /// nothing (durability still comes from `WritableFile::sync`); failures are ignored. The
+    /// default does nothing.
+    fn sync_data_hint(&self, _path: &Path) {}
     /// Takes an exclusive lock on `path`, creating it; `Error::Locked` if someone holds it.
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>>;
     fn file_size(&self, path: &Path) -> Result<u64>;

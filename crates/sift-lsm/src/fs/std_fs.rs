@@ -117,6 +117,13 @@ impl FileSystem for StdFileSystem {
         directory.sync_all().map_err(|e| Error::io(dir, e))
     }
 
+    fn sync_data_hint(&self, path: &Path) {
+        // fdatasync through a second descriptor writes the file's dirty pages too.
+        if let Ok(file) = File::open(path) {
+            let _ = file.sync_data();
+        }
+    }
+
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
         // A POSIX record lock (`fcntl`), not `flock`: an `flock` belongs to the open file
         // description, which a child process spawned by any thread shares until it execs, so
