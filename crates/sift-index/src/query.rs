@@ -213,26 +213,49 @@ impl Query<'_> {
         if self.emitted.contains(pk) {
             return Ok(());
         }
+        self.validate_owned(pk.to_vec(), value, posting_seq, false)
+    }
+
+    /// [`Query::validate`] for a pk the caller owns (it moves into the hit). `unique`: the
+    /// query meets no other candidate of this pk (a composite point lookup's merged scan
+    /// gives each `value ‖ pk` key once), so the version read is not remembered for reuse
+    /// and the pk is not recorded as emitted.
+    fn validate_owned(
+        &mut self,
+        pk: Vec<u8>,
+        value: &[u8],
+        posting_seq: Option<SeqNo>,
+        unique: bool,
+    ) -> Result<()> {
         // A version read for an earlier candidate of the same pk is reused; one that becomes a
         // hit moves into the hit (its pk goes to `emitted`), so nothing is read twice.
-        let live = if let Some(live) = self.checked.remove(pk) {
+        let cached = if unique {
+            None
+        } else {
+            self.checked.remove(&pk)
+        };
+        let live = if let Some(live) = cached {
             live
         } else {
             self.stats.validations += 1;
-            self.read_primary(pk)?
+            self.read_primary(&pk)?
         };
         match live {
             Some(live) if live.in_range && posting_seq.is_none_or(|seq| seq == live.seq) => {
+                if !unique {
+                    self.emitted.insert(pk.clone());
+                }
                 let hit = Hit {
-                    pk: pk.to_vec(),
+                    pk,
                     seq: live.seq,
                     doc: live.into_doc(),
                 };
-                self.emitted.insert(pk.to_vec());
                 self.top.push(hit);
             }
             live => {
-                self.checked.insert(pk.to_vec(), live);
+                if !unique {
+                    self.checked.insert(pk.clone(), live);
+                }
                 self.stats.stale_entries += 1;
                 if self.index.record.read_repair {
                     self.stale.push(StaleEntry {
@@ -281,9 +304,21 @@ impl Query<'_> {
             if !self.top.would_accept(entry_seq.saturating_sub(1)) {
                 break;
             }
-            let (pk, _) =
+            let (pk, pk_bytes) =
                 decode_pk(&arena[value_end..end]).map_err(|e| self.corrupt("composite key", &e))?;
-            self.validate(&pk, &arena[start..value_end], None)?;
+            if self.point {
+                // Distinct keys of one value name distinct pks only if each key is exactly
+                // `value ‖ pk`.
+                if value_end + pk_bytes != end {
+                    return Err(self.corrupt(
+                        "composite key",
+                        &IndexError::corrupt(value_end + pk_bytes, "bytes after the primary key"),
+                    ));
+                }
+                self.validate_owned(pk, &arena[start..value_end], None, true)?;
+            } else {
+                self.validate(&pk, &arena[start..value_end], None)?;
+            }
         }
         Ok(())
     }

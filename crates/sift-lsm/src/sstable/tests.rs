@@ -1112,3 +1112,66 @@ fn garbage_blocks_error_or_decode_without_panicking() {
         let _ = block.entries();
     }
 }
+
+/// User keys with a long common prefix and tails that often tie in their first 8 bytes
+/// (`find_block` narrows by those bytes before comparing whole keys).
+fn prefixed_user_key(rng: &mut StdRng, prefix: &[u8]) -> Vec<u8> {
+    let mut key = prefix[..rng.gen_range(prefix.len().saturating_sub(1)..=prefix.len())].to_vec();
+    let tail = rng.gen_range(0..14);
+    key.extend((0..tail).map(|_| [0x00, b'a', b'b', 0xff][rng.gen_range(0..4)]));
+    key
+}
+
+#[test]
+fn find_block_by_separator_prefixes_matches_whole_key_search() {
+    let seed = rand::random::<u64>();
+    eprintln!("seed {seed}");
+    let mut rng = StdRng::seed_from_u64(seed);
+    for round in 0..12 {
+        let prefix: Vec<u8> = (0..rng.gen_range(0..10)).map(|_| rng.gen()).collect();
+        let mut users: Vec<Vec<u8>> = (0..rng.gen_range(1..600))
+            .map(|_| prefixed_user_key(&mut rng, &prefix))
+            .collect();
+        users.sort();
+        users.dedup();
+        let mut model: Entries = Vec::new();
+        for user in &users {
+            for seq in (1..=rng.gen_range(1..=3u64)).rev() {
+                model.push((make_internal_key(user, seq * 7, ValueKind::Put), vec![b'v'; 3]));
+            }
+        }
+        let config = BuildConfig {
+            block_bytes: [32, 64, 300][round % 3],
+            restart_interval: 2,
+            bloom_bits_per_key: 0,
+            compression: Compression::None,
+        };
+        let (bytes, _, _) = build(&model, &config, Vec::new());
+        let table = open(bytes, None).expect("open");
+        let mut targets: Vec<Vec<u8>> = model.iter().map(|(k, _)| k.clone()).collect();
+        for _ in 0..2000 {
+            let user = match rng.gen_range(0..4) {
+                0 => (0..rng.gen_range(0..12)).map(|_| rng.gen()).collect(),
+                1 => prefix[..rng.gen_range(0..=prefix.len())].to_vec(),
+                _ => prefixed_user_key(&mut rng, &prefix),
+            };
+            targets.push(make_seek_key(&user, rng.gen_range(0..30)));
+        }
+        targets.push(Vec::new());
+        targets.push(vec![1, 2, 3]);
+        for target in &targets {
+            assert_eq!(
+                table.find_block(target),
+                table.find_block_by_whole_keys(target),
+                "seed {seed}, round {round}, target {target:?}"
+            );
+        }
+        // Reads through the prefix search still find every entry.
+        for (key, value) in &model {
+            let seek = make_seek_key(user_key(key), 1 << 40);
+            let found = table.get(&seek, &ReadContext::default()).expect("get");
+            let first = model.iter().find(|(k, _)| user_key(k) == user_key(key));
+            assert_eq!(found.as_ref(), first, "seed {seed}, key {key:?} value {value:?}");
+        }
+    }
+}
