@@ -276,6 +276,9 @@ impl Query<'_> {
     /// entry first and stops at the first one that cannot enter the top K (an entry is
     /// written after the version it names, so its sequence number bounds the version's).
     fn run_composite(&mut self) -> Result<()> {
+        if self.point {
+            return self.run_composite_point();
+        }
         let tree = self.index.stand_alone_tree()?;
         let options = ReadOptions {
             lower_bound: Some(self.start.clone()),
@@ -321,6 +324,118 @@ impl Query<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Composite LOOKUP, component by component, newest first (as Algorithm 3 walks a lazy
+    /// index): each component's keys of the value are collected and validated newest entry
+    /// first, and the walk stops once the K-th hit is at least as new as every component
+    /// left (a hit's live version is older than its newest index entry). Most lookups find
+    /// their K newest hits in the small upper components and never scan the large bottom
+    /// level. A key met in a newer component (put or delete) shadows its entries below, so
+    /// each key — each pk, for one value — is validated at most once, as in a merged scan.
+    fn run_composite_point(&mut self) -> Result<()> {
+        let tree = self.index.stand_alone_tree()?;
+        let view = self.engine.components(tree, &self.read)?;
+        let ids = view.ids();
+        let attr_type = self.index.record.attr_type;
+        // Keys of the components already read (each component's in their own arena), sorted.
+        let mut arenas: Vec<Vec<u8>> = Vec::new();
+        let mut seen: Vec<(usize, usize, usize)> = Vec::new();
+        for (position, id) in ids.iter().enumerate() {
+            self.stats.components_read += 1;
+            // (entry seq, key start, value end, key end) per candidate, keys in `arena`.
+            let mut arena: Vec<u8> = Vec::new();
+            let mut keys: Vec<(usize, usize)> = Vec::new();
+            let mut candidates: Vec<(SeqNo, usize, usize, usize)> = Vec::new();
+            let mut iter = view.iter(*id)?;
+            iter.seek(&self.start)?;
+            while iter.valid() && self.in_range(iter.user_key()) {
+                let key = iter.user_key();
+                // A key's versions come newest first: the first visible one is the key's.
+                if keys.last().is_some_and(|&(s, e)| &arena[s..e] == key) {
+                    iter.next()?;
+                    continue;
+                }
+                let shadowed = !seen.is_empty()
+                    && seen
+                        .binary_search_by(|&(a, s, e)| arenas[a][s..e].cmp(key))
+                        .is_ok();
+                let start = arena.len();
+                arena.extend_from_slice(key);
+                keys.push((start, arena.len()));
+                if !shadowed && iter.kind() != ValueKind::Delete {
+                    self.stats.candidates_examined += 1;
+                    let (_, value_bytes) = decode_value(key, attr_type)
+                        .map_err(|e| self.corrupt("composite key", &e))?;
+                    candidates.push((iter.seq(), start, start + value_bytes, arena.len()));
+                }
+                iter.next()?;
+            }
+            candidates.sort_unstable_by_key(|c| Reverse(c.0));
+            for &(entry_seq, start, value_end, end) in &candidates {
+                if !self.top.would_accept(entry_seq.saturating_sub(1)) {
+                    break;
+                }
+                let (pk, pk_bytes) = decode_pk(&arena[value_end..end])
+                    .map_err(|e| self.corrupt("composite key", &e))?;
+                // Distinct keys of one value name distinct pks only if each key is exactly
+                // `value ‖ pk`.
+                if value_end + pk_bytes != end {
+                    return Err(self.corrupt(
+                        "composite key",
+                        &IndexError::corrupt(value_end + pk_bytes, "bytes after the primary key"),
+                    ));
+                }
+                self.validate_owned(pk, &arena[start..value_end], None, true)?;
+            }
+            let rest = &ids[position + 1..];
+            if rest.is_empty() {
+                break;
+            }
+            if self.top.is_full() {
+                let newest_left = self.newest_seq_in(&view, rest);
+                if self.top.min_seq().is_some_and(|min| newest_left <= min) {
+                    break;
+                }
+            }
+            if !keys.is_empty() {
+                let arena_index = arenas.len();
+                seen.extend(keys.iter().map(|&(s, e)| (arena_index, s, e)));
+                arenas.push(arena);
+                seen.sort_unstable_by(|&(a, s, e), &(b, t, f)| {
+                    arenas[a][s..e].cmp(&arenas[b][t..f])
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The newest sequence number any of `components` can hold in the queried key range
+    /// (memtables: unbounded).
+    fn newest_seq_in(
+        &self,
+        view: &sift_lsm::db::ComponentView,
+        components: &[ComponentId],
+    ) -> SeqNo {
+        components
+            .iter()
+            .map(|id| match id {
+                ComponentId::Memtable | ComponentId::ImmutableMemtable(_) => SeqNo::MAX,
+                ComponentId::Level0File(number) => view
+                    .files(0)
+                    .iter()
+                    .find(|f| f.number == *number)
+                    .map_or(SeqNo::MAX, |f| f.seq_max),
+                ComponentId::Level(level) => view
+                    .files(*level)
+                    .iter()
+                    .filter(|f| f.overlaps(Some(&self.start), self.end.as_deref()))
+                    .map(|f| f.seq_max)
+                    .max()
+                    .unwrap_or(0),
+            })
+            .max()
+            .unwrap_or(0)
     }
 
     /// Postings of one list, newest first: validated until one cannot enter the top K.
