@@ -217,9 +217,9 @@ impl Query<'_> {
     }
 
     /// [`Query::validate`] for a pk the caller owns (it moves into the hit). `unique`: the
-    /// query meets no other candidate of this pk (a composite point lookup's merged scan
-    /// gives each `value ‖ pk` key once), so the version read is not remembered for reuse
-    /// and the pk is not recorded as emitted.
+    /// query meets no other candidate of this pk (a composite point lookup validates each
+    /// `value ‖ pk` key once), so the version read is not remembered for reuse and the pk is
+    /// not recorded as emitted.
     fn validate_owned(
         &mut self,
         pk: Vec<u8>,
@@ -275,6 +275,7 @@ impl Query<'_> {
     /// sequence number (an index read, no primary read), then validates candidates newest
     /// entry first and stops at the first one that cannot enter the top K (an entry is
     /// written after the version it names, so its sequence number bounds the version's).
+    /// LOOKUPs (one value) walk components instead: [`Query::run_composite_point`].
     fn run_composite(&mut self) -> Result<()> {
         if self.point {
             return self.run_composite_point();
@@ -307,21 +308,9 @@ impl Query<'_> {
             if !self.top.would_accept(entry_seq.saturating_sub(1)) {
                 break;
             }
-            let (pk, pk_bytes) =
+            let (pk, _) =
                 decode_pk(&arena[value_end..end]).map_err(|e| self.corrupt("composite key", &e))?;
-            if self.point {
-                // Distinct keys of one value name distinct pks only if each key is exactly
-                // `value ‖ pk`.
-                if value_end + pk_bytes != end {
-                    return Err(self.corrupt(
-                        "composite key",
-                        &IndexError::corrupt(value_end + pk_bytes, "bytes after the primary key"),
-                    ));
-                }
-                self.validate_owned(pk, &arena[start..value_end], None, true)?;
-            } else {
-                self.validate(&pk, &arena[start..value_end], None)?;
-            }
+            self.validate(&pk, &arena[start..value_end], None)?;
         }
         Ok(())
     }
@@ -341,12 +330,15 @@ impl Query<'_> {
         // Keys of the components already read (each component's in their own arena), sorted.
         let mut arenas: Vec<Vec<u8>> = Vec::new();
         let mut seen: Vec<(usize, usize, usize)> = Vec::new();
+        // Sized for a typical value's entries, so collecting them rarely reallocates.
+        let mut keys: Vec<(usize, usize)> = Vec::with_capacity(256);
+        let mut candidates: Vec<(SeqNo, usize, usize, usize)> = Vec::with_capacity(256);
         for (position, id) in ids.iter().enumerate() {
             self.stats.components_read += 1;
             // (entry seq, key start, value end, key end) per candidate, keys in `arena`.
-            let mut arena: Vec<u8> = Vec::new();
-            let mut keys: Vec<(usize, usize)> = Vec::new();
-            let mut candidates: Vec<(SeqNo, usize, usize, usize)> = Vec::new();
+            let mut arena: Vec<u8> = Vec::with_capacity(8 << 10);
+            keys.clear();
+            candidates.clear();
             let mut iter = view.iter(*id)?;
             iter.seek(&self.start)?;
             while iter.valid() && self.in_range(iter.user_key()) {
@@ -494,7 +486,10 @@ impl Query<'_> {
         let mut based: HashSet<Vec<u8>> = HashSet::new();
         for (position, id) in ids.iter().enumerate() {
             self.stats.components_read += 1;
-            let mut adds: Vec<(Vec<u8>, Posting)> = Vec::new();
+            // Postings with the index (in `keys`) of the key they are filed under: a key is
+            // copied once, not once per posting.
+            let mut keys: Vec<Vec<u8>> = Vec::new();
+            let mut adds: Vec<(usize, Posting)> = Vec::new();
             let mut iter = view.iter(*id)?;
             iter.seek(&self.start)?;
             while iter.valid() && self.in_range(iter.user_key()) {
@@ -504,11 +499,15 @@ impl Query<'_> {
                     if kind != ValueKind::Delete {
                         let list = decode_postings(iter.value())
                             .map_err(|e| self.corrupt("posting fragment", &e))?;
+                        if keys.last().is_none_or(|last| last.as_slice() != key) {
+                            keys.push(key.to_vec());
+                        }
+                        let key_index = keys.len() - 1;
                         for posting in list {
                             if posting.remove {
                                 removed.insert((posting.pk, posting.seq));
                             } else {
-                                adds.push((key.to_vec(), posting));
+                                adds.push((key_index, posting));
                             }
                         }
                     }
@@ -519,16 +518,20 @@ impl Query<'_> {
                 iter.next()?;
             }
             adds.sort_by_key(|(_, posting)| Reverse(posting.seq));
-            for (value, posting) in adds {
+            for (key_index, posting) in adds {
                 // A posting cancelled by a remove fragment is not a candidate.
-                if removed.contains(&(posting.pk.clone(), posting.seq)) {
+                let seq = posting.seq;
+                let key = (posting.pk, seq);
+                if !removed.is_empty() && removed.contains(&key) {
                     continue;
                 }
                 self.stats.candidates_examined += 1;
-                if !self.top.would_accept(posting.seq) {
+                if !self.top.would_accept(seq) {
                     continue;
                 }
-                self.validate(&posting.pk, &value, Some(posting.seq))?;
+                if !self.emitted.contains(&key.0) {
+                    self.validate_owned(key.0, &keys[key_index], Some(seq), false)?;
+                }
             }
             if !self.top.is_full() {
                 continue;

@@ -124,11 +124,7 @@ fn separator_prefixes(index_keys: &[u8], index: &[IndexEntry]) -> (Vec<u8>, Vec<
         return (Vec::new(), Vec::new());
     };
     let (first, last) = (key(first), key(last));
-    let shared_len = first
-        .iter()
-        .zip(last)
-        .take_while(|(a, b)| a == b)
-        .count();
+    let shared_len = first.iter().zip(last).take_while(|(a, b)| a == b).count();
     let shared = first[..shared_len].to_vec();
     let prefixes = index
         .iter()

@@ -1137,7 +1137,10 @@ fn find_block_by_separator_prefixes_matches_whole_key_search() {
         let mut model: Entries = Vec::new();
         for user in &users {
             for seq in (1..=rng.gen_range(1..=3u64)).rev() {
-                model.push((make_internal_key(user, seq * 7, ValueKind::Put), vec![b'v'; 3]));
+                model.push((
+                    make_internal_key(user, seq * 7, ValueKind::Put),
+                    vec![b'v'; 3],
+                ));
             }
         }
         let config = BuildConfig {
@@ -1171,7 +1174,11 @@ fn find_block_by_separator_prefixes_matches_whole_key_search() {
             let seek = make_seek_key(user_key(key), 1 << 40);
             let found = table.get(&seek, &ReadContext::default()).expect("get");
             let first = model.iter().find(|(k, _)| user_key(k) == user_key(key));
-            assert_eq!(found.as_ref(), first, "seed {seed}, key {key:?} value {value:?}");
+            assert_eq!(
+                found.as_ref(),
+                first,
+                "seed {seed}, key {key:?} value {value:?}"
+            );
         }
     }
 }
