@@ -260,7 +260,7 @@ impl Query<'_> {
                 if self.index.record.read_repair {
                     self.stale.push(StaleEntry {
                         value: value.to_vec(),
-                        pk: pk.to_vec(),
+                        pk: pk.clone(),
                         seq: posting_seq.unwrap_or(0),
                     });
                 }

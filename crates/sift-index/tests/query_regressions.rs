@@ -436,7 +436,8 @@ fn composite_lookups_walking_components_match_brute_force() {
             setup(dir.path())
         };
         // pk -> (value, seq) of the live version.
-        let mut model: std::collections::BTreeMap<String, (i64, u64)> = Default::default();
+        let mut model: std::collections::BTreeMap<String, (i64, u64)> =
+            std::collections::BTreeMap::new();
         for step in 0..600 {
             let pk = format!("p{:03}", rng.gen_range(0..60));
             if rng.gen_bool(0.1) {
