@@ -213,31 +213,54 @@ impl Query<'_> {
         if self.emitted.contains(pk) {
             return Ok(());
         }
+        self.validate_owned(pk.to_vec(), value, posting_seq, false)
+    }
+
+    /// [`Query::validate`] for a pk the caller owns (it moves into the hit). `unique`: the
+    /// query meets no other candidate of this pk (a composite point lookup validates each
+    /// `value ‖ pk` key once), so the version read is not remembered for reuse and the pk is
+    /// not recorded as emitted.
+    fn validate_owned(
+        &mut self,
+        pk: Vec<u8>,
+        value: &[u8],
+        posting_seq: Option<SeqNo>,
+        unique: bool,
+    ) -> Result<()> {
         // A version read for an earlier candidate of the same pk is reused; one that becomes a
         // hit moves into the hit (its pk goes to `emitted`), so nothing is read twice.
-        let live = if let Some(live) = self.checked.remove(pk) {
+        let cached = if unique {
+            None
+        } else {
+            self.checked.remove(&pk)
+        };
+        let live = if let Some(live) = cached {
             live
         } else {
             self.stats.validations += 1;
-            self.read_primary(pk)?
+            self.read_primary(&pk)?
         };
         match live {
             Some(live) if live.in_range && posting_seq.is_none_or(|seq| seq == live.seq) => {
+                if !unique {
+                    self.emitted.insert(pk.clone());
+                }
                 let hit = Hit {
-                    pk: pk.to_vec(),
+                    pk,
                     seq: live.seq,
                     doc: live.into_doc(),
                 };
-                self.emitted.insert(pk.to_vec());
                 self.top.push(hit);
             }
             live => {
-                self.checked.insert(pk.to_vec(), live);
+                if !unique {
+                    self.checked.insert(pk.clone(), live);
+                }
                 self.stats.stale_entries += 1;
                 if self.index.record.read_repair {
                     self.stale.push(StaleEntry {
                         value: value.to_vec(),
-                        pk: pk.to_vec(),
+                        pk: pk.clone(),
                         seq: posting_seq.unwrap_or(0),
                     });
                 }
@@ -252,7 +275,11 @@ impl Query<'_> {
     /// sequence number (an index read, no primary read), then validates candidates newest
     /// entry first and stops at the first one that cannot enter the top K (an entry is
     /// written after the version it names, so its sequence number bounds the version's).
+    /// LOOKUPs (one value) walk components instead: [`Query::run_composite_point`].
     fn run_composite(&mut self) -> Result<()> {
+        if self.point {
+            return self.run_composite_point();
+        }
         let tree = self.index.stand_alone_tree()?;
         let options = ReadOptions {
             lower_bound: Some(self.start.clone()),
@@ -286,6 +313,121 @@ impl Query<'_> {
             self.validate(&pk, &arena[start..value_end], None)?;
         }
         Ok(())
+    }
+
+    /// Composite LOOKUP, component by component, newest first (as Algorithm 3 walks a lazy
+    /// index): each component's keys of the value are collected and validated newest entry
+    /// first, and the walk stops once the K-th hit is at least as new as every component
+    /// left (a hit's live version is older than its newest index entry). Most lookups find
+    /// their K newest hits in the small upper components and never scan the large bottom
+    /// level. A key met in a newer component (put or delete) shadows its entries below, so
+    /// each key — each pk, for one value — is validated at most once, as in a merged scan.
+    fn run_composite_point(&mut self) -> Result<()> {
+        let tree = self.index.stand_alone_tree()?;
+        let view = self.engine.components(tree, &self.read)?;
+        let ids = view.ids();
+        let attr_type = self.index.record.attr_type;
+        // Keys of the components already read (each component's in their own arena), sorted.
+        let mut arenas: Vec<Vec<u8>> = Vec::new();
+        let mut seen: Vec<(usize, usize, usize)> = Vec::new();
+        // Sized for a typical value's entries, so collecting them rarely reallocates.
+        let mut keys: Vec<(usize, usize)> = Vec::with_capacity(256);
+        let mut candidates: Vec<(SeqNo, usize, usize, usize)> = Vec::with_capacity(256);
+        for (position, id) in ids.iter().enumerate() {
+            self.stats.components_read += 1;
+            // (entry seq, key start, value end, key end) per candidate, keys in `arena`.
+            let mut arena: Vec<u8> = Vec::with_capacity(8 << 10);
+            keys.clear();
+            candidates.clear();
+            let mut iter = view.iter(*id)?;
+            iter.seek(&self.start)?;
+            while iter.valid() && self.in_range(iter.user_key()) {
+                let key = iter.user_key();
+                // A key's versions come newest first: the first visible one is the key's.
+                if keys.last().is_some_and(|&(s, e)| &arena[s..e] == key) {
+                    iter.next()?;
+                    continue;
+                }
+                let shadowed = !seen.is_empty()
+                    && seen
+                        .binary_search_by(|&(a, s, e)| arenas[a][s..e].cmp(key))
+                        .is_ok();
+                let start = arena.len();
+                arena.extend_from_slice(key);
+                keys.push((start, arena.len()));
+                if !shadowed && iter.kind() != ValueKind::Delete {
+                    self.stats.candidates_examined += 1;
+                    let (_, value_bytes) = decode_value(key, attr_type)
+                        .map_err(|e| self.corrupt("composite key", &e))?;
+                    candidates.push((iter.seq(), start, start + value_bytes, arena.len()));
+                }
+                iter.next()?;
+            }
+            candidates.sort_unstable_by_key(|c| Reverse(c.0));
+            for &(entry_seq, start, value_end, end) in &candidates {
+                if !self.top.would_accept(entry_seq.saturating_sub(1)) {
+                    break;
+                }
+                let (pk, pk_bytes) = decode_pk(&arena[value_end..end])
+                    .map_err(|e| self.corrupt("composite key", &e))?;
+                // Distinct keys of one value name distinct pks only if each key is exactly
+                // `value ‖ pk`.
+                if value_end + pk_bytes != end {
+                    return Err(self.corrupt(
+                        "composite key",
+                        &IndexError::corrupt(value_end + pk_bytes, "bytes after the primary key"),
+                    ));
+                }
+                self.validate_owned(pk, &arena[start..value_end], None, true)?;
+            }
+            let rest = &ids[position + 1..];
+            if rest.is_empty() {
+                break;
+            }
+            if self.top.is_full() {
+                let newest_left = self.newest_seq_in(&view, rest);
+                if self.top.min_seq().is_some_and(|min| newest_left <= min) {
+                    break;
+                }
+            }
+            if !keys.is_empty() {
+                let arena_index = arenas.len();
+                seen.extend(keys.iter().map(|&(s, e)| (arena_index, s, e)));
+                arenas.push(arena);
+                seen.sort_unstable_by(|&(a, s, e), &(b, t, f)| {
+                    arenas[a][s..e].cmp(&arenas[b][t..f])
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The newest sequence number any of `components` can hold in the queried key range
+    /// (memtables: unbounded).
+    fn newest_seq_in(
+        &self,
+        view: &sift_lsm::db::ComponentView,
+        components: &[ComponentId],
+    ) -> SeqNo {
+        components
+            .iter()
+            .map(|id| match id {
+                ComponentId::Memtable | ComponentId::ImmutableMemtable(_) => SeqNo::MAX,
+                ComponentId::Level0File(number) => view
+                    .files(0)
+                    .iter()
+                    .find(|f| f.number == *number)
+                    .map_or(SeqNo::MAX, |f| f.seq_max),
+                ComponentId::Level(level) => view
+                    .files(*level)
+                    .iter()
+                    .filter(|f| f.overlaps(Some(&self.start), self.end.as_deref()))
+                    .map(|f| f.seq_max)
+                    .max()
+                    .unwrap_or(0),
+            })
+            .max()
+            .unwrap_or(0)
     }
 
     /// Postings of one list, newest first: validated until one cannot enter the top K.
@@ -344,7 +486,10 @@ impl Query<'_> {
         let mut based: HashSet<Vec<u8>> = HashSet::new();
         for (position, id) in ids.iter().enumerate() {
             self.stats.components_read += 1;
-            let mut adds: Vec<(Vec<u8>, Posting)> = Vec::new();
+            // Postings with the index (in `keys`) of the key they are filed under: a key is
+            // copied once, not once per posting.
+            let mut keys: Vec<Vec<u8>> = Vec::new();
+            let mut adds: Vec<(usize, Posting)> = Vec::new();
             let mut iter = view.iter(*id)?;
             iter.seek(&self.start)?;
             while iter.valid() && self.in_range(iter.user_key()) {
@@ -354,11 +499,15 @@ impl Query<'_> {
                     if kind != ValueKind::Delete {
                         let list = decode_postings(iter.value())
                             .map_err(|e| self.corrupt("posting fragment", &e))?;
+                        if keys.last().is_none_or(|last| last.as_slice() != key) {
+                            keys.push(key.to_vec());
+                        }
+                        let key_index = keys.len() - 1;
                         for posting in list {
                             if posting.remove {
                                 removed.insert((posting.pk, posting.seq));
                             } else {
-                                adds.push((key.to_vec(), posting));
+                                adds.push((key_index, posting));
                             }
                         }
                     }
@@ -369,16 +518,20 @@ impl Query<'_> {
                 iter.next()?;
             }
             adds.sort_by_key(|(_, posting)| Reverse(posting.seq));
-            for (value, posting) in adds {
+            for (key_index, posting) in adds {
                 // A posting cancelled by a remove fragment is not a candidate.
-                if removed.contains(&(posting.pk.clone(), posting.seq)) {
+                let seq = posting.seq;
+                let key = (posting.pk, seq);
+                if !removed.is_empty() && removed.contains(&key) {
                     continue;
                 }
                 self.stats.candidates_examined += 1;
-                if !self.top.would_accept(posting.seq) {
+                if !self.top.would_accept(seq) {
                     continue;
                 }
-                self.validate(&posting.pk, &value, Some(posting.seq))?;
+                if !self.emitted.contains(&key.0) {
+                    self.validate_owned(key.0, &keys[key_index], Some(seq), false)?;
+                }
             }
             if !self.top.is_full() {
                 continue;
