@@ -1273,6 +1273,10 @@ impl Database {
                 &mut around,
             )?;
             if !batch.is_empty() {
+                // Before anything below queues work for these sequence numbers: a batch the
+                // commit refuses would leave queued updates that another write's numbers could
+                // make look committed.
+                self.engine.check_batch(&batch)?;
                 attempted_last = Some(base + batch.len() as u64 - 1);
             }
             let AroundCommit {

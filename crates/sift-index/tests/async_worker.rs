@@ -134,3 +134,43 @@ fn workers_run_at_the_configured_nice_value() {
         db.close().unwrap();
     }
 }
+
+/// Regression (review of the write path): a write the engine refuses after its batch was
+/// built (here a document over the engine's `value_bytes_max`) queued its index updates
+/// before the refusal and cancelled them only after the commit lock was released. In that
+/// gap another write could take the same sequence numbers and a worker could apply the
+/// refused write's updates. Now the batch is checked before anything is queued.
+#[test]
+fn a_write_the_engine_refuses_queues_no_index_update() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = small_options();
+    options.engine.value_bytes_max = 1024;
+    let db = Database::open(dir.path(), options).unwrap();
+    db.create_collection(COLLECTION, "id").unwrap();
+    db.create_index(
+        COLLECTION,
+        IndexSpec::new("v", "v", AttrType::Int, IndexKind::Composite)
+            .with_maintenance(Maintenance::AsyncSimple),
+    )
+    .unwrap();
+    db.put(COLLECTION, br#"{"id":"a","v":1}"#).unwrap();
+    db.wait_until_indexed().unwrap();
+    let queued_before = db.async_index_stats().updates_queued;
+    let oversized = format!(r#"{{"id":"a","v":2,"body":"{}"}}"#, "x".repeat(2048));
+    let error = db.put(COLLECTION, oversized.as_bytes()).unwrap_err();
+    assert!(
+        error.to_string().contains("value_bytes_max"),
+        "unexpected error: {error}"
+    );
+    assert_eq!(
+        db.async_index_stats().updates_queued,
+        queued_before,
+        "the refused write queued index updates"
+    );
+    db.wait_until_indexed().unwrap();
+    let seq = db.get(COLLECTION, b"a").unwrap().unwrap().seq;
+    assert_eq!(
+        index_entries(&db),
+        BTreeSet::from([(1, "a".to_owned(), seq)])
+    );
+}
