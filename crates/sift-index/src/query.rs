@@ -539,25 +539,7 @@ impl Query<'_> {
             if self.point {
                 break;
             }
-            let newest_left = ids[position + 1..]
-                .iter()
-                .map(|id| match id {
-                    ComponentId::Memtable | ComponentId::ImmutableMemtable(_) => SeqNo::MAX,
-                    ComponentId::Level0File(number) => view
-                        .files(0)
-                        .iter()
-                        .find(|f| f.number == *number)
-                        .map_or(SeqNo::MAX, |f| f.seq_max),
-                    ComponentId::Level(level) => view
-                        .files(*level)
-                        .iter()
-                        .filter(|f| f.overlaps(Some(&self.start), self.end.as_deref()))
-                        .map(|f| f.seq_max)
-                        .max()
-                        .unwrap_or(0),
-                })
-                .max()
-                .unwrap_or(0);
+            let newest_left = self.newest_seq_in(&view, &ids[position + 1..]);
             if self.top.min_seq().is_some_and(|min| newest_left <= min) {
                 break;
             }

@@ -417,14 +417,7 @@ impl Table {
         let bytes: Arc<[u8]> =
             read_block(&*self.file, &self.path, handle, self.footer_offset, &what)?.into();
         let disk_bytes = handle.size + super::BLOCK_TRAILER_BYTES as u64;
-        self.counters.blocks_read_from_disk.fetch_add(1, Relaxed);
-        self.counters
-            .bytes_read_from_disk
-            .fetch_add(disk_bytes, Relaxed);
-        if let Some(stats) = &ctx.stats {
-            stats.blocks_read_from_disk.fetch_add(1, Relaxed);
-            stats.bytes_read_from_disk.fetch_add(disk_bytes, Relaxed);
-        }
+        self.count_disk_read(disk_bytes, ctx);
         if ctx.fill_cache {
             if let Some(cache) = &self.cache {
                 cache.insert_meta(self.file_number, handle.offset, Arc::clone(&bytes));
@@ -548,14 +541,7 @@ impl Table {
         let borrowed = matches!(data, BlockBytes::Mapped(_));
         let block = Arc::new(Block::new(data).map_err(|e| self.block_error(ordinal, e))?);
         let disk_bytes = handle.size + super::BLOCK_TRAILER_BYTES as u64;
-        self.counters.blocks_read_from_disk.fetch_add(1, Relaxed);
-        self.counters
-            .bytes_read_from_disk
-            .fetch_add(disk_bytes, Relaxed);
-        if let Some(stats) = &ctx.stats {
-            stats.blocks_read_from_disk.fetch_add(1, Relaxed);
-            stats.bytes_read_from_disk.fetch_add(disk_bytes, Relaxed);
-        }
+        self.count_disk_read(disk_bytes, ctx);
         if ctx.fill_cache && !borrowed {
             if let Some(cache) = &self.cache {
                 cache.insert(self.file_number, handle.offset, Arc::clone(&block));
@@ -665,13 +651,9 @@ impl Table {
         entry.get(value_start..value_start.checked_add(value_len)?)
     }
 
-    /// Counts one read of a data block (what [`Table::data_block`] counts when it reads from
-    /// the file), for readers that take entries out of blocks in place.
-    pub fn count_data_block_read(&self, ordinal: usize, ctx: &ReadContext) {
-        let Some(entry) = self.index.get(ordinal) else {
-            return;
-        };
-        let disk_bytes = entry.handle.size + super::BLOCK_TRAILER_BYTES as u64;
+    /// Counts one block of `disk_bytes` (trailer included) read from the file, in the table's
+    /// counters and the read's own statistics.
+    fn count_disk_read(&self, disk_bytes: u64, ctx: &ReadContext) {
         self.counters.blocks_read_from_disk.fetch_add(1, Relaxed);
         self.counters
             .bytes_read_from_disk
@@ -680,6 +662,16 @@ impl Table {
             stats.blocks_read_from_disk.fetch_add(1, Relaxed);
             stats.bytes_read_from_disk.fetch_add(disk_bytes, Relaxed);
         }
+    }
+
+    /// Counts one read of a data block (what [`Table::data_block`] counts when it reads from
+    /// the file), for readers that take entries out of blocks in place.
+    pub fn count_data_block_read(&self, ordinal: usize, ctx: &ReadContext) {
+        let Some(entry) = self.index.get(ordinal) else {
+            return;
+        };
+        let disk_bytes = entry.handle.size + super::BLOCK_TRAILER_BYTES as u64;
+        self.count_disk_read(disk_bytes, ctx);
     }
 
     /// A hint that `bytes` bytes from byte `offset` of data block `ordinal` of a memory-mapped
