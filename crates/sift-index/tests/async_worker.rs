@@ -19,6 +19,11 @@ const COLLECTION: &str = "docs";
 fn open(dir: &std::path::Path, nice: i32) -> Database {
     let mut options = small_options();
     options.async_index.worker_nice = nice;
+    open_with(dir, options)
+}
+
+/// A database with collection `docs` and its async-simple composite index `v` on `v`.
+fn open_with(dir: &std::path::Path, options: sift_index::DatabaseOptions) -> Database {
     let db = Database::open(dir, options).unwrap();
     db.create_collection(COLLECTION, "id").unwrap();
     db.create_index(
@@ -145,14 +150,7 @@ fn a_write_the_engine_refuses_queues_no_index_update() {
     let dir = tempfile::tempdir().unwrap();
     let mut options = small_options();
     options.engine.value_bytes_max = 1024;
-    let db = Database::open(dir.path(), options).unwrap();
-    db.create_collection(COLLECTION, "id").unwrap();
-    db.create_index(
-        COLLECTION,
-        IndexSpec::new("v", "v", AttrType::Int, IndexKind::Composite)
-            .with_maintenance(Maintenance::AsyncSimple),
-    )
-    .unwrap();
+    let db = open_with(dir.path(), options);
     db.put(COLLECTION, br#"{"id":"a","v":1}"#).unwrap();
     db.wait_until_indexed().unwrap();
     let queued_before = db.async_index_stats().updates_queued;
