@@ -17,6 +17,11 @@ fn setup(dir: &std::path::Path) -> Database {
     options.engine.l0_compaction_trigger = 100;
     options.engine.l0_slowdown_trigger = 200;
     options.engine.l0_stop_trigger = 300;
+    setup_with(dir, options)
+}
+
+/// Collection `docs` with one index per configuration of `CONFIGS`, all on `n`.
+fn setup_with(dir: &std::path::Path, options: DatabaseOptions) -> Database {
     let db = Database::open(dir, options).unwrap();
     db.create_collection("docs", "id").unwrap();
     for (name, kind, maintenance, read_repair) in CONFIGS {
@@ -423,15 +428,7 @@ fn composite_lookups_walking_components_match_brute_force() {
     for mixed_levels in [false, true] {
         let dir = tempfile::tempdir().unwrap();
         let db = if mixed_levels {
-            let db = Database::open(dir.path(), small_options()).unwrap();
-            db.create_collection("docs", "id").unwrap();
-            for (name, kind, maintenance, read_repair) in CONFIGS {
-                let spec = IndexSpec::new(name, "n", AttrType::Int, kind)
-                    .with_maintenance(maintenance)
-                    .with_read_repair(read_repair);
-                db.create_index("docs", spec).unwrap();
-            }
-            db
+            setup_with(dir.path(), small_options())
         } else {
             setup(dir.path())
         };
