@@ -1273,10 +1273,6 @@ impl Database {
                 &mut around,
             )?;
             if !batch.is_empty() {
-                // Before anything below queues work for these sequence numbers: a batch the
-                // commit refuses would leave queued updates that another write's numbers could
-                // make look committed.
-                self.engine.check_batch(&batch)?;
                 attempted_last = Some(base + batch.len() as u64 - 1);
             }
             let AroundCommit {
@@ -1304,6 +1300,11 @@ impl Database {
                 ));
             }
             if !async_items.is_empty() {
+                // A batch the commit refuses must not leave queued updates that another
+                // write's sequence numbers could make look committed (the memo and the
+                // embedded maps are undone instead; the engine checks every batch anyway, so
+                // only writes that queue pay for this second check).
+                self.engine.check_batch(&batch)?;
                 // Queued before the sequence numbers are published (see `async_index`).
                 queued = Some((base, base + batch.len() as u64));
                 self.async_index
