@@ -586,6 +586,31 @@ impl Table {
         block.entries().map_err(|e| self.block_error(ordinal, e))
     }
 
+    /// Calls `visit(internal_key, value, entry_offset)` for each entry of data block `ordinal`
+    /// (from the cache or the file, verified), in block order, without copying them.
+    /// `entry_offset` is where the entry starts in the uncompressed block: what the table
+    /// builder gave collectors as `CollectorEntry::block_offset` when it wrote the entry, so a
+    /// reader feeding a collector from an existing table gives it the same.
+    pub fn visit_block_entries<F>(
+        &self,
+        ordinal: usize,
+        ctx: &ReadContext,
+        mut visit: F,
+    ) -> Result<()>
+    where
+        F: FnMut(&[u8], &[u8], usize) -> Result<()>,
+    {
+        let block = self.read_data_block(ordinal, ctx)?;
+        let mut iter = BlockIter::new(block);
+        iter.seek_to_first()
+            .map_err(|e| self.block_error(ordinal, e))?;
+        while iter.valid() {
+            visit(iter.key(), iter.value(), iter.entry_offset())?;
+            iter.next().map_err(|e| self.block_error(ordinal, e))?;
+        }
+        Ok(())
+    }
+
     /// Data block `ordinal` (from the cache or the file, verified), for readers that pick
     /// entries out of it by key ([`Table::data_block_value`]) without copying the others.
     pub fn data_block(&self, ordinal: usize, ctx: &ReadContext) -> Result<DataBlock> {

@@ -1205,3 +1205,54 @@ fn mapped_entry_value_reads_entries_at_their_collector_offsets() {
         }
     }
 }
+
+/// `visit_block_entries` gives every entry, in table order, with the offset the builder told
+/// collectors, compressed blocks included (offsets are into the uncompressed block).
+#[test]
+fn visit_block_entries_gives_the_collector_offsets() {
+    let seed = 0x0ff5_e075;
+    let mut rng = StdRng::seed_from_u64(seed);
+    for compression in [Compression::None, Compression::Snappy] {
+        let model = random_model(&mut rng, 300);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let collector = OffsetCollector {
+            block: 0,
+            seen: Arc::clone(&seen),
+        };
+        let config = BuildConfig {
+            compression,
+            ..BuildConfig::default()
+        };
+        let (bytes, _, _) = build(
+            &model,
+            &config,
+            vec![("offsets".to_owned(), Box::new(collector))],
+        );
+        let table = open(bytes, None).expect("open");
+        let mut visited = Vec::new();
+        for ordinal in 0..table.block_count() {
+            table
+                .visit_block_entries(
+                    ordinal,
+                    &ReadContext::default(),
+                    |key: &[u8], value: &[u8], at| {
+                        let block = u32::try_from(ordinal).expect("small table");
+                        let offset = u32::try_from(at).ok();
+                        visited.push(((key.to_vec(), block, offset), value.to_vec()));
+                        Ok(())
+                    },
+                )
+                .expect("visit");
+        }
+        let seen = seen.lock();
+        assert!(table.block_count() > 1, "seed {seed:#x}: several blocks");
+        assert_eq!(visited.len(), model.len(), "seed {seed:#x}");
+        for (((visit, value), seen), (key, model_value)) in
+            visited.iter().zip(seen.iter()).zip(model.iter())
+        {
+            assert_eq!(visit, seen, "seed {seed:#x} {compression:?}");
+            assert_eq!(&visit.0, key, "seed {seed:#x}");
+            assert_eq!(value, model_value, "seed {seed:#x}");
+        }
+    }
+}

@@ -241,6 +241,13 @@ impl BlockIter {
         &self.block.data[self.value_start..self.value_end]
     }
 
+    /// Where the current entry starts in the block (the table builder's
+    /// `CollectorEntry::block_offset` for it).
+    #[inline]
+    pub fn entry_offset(&self) -> usize {
+        self.current
+    }
+
     /// Where the current entry's value lies in the block (see [`Block::value_at`]).
     pub(crate) fn value_range(&self) -> std::ops::Range<usize> {
         self.value_start..self.value_end
