@@ -78,6 +78,10 @@ pub struct DatabaseOptions {
     /// default: it costs a memtable search per write and more memtable inserts, for less
     /// garbage before flushes.
     pub deferred_fast_path: bool,
+    /// What `open` does about `next` / `sst-local` indexes whose online build was interrupted
+    /// (some live tables still lack their blocks): resume it in a background thread (the
+    /// default; [`Database::wait_for_index_builds`]), or leave it.
+    pub index_builds_at_open: crate::next::build::IndexBuildsAtOpen,
     /// Testing aid: runs in `open` right after the engine's compactions resume (they are
     /// paused from the engine's open until the asynchronous indexes' retention is in place),
     /// before the catalog is loaded.
@@ -190,6 +194,9 @@ pub(crate) struct Catalog {
 
 /// Documents and their secondary indexes. `Send + Sync`.
 pub struct Database {
+    /// Builds resumed at open (`next/build.rs`). First, so that dropping the database stops
+    /// and joins its thread before the engine handle goes.
+    pub(crate) index_builds: crate::next::build::IndexBuilds,
     /// Shared with the asynchronous index workers.
     pub(crate) engine: Arc<Db>,
     pub(crate) catalog_tree: Tree,
@@ -198,7 +205,7 @@ pub struct Database {
     /// maintenance relies on it).
     write_lock: Mutex<()>,
     type_mismatch: TypeMismatchPolicy,
-    progress: Option<ProgressCallback>,
+    pub(crate) progress: Option<ProgressCallback>,
     write_options: WriteOptions,
     /// Deferred indexes by primary tree, for the compaction observer (`deferred.rs`).
     pub(crate) deferred: Arc<DeferredRegistry>,
@@ -332,6 +339,7 @@ impl Database {
         }
         let opened_sequence = engine.latest_sequence();
         let database = Database {
+            index_builds: crate::next::build::IndexBuilds::default(),
             engine,
             catalog_tree,
             catalog: Arc::new(RwLock::new(Arc::new(Catalog::default()))),
@@ -366,6 +374,9 @@ impl Database {
             database.update_deferred_marker(None)?;
         }
         database.start_async_index()?;
+        if options.index_builds_at_open == crate::next::build::IndexBuildsAtOpen::Resume {
+            database.resume_index_builds()?;
+        }
         database.open_timings.lock().total_us = elapsed_us(open_started);
         Ok(database)
     }
@@ -379,6 +390,7 @@ impl Database {
     /// then saves each memory index to a snapshot so the next open loads it instead of
     /// scanning (`memory_snapshot.rs`).
     pub fn close(self) -> Result<()> {
+        self.index_builds.stop();
         self.stop_async_index();
         let catalog = Arc::clone(&self.catalog.read());
         // No write can run: `self` is owned here and the workers are stopped, so this is the
@@ -1122,7 +1134,14 @@ impl Database {
         drop(guard);
         if matches!(record.kind, IndexKind::SstLocal | IndexKind::Next) {
             // Online: writes go on while the older tables get their blocks (NEXT §5).
-            crate::next::build::build_online(self, &collection, &record, progress)?;
+            crate::next::build::build_online(
+                &self.engine,
+                &self.next,
+                &collection,
+                &record,
+                &std::sync::atomic::AtomicBool::new(false),
+                progress,
+            )?;
         }
         Ok(record)
     }

@@ -111,7 +111,10 @@ pub use error::{
 };
 pub use geo::GeoBox;
 pub use memory_snapshot::MemoryIndexOrigin;
-pub use next::{GlobalIndexReport, SplitDelta, Validation};
+pub use next::{
+    GlobalIndexReport, IndexBuildFailure, IndexBuildStatus, IndexBuildsAtOpen,
+    SecondaryBlocksReport, SplitDelta, Validation,
+};
 pub use path::AttrPath;
 pub use query::{Hit, QueryResult, QueryStats};
 pub use sift_lsm::SeqNo;

@@ -53,6 +53,10 @@ pub struct QueryStats {
     pub blocks_skipped: u64,
     /// Embedded: tables ruled out by their zone maps (from the manifest) or sequence numbers.
     pub tables_skipped: u64,
+    /// `next` / `sst-local`: hits whose document was taken straight out of a memory-mapped
+    /// data block, checked against the checksum in its secondary entry (no verified read of
+    /// the whole block).
+    pub entries_read_in_place: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -20,9 +20,9 @@ use super::collector::NextCollector;
 use super::format::{
     decode_directory, directory_name, property_lists, DirectoryEntry, COLLECTOR_NAME,
 };
-use super::{view_files, AttributeSpec, NextIndexState};
+use super::{view_files, AttributeSpec, NextIndexState, Registry};
 use crate::catalog::IndexRecord;
-use crate::database::{BackfillProgress, Collection, Database};
+use crate::database::{BackfillProgress, Collection, Database, ProgressCallback};
 use crate::error::{IndexError, Result};
 use crate::value::AttrType;
 use parking_lot::Mutex;
@@ -33,7 +33,9 @@ use sift_lsm::sstable::ReadContext;
 use sift_lsm::version::FileMetaData;
 use sift_lsm::{ComponentId, Db, ReadOptions, Tree, TreeOptions, WriteBatch, WriteOptions};
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 
 /// Name of the side tree of a primary tree.
 pub(crate) fn side_tree_name(primary_tree_name: &str) -> String {
@@ -152,41 +154,52 @@ type MetaBlocks = Vec<(String, Vec<u8>)>;
 
 /// The secondary blocks of one table for one attribute (and how many versions were read): the
 /// table's entries fed to the collector, data block by data block, exactly as when the table
-/// was written.
+/// was written — with where each entry starts in its data block, as the table builder gives
+/// it, so the blocks are byte for byte those a flush or compaction writes (entries that
+/// queries read in place). `None` when `stop` was set meanwhile.
 fn build_file(
     view: &ComponentView,
     file: &Arc<FileMetaData>,
     spec: &AttributeSpec,
     context: &ReadContext,
-) -> Result<(MetaBlocks, u64)> {
+    stop: &AtomicBool,
+) -> Result<Option<(MetaBlocks, u64)>> {
     let table = view.table(file)?;
     let mut collector = NextCollector::new(std::slice::from_ref(spec), Arc::default());
     let mut entries = 0u64;
     for ordinal in 0..table.block_count() {
-        for (internal_key, value) in table.read_block_entries(ordinal, context)? {
-            let Some(parsed) = parse_internal_key(&internal_key) else {
-                return Err(sift_lsm::Error::corruption(
-                    table.path(),
-                    table.block_handle(ordinal).map_or(0, |h| h.offset),
-                    format!("data block {ordinal} holds a malformed internal key"),
-                )
-                .into());
-            };
-            entries += 1;
-            collector.add(&CollectorEntry {
-                user_key: parsed.user_key,
-                seq: parsed.seq,
-                kind: parsed.kind,
-                value: &value,
-                block_offset: None,
-            });
+        if stop.load(AtomicOrdering::Relaxed) {
+            return Ok(None);
         }
+        let block_offset = table.block_handle(ordinal).map_or(0, |h| h.offset);
+        table.visit_block_entries(
+            ordinal,
+            context,
+            |internal_key: &[u8], value: &[u8], entry_offset: usize| {
+                let Some(parsed) = parse_internal_key(internal_key) else {
+                    return Err(sift_lsm::Error::corruption(
+                        table.path(),
+                        block_offset,
+                        format!("data block {ordinal} holds a malformed internal key"),
+                    ));
+                };
+                entries += 1;
+                collector.add(&CollectorEntry {
+                    user_key: parsed.user_key,
+                    seq: parsed.seq,
+                    kind: parsed.kind,
+                    value,
+                    block_offset: u32::try_from(entry_offset).ok(),
+                });
+                Ok(())
+            },
+        )?;
         collector.finish_block(&FinishedBlock {
             ordinal: u32::try_from(ordinal).unwrap_or(u32::MAX),
             handle: table.block_handle(ordinal).unwrap_or_default(),
         });
     }
-    Ok((collector.finish_table().meta_blocks, entries))
+    Ok(Some((collector.finish_table().meta_blocks, entries)))
 }
 
 /// Live files without secondary blocks for the index: deepest level first, level 0 last.
@@ -214,20 +227,20 @@ fn unindexed_files(view: &ComponentView, state: &NextIndexState) -> Vec<Arc<File
 }
 
 /// The collection's side tree, created on first use.
-fn side_tree(database: &Database, primary: &Tree) -> Result<Tree> {
-    if let Some(side) = database.next.side_tree(primary.id()) {
+fn side_tree(engine: &Db, next: &Registry, primary: &Tree) -> Result<Tree> {
+    if let Some(side) = next.side_tree(primary.id()) {
         return Ok(side);
     }
     let name = side_tree_name(primary.name());
-    let side = match database.engine.tree(&name) {
+    let side = match engine.tree(&name) {
         Ok(side) => side,
-        Err(_) => match database.engine.create_tree(&name, TreeOptions::default()) {
+        Err(_) => match engine.create_tree(&name, TreeOptions::default()) {
             Ok(side) => side,
-            Err(sift_lsm::Error::TreeExists(_)) => database.engine.tree(&name)?,
+            Err(sift_lsm::Error::TreeExists(_)) => engine.tree(&name)?,
             Err(e) => return Err(e.into()),
         },
     };
-    database.next.set_side_tree(primary.id(), side.clone());
+    next.set_side_tree(primary.id(), side.clone());
     Ok(side)
 }
 
@@ -256,16 +269,27 @@ fn publish(
 /// registered lack its blocks too; a later pass picks them up.
 const PASSES_MAX: usize = 3;
 
+/// How an online build ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BuildEnd {
+    /// Every live table it found has blocks (or the index was dropped meanwhile).
+    Done,
+    /// `stop` was set: the remaining tables are still scanned by queries.
+    Stopped,
+}
+
 /// Indexes, largest level first, the live tables of the collection that have no secondary
 /// blocks for the index, while writes go on (the caller must not hold the write lock).
-/// `progress` is called after each file with the versions read so far.
+/// `progress` is called after each file with the versions read so far. Checks `stop` between
+/// data blocks.
 pub(crate) fn build_online(
-    database: &Database,
+    engine: &Db,
+    next: &Registry,
     collection: &Collection,
     record: &IndexRecord,
+    stop: &AtomicBool,
     progress: &mut dyn FnMut(&BackfillProgress),
-) -> Result<()> {
-    let engine = &database.engine;
+) -> Result<BuildEnd> {
     let primary = &collection.primary;
     let report = |documents_done: u64, finished: bool| BackfillProgress {
         collection: collection.record.name.clone(),
@@ -276,7 +300,7 @@ pub(crate) fn build_online(
     let mut done = 0;
     let context = ReadContext::from_read_options(&ReadOptions::default());
     for _ in 0..PASSES_MAX {
-        let Some(state) = database.next.index(primary.id(), record.id) else {
+        let Some(state) = next.index(primary.id(), record.id) else {
             break; // dropped meanwhile
         };
         let view = engine.components(primary, &ReadOptions::default())?;
@@ -284,12 +308,15 @@ pub(crate) fn build_online(
         if todo.is_empty() {
             break;
         }
-        let side = side_tree(database, primary)?;
+        let side = side_tree(engine, next, primary)?;
         for file in todo {
-            if database.next.index(primary.id(), record.id).is_none() {
+            if next.index(primary.id(), record.id).is_none() {
                 break;
             }
-            let (blocks, entries) = build_file(&view, &file, &state.spec, &context)?;
+            let Some((blocks, entries)) = build_file(&view, &file, &state.spec, &context, stop)?
+            else {
+                return Ok(BuildEnd::Stopped);
+            };
             let directory_key = directory_name(state.spec.attr_id);
             let mut directory = Vec::new();
             let mut batch = WriteBatch::new();
@@ -307,20 +334,215 @@ pub(crate) fn build_online(
         }
     }
     progress(&report(done, true));
-    Ok(())
+    Ok(BuildEnd::Done)
+}
+
+/// What [`Database::open`] does about `next` / `sst-local` indexes whose online build was
+/// interrupted (`DatabaseOptions::index_builds_at_open`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum IndexBuildsAtOpen {
+    /// Resume the builds in a background thread, with writes and queries going on.
+    #[default]
+    Resume,
+    /// Leave them: the tables without blocks are scanned by queries until a compaction
+    /// rewrites them or [`Database::build_secondary_blocks`] is called.
+    Leave,
+}
+
+/// A background build that failed (see [`IndexBuildStatus`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexBuildFailure {
+    pub collection: String,
+    pub index: String,
+    pub message: String,
+}
+
+/// The builds of `next` and `sst-local` indexes that [`Database::open`] resumed in the
+/// background (an earlier online build was interrupted: the process stopped, or `progress`
+/// failed). Meanwhile and after a failure the index is exact: queries scan the tables that
+/// have no blocks yet.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IndexBuildStatus {
+    /// The background build is still running.
+    pub running: bool,
+    /// `(collection, index)` of every index whose build was resumed, in build order.
+    pub resumed: Vec<(String, String)>,
+    /// Of `resumed`, those whose build ended with every live table indexed (or the index
+    /// dropped).
+    pub finished: Vec<(String, String)>,
+    /// Tables indexed by the background build.
+    pub files_built: u64,
+    /// Builds that failed. Nothing is retried before the next open (or a call of
+    /// [`Database::build_secondary_blocks`]).
+    pub failures: Vec<IndexBuildFailure>,
+}
+
+/// The background thread of resumed builds, owned by the [`Database`]: stopped and joined
+/// when the database is dropped or closed.
+#[derive(Default)]
+pub(crate) struct IndexBuilds {
+    stop: Arc<AtomicBool>,
+    worker: Mutex<Option<JoinHandle<()>>>,
+    status: Arc<Mutex<IndexBuildStatus>>,
+}
+
+/// An index to build in the background.
+struct Resumed {
+    collection: Arc<Collection>,
+    record: IndexRecord,
+}
+
+impl IndexBuilds {
+    /// Starts the thread that builds `todo` one index after the other.
+    fn start(
+        &self,
+        engine: Arc<Db>,
+        next: Arc<Registry>,
+        todo: Vec<Resumed>,
+        progress: Option<ProgressCallback>,
+    ) {
+        let mut worker = self.worker.lock();
+        {
+            let mut status = self.status.lock();
+            status.running = true;
+            status.resumed.extend(
+                todo.iter()
+                    .map(|r| (r.collection.record.name.clone(), r.record.name.clone())),
+            );
+        }
+        let stop = Arc::clone(&self.stop);
+        let status = Arc::clone(&self.status);
+        let spawned = std::thread::Builder::new()
+            .name("sift-index-build".to_string())
+            .spawn({
+                let status = Arc::clone(&status);
+                move || run_resumed(&engine, &next, &todo, &stop, &status, progress.as_ref())
+            });
+        match spawned {
+            Ok(handle) => *worker = Some(handle),
+            Err(error) => {
+                let mut status = status.lock();
+                status.running = false;
+                status.failures.push(IndexBuildFailure {
+                    collection: String::new(),
+                    index: String::new(),
+                    message: format!("cannot start the index build thread: {error}"),
+                });
+            }
+        }
+    }
+
+    /// Waits for the thread (a second caller waits for the first one's join).
+    fn join(&self) -> IndexBuildStatus {
+        let mut worker = self.worker.lock();
+        if let Some(handle) = worker.take() {
+            if handle.join().is_err() {
+                let mut status = self.status.lock();
+                status.running = false;
+                status.failures.push(IndexBuildFailure {
+                    collection: String::new(),
+                    index: String::new(),
+                    message: "the index build thread panicked".to_string(),
+                });
+            }
+        }
+        self.status.lock().clone()
+    }
+
+    /// Stops the thread after its current data block and joins it.
+    pub(crate) fn stop(&self) {
+        self.stop.store(true, AtomicOrdering::Relaxed);
+        self.join();
+    }
+}
+
+impl Drop for IndexBuilds {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The body of the background thread.
+fn run_resumed(
+    engine: &Db,
+    next: &Registry,
+    todo: &[Resumed],
+    stop: &AtomicBool,
+    status: &Mutex<IndexBuildStatus>,
+    progress: Option<&ProgressCallback>,
+) {
+    for resumed in todo {
+        if stop.load(AtomicOrdering::Relaxed) {
+            break;
+        }
+        let collection = &resumed.collection;
+        let record = &resumed.record;
+        let names = (collection.record.name.clone(), record.name.clone());
+        let result = build_online(engine, next, collection, record, stop, &mut |report| {
+            if !report.finished {
+                status.lock().files_built += 1;
+            }
+            if let Some(progress) = progress {
+                progress(report);
+            }
+        });
+        match result {
+            Ok(BuildEnd::Done) => status.lock().finished.push(names),
+            Ok(BuildEnd::Stopped) => break,
+            // An index (or collection) dropped meanwhile is not a failure.
+            Err(_) if next.index(collection.primary.id(), record.id).is_none() => {
+                status.lock().finished.push(names);
+            }
+            Err(error) => status.lock().failures.push(IndexBuildFailure {
+                collection: names.0,
+                index: names.1,
+                message: error.to_string(),
+            }),
+        }
+    }
+    status.lock().running = false;
+}
+
+/// What [`Database::check_secondary_blocks`] found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SecondaryBlocksReport {
+    /// Live files whose blocks are in the table (written by a flush or compaction).
+    pub files_in_tables: usize,
+    /// Live files whose blocks were built online (in the side tree).
+    pub files_built_online: usize,
+    /// Live files without blocks for the index (scanned by queries).
+    pub files_unindexed: usize,
+    /// Meta blocks compared (secondary blocks and directories).
+    pub blocks: usize,
 }
 
 impl Database {
     /// Builds, online, the secondary blocks a `next` or `sst-local` index lacks for the live
     /// tables written before it existed (largest level first; writes go on meanwhile, and
     /// queries are exact throughout since unindexed tables are scanned). `create_index` does
-    /// this already; call it after a restart interrupted that build. Returns when done.
+    /// this already, and [`Database::open`] resumes an interrupted build in the background
+    /// (`DatabaseOptions::index_builds_at_open`). Returns when done.
     pub fn build_secondary_blocks(
         &self,
         collection: &str,
         index: &str,
         progress: &mut dyn FnMut(&BackfillProgress),
     ) -> Result<()> {
+        let (collection, record) = self.next_index(collection, index)?;
+        let never = AtomicBool::new(false);
+        build_online(
+            &self.engine,
+            &self.next,
+            &collection,
+            &record,
+            &never,
+            progress,
+        )?;
+        Ok(())
+    }
+
+    /// The collection and the record of a `next` or `sst-local` index.
+    fn next_index(&self, collection: &str, index: &str) -> Result<(Arc<Collection>, IndexRecord)> {
         let collection = self.collection_arc(collection)?;
         let index = collection.index(index)?;
         if !matches!(
@@ -336,6 +558,125 @@ impl Database {
             });
         }
         let record = index.record.clone();
-        build_online(self, &collection, &record, progress)
+        Ok((collection, record))
+    }
+
+    /// At open: starts, in a background thread, the builds of the `next` and `sst-local`
+    /// indexes that some live table still lacks blocks for.
+    pub(crate) fn resume_index_builds(&self) -> Result<()> {
+        let catalog = Arc::clone(&self.catalog.read());
+        let mut todo = Vec::new();
+        for collection in catalog.collections.values() {
+            let primary = &collection.primary;
+            for index in &collection.indexes {
+                let Some(state) = self.next.index(primary.id(), index.record.id) else {
+                    continue; // not a next or sst-local index
+                };
+                let view = self.engine.components(primary, &ReadOptions::default())?;
+                if !unindexed_files(&view, &state).is_empty() {
+                    todo.push(Resumed {
+                        collection: Arc::clone(collection),
+                        record: index.record.clone(),
+                    });
+                }
+            }
+        }
+        if !todo.is_empty() {
+            self.index_builds.start(
+                Arc::clone(&self.engine),
+                Arc::clone(&self.next),
+                todo,
+                self.progress.clone(),
+            );
+        }
+        Ok(())
+    }
+
+    /// Where the builds resumed at open stand (nothing resumed: all zero).
+    pub fn index_build_status(&self) -> IndexBuildStatus {
+        self.index_builds.status.lock().clone()
+    }
+
+    /// Waits until the builds resumed at open end, and says how they ended.
+    pub fn wait_for_index_builds(&self) -> IndexBuildStatus {
+        self.index_builds.join()
+    }
+
+    /// Rebuilds, from its entries, the secondary blocks of every live table of the collection
+    /// that has blocks for a `next` or `sst-local` index (in the table, or built online into
+    /// the side tree) and checks that the stored blocks are byte for byte the rebuilt ones.
+    /// Reads every such table. Meaningful when no build of the index runs (blocks written by
+    /// an older format version, without checksums or entry offsets, are reported as
+    /// different).
+    pub fn check_secondary_blocks(
+        &self,
+        collection: &str,
+        index: &str,
+    ) -> Result<SecondaryBlocksReport> {
+        let (collection, record) = self.next_index(collection, index)?;
+        let primary = &collection.primary;
+        let engine = &self.engine;
+        let state = self.next.index(primary.id(), record.id).ok_or_else(|| {
+            IndexError::Internal(format!("index `{}` is not registered", record.name))
+        })?;
+        let view = engine.components(primary, &ReadOptions::default())?;
+        let side_files = state.side_files.lock().clone();
+        let side = self.next.side_tree(primary.id());
+        let context = ReadContext::from_read_options(&ReadOptions::default());
+        let never = AtomicBool::new(false);
+        let mut report = SecondaryBlocksReport::default();
+        for file in view_files(&view) {
+            let in_table =
+                property_lists(file.properties().get(COLLECTOR_NAME), state.spec.attr_id);
+            let online = side
+                .as_ref()
+                .filter(|_| !in_table && side_files.contains(&file.number));
+            if !in_table && online.is_none() {
+                report.files_unindexed += 1;
+                continue;
+            }
+            let Some((rebuilt, _)) = build_file(&view, &file, &state.spec, &context, &never)?
+            else {
+                continue;
+            };
+            let table = view.table(&file)?;
+            for (name, bytes) in &rebuilt {
+                let stored = match online {
+                    Some(side) => read_side_block(engine, side, file.number, name)?,
+                    None => table.meta_block(COLLECTOR_NAME, name)?.ok_or_else(|| {
+                        sift_lsm::Error::corruption(
+                            table.path(),
+                            0,
+                            format!(
+                                "table lists attribute {} but has no block {name:?}",
+                                state.spec.attr_id
+                            ),
+                        )
+                    })?,
+                };
+                if stored != *bytes {
+                    return Err(IndexError::Internal(format!(
+                        "index `{}`: block {name:?} of file {} ({}) differs from the one \
+                         rebuilt from the file's entries ({} bytes stored, {} rebuilt)",
+                        record.name,
+                        file.number,
+                        if online.is_some() {
+                            "built online"
+                        } else {
+                            "in the table"
+                        },
+                        stored.len(),
+                        bytes.len()
+                    )));
+                }
+                report.blocks += 1;
+            }
+            if online.is_some() {
+                report.files_built_online += 1;
+            } else {
+                report.files_in_tables += 1;
+            }
+        }
+        Ok(report)
     }
 }

@@ -37,6 +37,8 @@ pub(crate) mod memo;
 pub(crate) mod query;
 pub(crate) mod rtree;
 
+pub use build::{IndexBuildFailure, IndexBuildStatus, IndexBuildsAtOpen, SecondaryBlocksReport};
+
 use crate::catalog::{IndexKind, IndexRecord};
 use crate::embedded::memtable::MemtableMap;
 use crate::encoding::{decode_value, encode_value_to_vec};

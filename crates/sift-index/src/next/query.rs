@@ -912,7 +912,7 @@ fn document_of(run: &Run<'_>, pk: &[u8], envelope: &[u8]) -> Result<Vec<u8>> {
 /// Anything that does not match falls back to the verified read of the block, which reports a
 /// damaged block as corruption.
 fn fetch_from_block(
-    run: &Run<'_>,
+    run: &mut Run<'_>,
     history: &mut ReadHistory,
     table: &Arc<Table>,
     (file_number, ordinal): (u64, u32),
@@ -932,6 +932,7 @@ fn fetch_from_block(
                 table.count_data_block_read(ordinal as usize, &run.context);
                 None
             });
+            run.stats.entries_read_in_place += 1;
             return document_of(run, &candidate.pk, envelope);
         }
     }

@@ -1,0 +1,569 @@
+//! Online creation of `next` and `sst-local` indexes, continued: the blocks built online for
+//! tables written before the index are the collector's own (every entry with its value's
+//! checksum and its place in its data block, so queries read it in place), and a build that
+//! was interrupted resumes in the background at the next open, with writes, flushes,
+//! compactions and model-checked queries going on, and stops cleanly when the database is
+//! dropped or closed. `SIFT_SEED` replays a run.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+mod common;
+
+use common::{seed, small_options, SeedGuard};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use sift_index::next::format::{decode_secondary_block, CHECKSUMMED_SECONDARY_TAG};
+use sift_index::{
+    AttrType, AttrValue, BackfillProgress, Database, DatabaseOptions, IndexBuildStatus,
+    IndexBuildsAtOpen, IndexKind, IndexSpec, Validation,
+};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone)]
+struct ModelDoc {
+    seq: u64,
+    doc: Vec<u8>,
+    n: i64,
+}
+
+impl common::ModelVersion for ModelDoc {
+    fn seq(&self) -> u64 {
+        self.seq
+    }
+    fn doc(&self) -> &[u8] {
+        &self.doc
+    }
+}
+
+type Model = BTreeMap<Vec<u8>, ModelDoc>;
+
+const PKS: u32 = 400;
+const VALUES: i64 = 50;
+
+/// (name, kind, validation): both kinds, both validations.
+const INDEXES: [(&str, IndexKind, Validation); 2] = [
+    ("next_n", IndexKind::Next, Validation::GetLite),
+    ("local_n", IndexKind::SstLocal, Validation::Memo),
+];
+
+fn spec(name: &str, kind: IndexKind, validation: Validation) -> IndexSpec {
+    IndexSpec::new(name, "n", AttrType::Int, kind).with_validation(validation)
+}
+
+fn options(at_open: IndexBuildsAtOpen) -> DatabaseOptions {
+    let mut options = small_options();
+    options.index_builds_at_open = at_open;
+    options
+}
+
+fn put_pk(db: &Database, model: &mut Model, rng: &mut StdRng, pk: u32) {
+    let n = rng.gen_range(0..VALUES);
+    let doc = serde_json::json!({
+        "id": format!("pk{pk:03}"),
+        "n": n,
+        "pad": "x".repeat(rng.gen_range(0..80)),
+    });
+    let json = serde_json::to_vec(&doc).unwrap();
+    let seq = db.put("docs", &json).unwrap();
+    model.insert(
+        format!("pk{pk:03}").into_bytes(),
+        ModelDoc { seq, doc: json, n },
+    );
+}
+
+fn write_some(db: &Database, model: &mut Model, rng: &mut StdRng) {
+    for _ in 0..rng.gen_range(1..20) {
+        if rng.gen_bool(0.85) {
+            let pk = rng.gen_range(0..PKS);
+            put_pk(db, model, rng, pk);
+        } else {
+            let pk = format!("pk{:03}", rng.gen_range(0..PKS)).into_bytes();
+            let result = db.delete("docs", &pk).unwrap();
+            assert_eq!(result.is_some(), model.remove(&pk).is_some());
+        }
+    }
+}
+
+/// Writes, then sometimes a flush or a full compaction.
+fn write_and_maybe_reshape(db: &Database, model: &mut Model, rng: &mut StdRng) {
+    write_some(db, model, rng);
+    match rng.gen_range(0..10) {
+        0..=2 => db.flush().unwrap(),
+        3 => db.compact_all().unwrap(),
+        _ => {}
+    }
+}
+
+fn show(hits: &[(Vec<u8>, u64, Vec<u8>)]) -> Vec<String> {
+    hits.iter()
+        .map(|(pk, seq, _)| format!("{}@{seq}", String::from_utf8_lossy(pk)))
+        .collect()
+}
+
+/// A random range query on every index, compared with a brute-force filter of the model.
+fn check(db: &Database, model: &Model, rng: &mut StdRng, what: &str) {
+    for (name, ..) in INDEXES {
+        let limit = [Some(1), Some(5), None][rng.gen_range(0..3)];
+        let lo = rng.gen_range(0..VALUES);
+        let hi = lo + rng.gen_range(0..8);
+        let got = db
+            .range(
+                "docs",
+                name,
+                &AttrValue::Int(lo),
+                &AttrValue::Int(hi),
+                limit,
+            )
+            .unwrap();
+        let got: Vec<_> = got
+            .hits
+            .iter()
+            .map(|hit| (hit.pk.clone(), hit.seq, hit.doc.clone()))
+            .collect();
+        let want = common::newest_first(model, |d| lo <= d.n && d.n <= hi, limit);
+        assert!(
+            got == want,
+            "{what}: {name} range {lo}..={hi} limit {limit:?}: got {:?}, want {:?}",
+            show(&got),
+            show(&want)
+        );
+    }
+}
+
+/// Fills the collection until its tables span level 0 and deeper levels.
+fn fill(db: &Database, model: &mut Model, rng: &mut StdRng) {
+    for round in 0..6 {
+        for _ in 0..150 {
+            let pk = rng.gen_range(0..PKS);
+            put_pk(db, model, rng, pk);
+        }
+        db.flush().unwrap();
+        if round == 3 {
+            db.compact_all().unwrap();
+        }
+    }
+    db.engine().wait_for_background_work().unwrap();
+}
+
+/// Live tables of the collection without blocks for `index` (checking, on the way, that the
+/// stored blocks of the others are what the collector makes of their entries).
+fn unindexed(db: &Database, index: &str) -> usize {
+    db.engine().wait_for_background_work().unwrap();
+    db.check_secondary_blocks("docs", index)
+        .unwrap_or_else(|e| panic!("{index}: {e}"))
+        .files_unindexed
+}
+
+/// The secondary blocks in the collection's side tree (built online), per index.
+fn side_blocks(db: &Database) -> usize {
+    let info = db.collection("docs").unwrap();
+    let side_name = format!("{}.next", info.record.primary_tree_name());
+    let side = db.engine().tree(&side_name).expect("the side tree exists");
+    let mut iter = db
+        .engine()
+        .iter(&side, sift_lsm::ReadOptions::default())
+        .unwrap();
+    iter.seek_to_first().unwrap();
+    let mut blocks = 0;
+    while iter.valid() {
+        let name = String::from_utf8_lossy(&iter.key()[8..]).to_string();
+        for index in &info.indexes {
+            // "s.<attribute>.<block>": the secondary blocks of this index.
+            if !name.starts_with(&format!("s.{}.", index.attr_id)) {
+                continue;
+            }
+            let bytes = iter.value();
+            assert_eq!(
+                bytes[1], CHECKSUMMED_SECONDARY_TAG,
+                "{name}: a block built online without checksums"
+            );
+            let entries = decode_secondary_block(bytes, index.attr_id).unwrap();
+            assert!(!entries.is_empty());
+            for entry in entries {
+                assert!(entry.value_checksum.is_some(), "{name}: {entry:?}");
+                assert!(
+                    entry.entry_offset.is_some(),
+                    "{name}: an entry built online does not say where it is in its data block: \
+                     {entry:?}"
+                );
+            }
+            blocks += 1;
+        }
+        iter.next().unwrap();
+    }
+    blocks
+}
+
+/// Blocks built online for tables written without the index are those a flush writes (same
+/// encoder, same entry offsets and checksums, byte for byte), and queries read their entries
+/// in place, not through a verified read of the whole data block.
+#[test]
+fn online_built_blocks_are_the_collectors_and_are_read_in_place() {
+    let seed = seed();
+    let _guard = SeedGuard(seed);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = options(IndexBuildsAtOpen::Leave);
+    // No compaction of its own: the tables written before the index stay (with blocks built
+    // online) next to those flushed after it (with the collector's blocks).
+    options.engine.l0_compaction_trigger = 16;
+    options.engine.level1_bytes_max = 16 << 20;
+    let db = Database::open(dir.path(), options).unwrap();
+    db.create_collection("docs", "id").unwrap();
+    let mut model = Model::new();
+    // Every pk once: no candidate is stale, so each hit is either validated by a primary
+    // read or taken from its data block.
+    let mut pks: Vec<u32> = (0..PKS).collect();
+    for round in 0..4 {
+        for _ in 0..PKS / 4 {
+            let pk = pks.swap_remove(rng.gen_range(0..pks.len()));
+            put_pk(&db, &mut model, &mut rng, pk);
+        }
+        db.flush().unwrap();
+        if round == 1 {
+            db.compact_all().unwrap();
+        }
+    }
+    db.engine().wait_for_background_work().unwrap();
+    for (name, kind, validation) in INDEXES {
+        db.create_index("docs", spec(name, kind, validation))
+            .unwrap();
+        let report = db.check_secondary_blocks("docs", name).unwrap();
+        assert!(
+            report.files_built_online > 0,
+            "seed {seed}: {name}: {report:?}"
+        );
+        assert_eq!(report.files_unindexed, 0, "seed {seed}: {name}: {report:?}");
+    }
+    assert!(
+        side_blocks(&db) > 0,
+        "seed {seed}: no block was built online"
+    );
+    // Every table was written without the index: every hit from a table comes from a block
+    // built online.
+    for (name, ..) in INDEXES {
+        let result = db
+            .range(
+                "docs",
+                name,
+                &AttrValue::Int(0),
+                &AttrValue::Int(VALUES),
+                None,
+            )
+            .unwrap();
+        let hits = result.hits.len() as u64;
+        let want = common::newest_first(&model, |_| true, None);
+        assert_eq!(hits, want.len() as u64, "seed {seed}: {name}");
+        let stats = &result.stats;
+        assert_eq!(stats.stale_entries, 0, "seed {seed}: {name}: {stats:?}");
+        assert_eq!(
+            stats.entries_read_in_place + stats.validations,
+            hits,
+            "seed {seed}: {name}: each hit is read in place or validated by a primary read: \
+             {stats:?}"
+        );
+        assert!(
+            stats.entries_read_in_place * 2 > hits,
+            "seed {seed}: {name}: most hits should be read in place from blocks built online: \
+             {stats:?}"
+        );
+    }
+    // Tables written with the index present: their blocks and the online ones agree with
+    // what the collector makes of each table's entries.
+    for _ in 0..3 {
+        write_some(&db, &mut model, &mut rng);
+        db.flush().unwrap();
+    }
+    for (name, ..) in INDEXES {
+        db.engine().wait_for_background_work().unwrap();
+        let report = db.check_secondary_blocks("docs", name).unwrap();
+        assert!(
+            report.files_in_tables > 0,
+            "seed {seed}: {name}: {report:?}"
+        );
+        assert!(
+            report.files_built_online > 0,
+            "seed {seed}: {name}: {report:?}"
+        );
+    }
+    for _ in 0..20 {
+        check(&db, &model, &mut rng, &format!("seed {seed}"));
+    }
+}
+
+/// The payload of the panic that stands for a process dying in the middle of a build.
+struct Interrupted;
+
+/// Creates the indexes, each build interrupted after `files` tables (a panic out of the
+/// progress callback, which runs without locks: as if the process had died there).
+fn create_interrupted(db: &Database, files: u64, seed: u64) {
+    for (name, kind, validation) in INDEXES {
+        let mut built = 0;
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            db.create_index_with_progress("docs", spec(name, kind, validation), &mut |p| {
+                if !p.finished {
+                    built += 1;
+                    if built == files {
+                        std::panic::resume_unwind(Box::new(Interrupted));
+                    }
+                }
+            })
+        }));
+        assert!(
+            outcome.is_err(),
+            "seed {seed}: {name}: the build ended before {files} files"
+        );
+        assert!(
+            unindexed(db, name) > 0,
+            "seed {seed}: {name}: nothing left to build"
+        );
+    }
+}
+
+fn open_with_progress(
+    path: &Path,
+    progress: impl Fn(&BackfillProgress) + Send + Sync + 'static,
+) -> Database {
+    let mut options = options(IndexBuildsAtOpen::Resume);
+    options.progress = Some(Arc::new(progress));
+    Database::open(path, options).unwrap()
+}
+
+/// A build interrupted after a few tables resumes at the next open, in the background. Between
+/// every table of the resumed build (the progress callback waits for the test), the test
+/// writes, flushes or compacts, and checks every index against the model; at the end every
+/// live table is indexed.
+#[test]
+fn an_interrupted_build_resumes_at_open() {
+    let seed = seed();
+    let _guard = SeedGuard(seed);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let mut model = Model::new();
+    {
+        let db = Database::open(dir.path(), options(IndexBuildsAtOpen::Resume)).unwrap();
+        db.create_collection("docs", "id").unwrap();
+        fill(&db, &mut model, &mut rng);
+        create_interrupted(&db, 2, seed);
+        for _ in 0..5 {
+            check(&db, &model, &mut rng, &format!("seed {seed}: interrupted"));
+        }
+    }
+    // Not resumed when told so.
+    {
+        let db = Database::open(dir.path(), options(IndexBuildsAtOpen::Leave)).unwrap();
+        assert_eq!(db.index_build_status(), IndexBuildStatus::default());
+        for (name, ..) in INDEXES {
+            assert!(unindexed(&db, name) > 0, "seed {seed}: {name}");
+        }
+        db.close().unwrap();
+    }
+    let (file_done, files_done) = mpsc::channel::<()>();
+    let (go_on, go) = mpsc::channel::<()>();
+    let go = parking_lot::Mutex::new(go);
+    let db = open_with_progress(dir.path(), move |progress| {
+        if !progress.finished {
+            let _ = file_done.send(());
+            // The test works meanwhile; it may also have stopped waiting (a failure).
+            let _ = go.lock().recv_timeout(Duration::from_secs(10));
+        }
+    });
+    let mut between_files = 0;
+    loop {
+        match files_done.recv_timeout(Duration::from_millis(50)) {
+            Ok(()) => {
+                between_files += 1;
+                let what = format!("seed {seed}: resumed build, after file {between_files}");
+                write_and_maybe_reshape(&db, &mut model, &mut rng);
+                check(&db, &model, &mut rng, &what);
+                go_on.send(()).unwrap();
+            }
+            Err(_) if !db.index_build_status().running => break,
+            Err(_) => {}
+        }
+    }
+    let status = db.wait_for_index_builds();
+    assert!(status.failures.is_empty(), "seed {seed}: {status:?}");
+    let mut names: Vec<(String, String)> = INDEXES
+        .iter()
+        .map(|(name, ..)| ("docs".to_string(), (*name).to_string()))
+        .collect();
+    names.sort();
+    let sorted = |mut list: Vec<(String, String)>| {
+        list.sort();
+        list
+    };
+    assert_eq!(
+        sorted(status.resumed.clone()),
+        names,
+        "seed {seed}: {status:?}"
+    );
+    assert_eq!(
+        sorted(status.finished.clone()),
+        names,
+        "seed {seed}: {status:?}"
+    );
+    assert!(!status.running);
+    assert_eq!(status.files_built, between_files, "seed {seed}: {status:?}");
+    assert!(between_files > 0, "seed {seed}: nothing was resumed");
+    for (name, ..) in INDEXES {
+        assert_eq!(
+            unindexed(&db, name),
+            0,
+            "seed {seed}: {name} after the resumed build"
+        );
+    }
+    let report = db.check_global_index("docs", "next_n").unwrap();
+    assert_eq!(report.files_unindexed, 0, "seed {seed}: {report:?}");
+    for _ in 0..10 {
+        check(
+            &db,
+            &model,
+            &mut rng,
+            &format!("seed {seed}: after the resumed build"),
+        );
+    }
+    db.close().unwrap();
+    // Nothing left to resume.
+    let db = Database::open(dir.path(), options(IndexBuildsAtOpen::Resume)).unwrap();
+    assert_eq!(db.wait_for_index_builds(), IndexBuildStatus::default());
+    check(&db, &model, &mut rng, &format!("seed {seed}: reopened"));
+}
+
+/// The resumed build runs freely while the test writes, flushes, compacts and checks every
+/// index against the model: answers are exact throughout.
+#[test]
+fn writes_and_compactions_race_a_resumed_build() {
+    let seed = seed();
+    let _guard = SeedGuard(seed);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let mut model = Model::new();
+    {
+        let db = Database::open(dir.path(), options(IndexBuildsAtOpen::Resume)).unwrap();
+        db.create_collection("docs", "id").unwrap();
+        fill(&db, &mut model, &mut rng);
+        create_interrupted(&db, 1, seed);
+    }
+    // A short pause per table so that the build overlaps the test's work.
+    let db = open_with_progress(dir.path(), |_| std::thread::sleep(Duration::from_millis(3)));
+    let mut rounds = 0;
+    let mut rounds_while_running = 0;
+    while rounds < 10 || db.index_build_status().running {
+        let running = db.index_build_status().running;
+        write_and_maybe_reshape(&db, &mut model, &mut rng);
+        check(
+            &db,
+            &model,
+            &mut rng,
+            &format!("seed {seed}: race round {rounds}"),
+        );
+        rounds += 1;
+        rounds_while_running += u32::from(running);
+        assert!(
+            rounds < 10_000,
+            "seed {seed}: the resumed build does not end"
+        );
+    }
+    let status = db.wait_for_index_builds();
+    assert!(status.failures.is_empty(), "seed {seed}: {status:?}");
+    assert_eq!(
+        status.finished.len(),
+        INDEXES.len(),
+        "seed {seed}: {status:?}"
+    );
+    assert!(status.files_built > 0, "seed {seed}: {status:?}");
+    eprintln!("seed {seed}: {rounds_while_running} of {rounds} rounds ran during the build");
+    for (name, ..) in INDEXES {
+        assert_eq!(unindexed(&db, name), 0, "seed {seed}: {name}");
+    }
+    for _ in 0..10 {
+        check(
+            &db,
+            &model,
+            &mut rng,
+            &format!("seed {seed}: after the race"),
+        );
+    }
+}
+
+/// Dropping or closing the database while a resumed build runs stops and joins its thread
+/// (the progress callback, which the thread holds, is released), without an error; the
+/// next open resumes what is left.
+#[test]
+fn drop_and_close_stop_a_resumed_build() {
+    let seed = seed();
+    let _guard = SeedGuard(seed);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let mut model = Model::new();
+    {
+        let db = Database::open(dir.path(), options(IndexBuildsAtOpen::Resume)).unwrap();
+        db.create_collection("docs", "id").unwrap();
+        fill(&db, &mut model, &mut rng);
+        create_interrupted(&db, 1, seed);
+    }
+    let files_built = Arc::new(AtomicU64::new(0));
+    for close in [false, true] {
+        let (file_done, files_done) = mpsc::channel::<()>();
+        let (go_on, go) = mpsc::channel::<()>();
+        let go = parking_lot::Mutex::new(go);
+        let counter = Arc::clone(&files_built);
+        let db = open_with_progress(dir.path(), move |progress| {
+            if !progress.finished {
+                counter.fetch_add(1, Ordering::Relaxed);
+                let _ = file_done.send(());
+                let _ = go.lock().recv_timeout(Duration::from_secs(10));
+            }
+        });
+        // The build is waiting after its first table: stop the database meanwhile.
+        files_done
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the build resumes");
+        let started = Instant::now();
+        let stopper = std::thread::spawn(move || {
+            if close {
+                db.close().unwrap();
+            } else {
+                drop(db);
+            }
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        // Let the build go on; it stops at its next data block.
+        let mut files_after_stop = 0;
+        loop {
+            let _ = go_on.send(());
+            match files_done.recv_timeout(Duration::from_secs(30)) {
+                Ok(()) => files_after_stop += 1,
+                // The callback is gone with the database: the thread ended.
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                Err(mpsc::RecvTimeoutError::Timeout) => panic!("seed {seed}: the build hangs"),
+            }
+        }
+        stopper.join().unwrap();
+        eprintln!(
+            "seed {seed}: close {close}: stopped in {:?}, {files_after_stop} files after the stop",
+            started.elapsed()
+        );
+    }
+    let db = Database::open(dir.path(), options(IndexBuildsAtOpen::Resume)).unwrap();
+    let status = db.wait_for_index_builds();
+    assert!(status.failures.is_empty(), "seed {seed}: {status:?}");
+    for (name, ..) in INDEXES {
+        assert_eq!(unindexed(&db, name), 0, "seed {seed}: {name}");
+    }
+    assert!(files_built.load(Ordering::Relaxed) >= 2, "seed {seed}");
+    for _ in 0..10 {
+        check(
+            &db,
+            &model,
+            &mut rng,
+            &format!("seed {seed}: after the stops"),
+        );
+    }
+}
