@@ -67,7 +67,8 @@ pub struct DatabaseOptions {
     pub engine: Options,
     /// What a write does with an attribute of the wrong type.
     pub type_mismatch: TypeMismatchPolicy,
-    /// Told about back-fills and rebuilds done while opening.
+    /// Told about back-fills and rebuilds done while opening, and (from a background thread)
+    /// about the online builds that `open` resumes.
     pub progress: Option<ProgressCallback>,
     /// fdatasync the WAL before acknowledging each write.
     pub sync_writes: bool,
@@ -947,7 +948,8 @@ impl Database {
     /// build it again. `next` and `sst-local`: writes wait only while the index is registered;
     /// then the older tables get their blocks with writes going on, and `progress` is called
     /// after each table without the lock held (an error there leaves the index ready and
-    /// exact, its unbuilt tables scanned; `build_secondary_blocks` resumes).
+    /// exact, its unbuilt tables scanned; the next open resumes the build in the background,
+    /// and so does `build_secondary_blocks`).
     pub fn create_index_with_progress(
         &self,
         collection_name: &str,

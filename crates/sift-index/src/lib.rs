@@ -61,7 +61,10 @@
 //! sequence `<= first_seq`) the value is taken from the JSON when needed. Eager and lazy
 //! back-fills gather each value's list in memory and write it whole, newest first.
 //! `next` and `sst-local` indexes are created online: registered under the mutex, then the
-//! older tables get their secondary blocks with writes going on ([`next`], `next/build.rs`).
+//! older tables get their secondary blocks with writes going on ([`next`], `next/build.rs`);
+//! a build interrupted by a restart resumes at the next open, in a background thread that the
+//! database stops and joins when dropped or closed (`DatabaseOptions::index_builds_at_open`,
+//! `Database::wait_for_index_builds`).
 //!
 //! # Validation
 //! A candidate is a hit only if the pk's live version at the query snapshot carries a value in

@@ -17,6 +17,7 @@ use sift_index::{
     AttrType, AttrValue, BackfillProgress, Database, DatabaseOptions, IndexBuildStatus,
     IndexBuildsAtOpen, IndexKind, IndexSpec, Validation,
 };
+use sift_lsm::fs::{FaultFileSystem, FaultKind};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -564,6 +565,76 @@ fn drop_and_close_stop_a_resumed_build() {
             &model,
             &mut rng,
             &format!("seed {seed}: after the stops"),
+        );
+    }
+}
+
+/// A resumed build that fails (the disk stops answering reads after its first table) records
+/// the failure in the status instead of panicking; the index stays exact (its remaining tables
+/// are scanned) and the next open resumes it.
+#[test]
+fn a_failing_resumed_build_is_reported_and_resumed_again() {
+    let seed = seed();
+    let _guard = SeedGuard(seed);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let file_system = FaultFileSystem::new();
+    let path = Path::new("/db");
+    let with_fs = |at_open| {
+        let mut options = options(at_open);
+        options.engine.file_system = Arc::new(file_system.clone());
+        options
+    };
+    let mut model = Model::new();
+    {
+        let db = Database::open(path, with_fs(IndexBuildsAtOpen::Leave)).unwrap();
+        db.create_collection("docs", "id").unwrap();
+        fill(&db, &mut model, &mut rng);
+        create_interrupted(&db, 1, seed);
+        db.close().unwrap();
+    }
+    let mut options = with_fs(IndexBuildsAtOpen::Resume);
+    let failing = file_system.clone();
+    options.progress = Some(Arc::new(move |progress: &BackfillProgress| {
+        if !progress.finished {
+            failing.fail_always(FaultKind::Read);
+        }
+    }));
+    let db = Database::open(path, options).unwrap();
+    let status = db.wait_for_index_builds();
+    file_system.heal();
+    eprintln!("seed {seed}: {status:?}");
+    assert!(!status.running, "seed {seed}: {status:?}");
+    assert!(!status.failures.is_empty(), "seed {seed}: {status:?}");
+    for failure in &status.failures {
+        assert_eq!(failure.collection, "docs", "seed {seed}: {status:?}");
+        assert!(!failure.message.is_empty(), "seed {seed}: {status:?}");
+    }
+    assert!(
+        INDEXES.iter().any(|(name, ..)| unindexed(&db, name) > 0),
+        "seed {seed}: {status:?}"
+    );
+    for _ in 0..10 {
+        check(
+            &db,
+            &model,
+            &mut rng,
+            &format!("seed {seed}: after a failed build"),
+        );
+    }
+    drop(db);
+    let db = Database::open(path, with_fs(IndexBuildsAtOpen::Resume)).unwrap();
+    let status = db.wait_for_index_builds();
+    assert!(status.failures.is_empty(), "seed {seed}: {status:?}");
+    assert!(status.files_built > 0, "seed {seed}: {status:?}");
+    for (name, ..) in INDEXES {
+        assert_eq!(unindexed(&db, name), 0, "seed {seed}: {name}");
+    }
+    for _ in 0..10 {
+        check(
+            &db,
+            &model,
+            &mut rng,
+            &format!("seed {seed}: after the second resume"),
         );
     }
 }

@@ -8,13 +8,20 @@
 //! tables that existed before, from the largest level up: deep files are the least likely to
 //! be rewritten soon, while the small upper levels are mostly rewritten by compactions anyway
 //! (which index them as they write). A table's SSTable cannot change, so the blocks built for it
-//! — exactly what the collector would have written, same encoders — go into the collection's
+//! — exactly what the collector would have written, byte for byte: same encoders, and each
+//! entry with where it starts in its data block, so queries read it in place — go into the
+//! collection's
 //! side tree (`<primary tree>.next`), keyed `file number (8 bytes, big-endian) ‖ meta block
 //! name`. Once a file's blocks are durable, it is published: added to the index's set of
 //! side-indexed files and, for `next`, to the global index — under the global lock, and only if
 //! the file is still live (a version change that removed it takes that lock after us and
 //! removes it again). The version listener drops removed files from that set; their side
 //! entries are deleted at the next open, when no query can be reading them.
+//!
+//! A build that did not end (the process stopped, `progress` failed) leaves the index exact,
+//! its remaining tables scanned; [`Database::open`] resumes it in a background thread
+//! ([`IndexBuilds`]), which the database stops (after the data block at hand) and joins when
+//! it is dropped or closed. A failure there is recorded in [`IndexBuildStatus`], not raised.
 
 use super::collector::NextCollector;
 use super::format::{
