@@ -149,6 +149,10 @@ pub struct DiffIndexArgs {
     /// Sift's default].
     #[arg(long)]
     pub async_worker_nice: Option<i32>,
+    /// Nice value (0–19) of the engine's flush and compaction threads (0: the writers'
+    /// priority) [default: Sift's default].
+    #[arg(long)]
+    pub background_nice: Option<i32>,
     /// fdatasync the WAL before acknowledging each write.
     #[arg(long)]
     pub sync: bool,
@@ -206,6 +210,9 @@ impl Settings {
         }
         if let Some(nice) = args.async_worker_nice {
             options.async_index.worker_nice = nice;
+        }
+        if let Some(nice) = args.background_nice {
+            options.engine.background_thread_nice = nice;
         }
         options.sync_writes = args.sync;
         let selectivities_ppm = args
@@ -1599,6 +1606,7 @@ mod tests {
             cache_bytes: None,
             async_workers: None,
             async_worker_nice: None,
+            background_nice: None,
             sync: false,
             db: Some(dir.path().to_path_buf()),
             seed: 3,

@@ -107,6 +107,12 @@ pub struct Options {
     /// Compaction output files are cut at this size.
     pub table_file_bytes_target: u64,
     pub compaction_threads: usize,
+    /// Nice value (0–19) the flush and compaction threads lower themselves to when they start
+    /// (Linux; elsewhere ignored). 0 leaves them at the caller's priority. A positive value
+    /// makes the scheduler run a waking client thread before background work on a busy
+    /// machine, which shortens the pauses a foreground write or read sees while a flush or a
+    /// compaction holds a core; background work then only uses CPU the foreground leaves idle.
+    pub background_thread_nice: i32,
     /// When a level (1 and deeper) is compacted, start from its file with the most tombstones
     /// if at least half of that file's entries are tombstones, instead of the next file in
     /// round-robin order: pushes deletes down to the entries they cancel sooner (for trees that
@@ -165,6 +171,7 @@ impl Default for Options {
             level_size_ratio: 10,
             table_file_bytes_target: 64 << 20,
             compaction_threads: 1,
+            background_thread_nice: 0,
             compaction_prefer_tombstones: false,
             compactions_paused_at_open: false,
             block_bytes: 4096,

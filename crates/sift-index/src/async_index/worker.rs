@@ -178,32 +178,9 @@ fn with_seq(entry: &sift_lsm::Entry) -> Result<(EnvelopeRef<'_>, SeqNo)> {
     EnvelopeRef::decode(&entry.value).map(|envelope| (envelope, entry.seq))
 }
 
-/// Lowers the calling thread's CPU priority to `nice`, never raising it (best effort; Linux
-/// only: there a nice value set with the thread's id applies to that thread alone).
-#[cfg(target_os = "linux")]
-fn lower_thread_priority(nice: i32) {
-    let nice = nice.min(19);
-    if nice <= 0 {
-        return;
-    }
-    // SAFETY: these calls take plain integers and touch no memory of ours; a failure (e.g. not
-    // permitted) leaves the priority unchanged.
-    unsafe {
-        let Ok(tid) = libc::id_t::try_from(libc::syscall(libc::SYS_gettid)) else {
-            return;
-        };
-        if libc::getpriority(libc::PRIO_PROCESS, tid) < nice {
-            libc::setpriority(libc::PRIO_PROCESS, tid, nice);
-        }
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn lower_thread_priority(_nice: i32) {}
-
 impl Worker {
     pub fn run(mut self) {
-        lower_thread_priority(self.core.options.worker_nice);
+        sift_lsm::db::lower_current_thread_priority(self.core.options.worker_nice);
         let queue = &self.core.queue;
         let mut last_work = Instant::now();
         loop {

@@ -97,6 +97,30 @@ impl std::fmt::Debug for Db {
 
 const TREE_NAME_BYTES_MAX: usize = 255;
 
+/// Lowers the calling thread's CPU priority to `nice` (1–19), never raising it; 0 or less does
+/// nothing. Best effort and Linux only (there a nice value set for a thread id applies to that
+/// thread alone); a refusal leaves the priority unchanged.
+#[cfg(target_os = "linux")]
+pub fn lower_current_thread_priority(nice: i32) {
+    let nice = nice.min(19);
+    if nice <= 0 {
+        return;
+    }
+    // SAFETY: these calls take plain integers and touch no memory of ours.
+    unsafe {
+        let Ok(thread_id) = libc::id_t::try_from(libc::syscall(libc::SYS_gettid)) else {
+            return;
+        };
+        if libc::getpriority(libc::PRIO_PROCESS, thread_id) < nice {
+            libc::setpriority(libc::PRIO_PROCESS, thread_id, nice);
+        }
+    }
+}
+
+/// Lowers the calling thread's CPU priority: nothing to do outside Linux.
+#[cfg(not(target_os = "linux"))]
+pub fn lower_current_thread_priority(_nice: i32) {}
+
 impl Db {
     /// Opens (or creates) the database in `path`.
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
@@ -105,34 +129,58 @@ impl Db {
 
     fn start(inner: Arc<DbInner>) -> Result<Db> {
         let mut threads = Vec::new();
-        let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
-            std::thread::Builder::new()
+        let background_nice = inner.options.background_thread_nice;
+        let mut spawn = |name: String, lower_priority: bool, f: Box<dyn FnOnce() + Send>| {
+            let handle = std::thread::Builder::new()
                 .name(name)
-                .spawn(f)
-                .map_err(|e| Error::io(&inner.dir, e))
+                .spawn(move || {
+                    if lower_priority {
+                        lower_current_thread_priority(background_nice);
+                    }
+                    f();
+                })
+                .map_err(|e| Error::io(&inner.dir, e))?;
+            threads.push(handle);
+            Ok::<(), Error>(())
         };
         let flusher = Arc::clone(&inner);
-        threads.push(spawn(
-            "sift-flush".into(),
-            Box::new(move || flusher.flush_loop()),
-        )?);
         let presyncer = Arc::clone(&inner);
-        threads.push(spawn(
-            "sift-wal-presync".into(),
-            Box::new(move || presyncer.wal_presync_loop()),
-        )?);
+        let mut started = spawn(
+            "sift-flush".into(),
+            true,
+            Box::new(move || flusher.flush_loop()),
+        )
+        .and_then(|()| {
+            // The presync thread only issues fsyncs that writers would otherwise wait for: it
+            // keeps the caller's priority.
+            spawn(
+                "sift-wal-presync".into(),
+                false,
+                Box::new(move || presyncer.wal_presync_loop()),
+            )
+        });
         for i in 0..inner.options.compaction_threads.max(1) {
+            if started.is_err() {
+                break;
+            }
             let compactor = Arc::clone(&inner);
-            threads.push(spawn(
+            started = spawn(
                 format!("sift-compact-{i}"),
+                true,
                 Box::new(move || compactor.compaction_loop()),
-            )?);
+            );
         }
-        inner.bg_cv.notify_all();
-        Ok(Db {
+        let db = Db {
             inner,
             threads: Mutex::new(threads),
-        })
+        };
+        if let Err(e) = started {
+            // Stop and join the threads already running, so a failed open leaks none.
+            let _ = db.shutdown();
+            return Err(e);
+        }
+        db.inner.bg_cv.notify_all();
+        Ok(db)
     }
 
     fn shutdown(&self) -> Result<()> {

@@ -51,6 +51,11 @@ fn validate_options(options: &Options) -> Result<()> {
     {
         return bad("level_size_ratio must be at least 2; level1_bytes_max and table_file_bytes_target above 0");
     }
+    if !(0..=19).contains(&options.background_thread_nice) {
+        return bad(
+            "background_thread_nice must be between 0 (unchanged) and 19 (lowest priority)",
+        );
+    }
     if !lengths_fit_u32(options.key_bytes_max, options.value_bytes_max) {
         return bad("key_bytes_max and value_bytes_max must fit the u32 length fields of memtable nodes and table blocks (below 4 GiB)");
     }
@@ -482,5 +487,61 @@ mod tests {
             super::validate_options(&options),
             Err(crate::Error::InvalidArgument(message)) if message.contains("key_bytes_max")
         ));
+    }
+
+    #[test]
+    fn background_thread_nice_outside_0_to_19_is_refused_by_name() {
+        for nice in [-1, 20] {
+            let options = crate::Options {
+                background_thread_nice: nice,
+                ..crate::Options::default()
+            };
+            assert!(matches!(
+                super::validate_options(&options),
+                Err(crate::Error::InvalidArgument(message)) if message.contains("background_thread_nice")
+            ));
+        }
+    }
+
+    /// The flush and compaction threads run at the configured nice value, the WAL presync
+    /// thread (whose fsyncs writers wait for) at the caller's.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn background_threads_lower_their_priority_to_the_configured_nice() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let options = crate::Options {
+            background_thread_nice: 7,
+            ..crate::Options::default()
+        };
+        let db = crate::Db::open(dir.path(), options).expect("open");
+        // A thread's nice value is field 19 of /proc/self/task/<tid>/stat (after the
+        // parenthesised name, which has no spaces here).
+        let nice_of = |name: &str| -> Option<i64> {
+            for task in std::fs::read_dir("/proc/self/task").ok()? {
+                let path = task.ok()?.path();
+                let comm = std::fs::read_to_string(path.join("comm")).ok()?;
+                if comm.trim() != name {
+                    continue;
+                }
+                let stat = std::fs::read_to_string(path.join("stat")).ok()?;
+                let after_name = &stat[stat.rfind(')')? + 2..];
+                return after_name.split(' ').nth(16)?.parse().ok();
+            }
+            None
+        };
+        // The threads lower themselves as they start: wait for that.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while nice_of("sift-compact-0") != Some(7) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(nice_of("sift-flush"), Some(7));
+        assert_eq!(nice_of("sift-compact-0"), Some(7));
+        // Linux keeps the first 15 bytes of a thread's name.
+        let caller = nice_of("sift-wal-presyn");
+        assert!(
+            caller.is_some_and(|nice| nice < 7),
+            "presync thread nice {caller:?}"
+        );
+        db.close().expect("close");
     }
 }
