@@ -16,7 +16,7 @@ use std::time::Instant;
 #[derive(Debug, Clone, PartialEq, clap::Args)]
 pub struct StudyArgs {
     /// Size of the run: tiny (seconds, for CI), quick (at most 5 minutes on 2 cores), paper
-    /// (closer to the papers' scale; estimated 2–3 hours on 2 cores).
+    /// (closer to the papers' scale; about 3 hours on 2 cores).
     #[arg(long, default_value = "quick")]
     pub preset: String,
     /// Documents per load, overriding the preset (the other phases scale with it).
