@@ -12,7 +12,9 @@
 //! Validation (the Pebble trap: a skipped block may hold a newer version of a key whose older
 //! version matches): a matching version is the live one only if no newer version of its key
 //! exists (a) earlier in its own block (seen while reading it), (b) at the end of the previous
-//! block of its component (checked if that block was read, else by a point read), and
+//! block of its component (checked if that block was read; else its index separator, or its
+//! file's largest key, usually shows it ends below the key; only otherwise a point read, which
+//! would read this very block again), and
 //! (c) in a component above — the engine's GetLite answers from memory (memtables exactly,
 //! tables by key range and bloom filter); on "maybe" a point read decides. A document is
 //! returned once, in its live version; stale versions never count toward K.
