@@ -12,7 +12,9 @@
 //! Validation (the Pebble trap: a skipped block may hold a newer version of a key whose older
 //! version matches): a matching version is the live one only if no newer version of its key
 //! exists (a) earlier in its own block (seen while reading it), (b) at the end of the previous
-//! block of its component (checked if that block was read, else by a point read), and
+//! block of its component (checked if that block was read; else its index separator, or its
+//! file's largest key, usually shows it ends below the key; only otherwise a point read, which
+//! would read this very block again), and
 //! (c) in a component above — the engine's GetLite answers from memory (memtables exactly,
 //! tables by key range and bloom filter); on "maybe" a point read decides. A document is
 //! returned once, in its live version; stale versions never count toward K.
@@ -68,9 +70,29 @@ struct Source {
     /// The block before the table's first block in its component (`None`: none;
     /// `(u64::MAX, _)`: a file skipped unopened).
     before_first: Option<(u64, usize)>,
+    /// The previous file of the level (with `before_first`): its largest key bounds the
+    /// block's last key.
+    previous_file: Option<Arc<FileMetaData>>,
     order: Arc<BlockOrder>,
     /// Position in `order` of the next block to visit.
     next: usize,
+}
+
+/// The block before a block in its component.
+#[derive(Clone, Copy)]
+struct Predecessor<'k> {
+    /// (file number, block ordinal); `(u64::MAX, _)`: a file skipped unopened.
+    place: (u64, usize),
+    /// A user key `>=` the block's last user key, known without reading the block (its index
+    /// separator, or its file's largest key): when it is below a key, the block holds no
+    /// version of that key.
+    last_user_key_bound: Option<&'k [u8]>,
+}
+
+/// The user key of an index separator (`None` if too short to be an internal key).
+fn separator_user_key(separator: &[u8]) -> Option<&[u8]> {
+    let split = separator.len().checked_sub(sift_lsm::key::TRAILER_BYTES)?;
+    separator.get(..split)
 }
 
 struct Scan<'a, 'r> {
@@ -187,11 +209,13 @@ impl Scan<'_, '_> {
         for (id, files) in &tables {
             // The last block of the previous file of the level, if that file was opened.
             let mut previous_file: Option<Option<(u64, usize)>> = None;
+            let mut previous_meta: Option<Arc<FileMetaData>> = None;
             let mut components_counted = false;
             for file in files {
                 let predecessor = previous_file.unwrap_or(None);
                 let first_of_level = previous_file.is_none();
                 previous_file = Some(None);
+                let previous_file_meta = previous_meta.replace(Arc::clone(file));
                 if file.seq_min > self.view.sequence() || self.cannot_enter(file.seq_max) {
                     self.request.stats.tables_skipped += 1;
                     continue;
@@ -223,6 +247,7 @@ impl Scan<'_, '_> {
                     component: *id,
                     table,
                     before_first,
+                    previous_file: previous_file_meta,
                     order,
                     next: 0,
                 });
@@ -249,21 +274,29 @@ impl Scan<'_, '_> {
             if let Some(next) = source.order.newest_first.get(source.next) {
                 heap.push((next.0, Reverse(i)));
             }
-            let (component, table, before_first) = (
-                source.component,
-                Arc::clone(&source.table),
-                source.before_first,
-            );
+            let (component, table) = (source.component, Arc::clone(&source.table));
             if !self.block_may_match(&table, ordinal)? {
                 self.request.stats.blocks_skipped += 1;
                 continue;
             }
             // The block before this one in its component (none: first block of an L0 file or
             // of a level).
+            let source = &sources[i];
             let predecessor = if ordinal > 0 {
-                Some((table.file_number(), ordinal - 1))
+                Some(Predecessor {
+                    place: (table.file_number(), ordinal - 1),
+                    last_user_key_bound: table
+                        .block_separator(ordinal - 1)
+                        .and_then(separator_user_key),
+                })
             } else {
-                before_first
+                source.before_first.map(|place| Predecessor {
+                    place,
+                    last_user_key_bound: source
+                        .previous_file
+                        .as_deref()
+                        .map(FileMetaData::largest_user_key),
+                })
             };
             self.scan_block(component, &table, ordinal, predecessor)?;
         }
@@ -469,7 +502,7 @@ impl Scan<'_, '_> {
         component: ComponentId,
         table: &Arc<Table>,
         ordinal: usize,
-        predecessor: Option<(u64, usize)>,
+        predecessor: Option<Predecessor<'_>>,
     ) -> Result<()> {
         let entries = table.read_block_entries(ordinal, &self.context)?;
         let handle_offset = table.block_handle(ordinal).map_or(0, |h| h.offset);
@@ -485,11 +518,12 @@ impl Scan<'_, '_> {
         // versions can sit in another block of the component).
         let previous_block = match predecessor {
             None => Before::Clean,
-            Some(place) if self.tails.contains_key(&place) => Before::Clean,
+            Some(p) if self.tails.contains_key(&p.place) => Before::Clean,
             Some(_) => Before::Unknown,
         };
+        let previous_bound = predecessor.and_then(|p| p.last_user_key_bound);
         let previous_tail: Option<Vec<u8>> = predecessor
-            .and_then(|place| self.tails.get(&place))
+            .and_then(|p| self.tails.get(&p.place))
             .filter(|(_, seq)| *seq <= sequence)
             .map(|(key, _)| key.clone());
         let mut first_key: Option<&[u8]> = None;
@@ -528,7 +562,14 @@ impl Scan<'_, '_> {
             let before = if !first {
                 Before::Clean
             } else if previous_block == Before::Unknown {
-                Before::Unknown
+                // Unread, but its index separator (or its file's largest key) may show it
+                // ends below this key: then it holds no newer version, and no point read
+                // (which would read this very block a second time) is needed.
+                if previous_bound.is_some_and(|bound| bound < pk) {
+                    Before::Clean
+                } else {
+                    Before::Unknown
+                }
             } else if previous_tail.as_deref() == Some(pk) {
                 Before::Newer
             } else {

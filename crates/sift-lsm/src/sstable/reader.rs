@@ -360,6 +360,13 @@ impl Table {
         self.index.get(ordinal).map(|e| e.handle)
     }
 
+    /// The index key of data block `ordinal`: an internal key `>=` the block's last key and
+    /// `<` the next block's first key. Its user key bounds the block's last user key without
+    /// reading the block (a reader can tell a key cannot end the block).
+    pub fn block_separator(&self, ordinal: usize) -> Option<&[u8]> {
+        (ordinal < self.index.len()).then(|| self.index_key(ordinal))
+    }
+
     /// The collector properties stored with data block `ordinal`.
     pub fn block_properties(&self, ordinal: usize) -> Option<Properties<'_>> {
         let values = self.block_values(ordinal)?;
