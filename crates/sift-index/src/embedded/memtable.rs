@@ -132,12 +132,29 @@ struct Run {
 #[derive(Debug, Default)]
 struct Buffer {
     bytes: Vec<u8>,
+    /// Where every `MARK_EVERY_RECORDS`-th record starts, so a prune finds its cut without
+    /// reading all the records before it (long since out of the cache).
+    marks: Vec<Mark>,
+    records: usize,
+    /// The records' charge (see `charge_of`).
+    charge: usize,
     /// The sequence number of the last record.
     last_seq: SeqNo,
     /// An insert came with a smaller sequence number than the one before it (not expected:
     /// writes are recorded under the database's write lock; then pruning filters the records
     /// instead of cutting a prefix).
     unordered: bool,
+}
+
+const MARK_EVERY_RECORDS: usize = 64;
+
+/// A record of a [`Buffer`] and what the records before it hold.
+#[derive(Debug, Clone, Copy)]
+struct Mark {
+    seq: SeqNo,
+    offset: usize,
+    records_before: usize,
+    charge_before: usize,
 }
 
 /// One record of a [`Buffer`]: `(seq, value, pk, bytes taken)`.
@@ -149,6 +166,16 @@ impl Buffer {
             self.unordered = true;
         }
         self.last_seq = seq;
+        if self.records % MARK_EVERY_RECORDS == 0 {
+            self.marks.push(Mark {
+                seq,
+                offset: self.bytes.len(),
+                records_before: self.records,
+                charge_before: self.charge,
+            });
+        }
+        self.records += 1;
+        self.charge += charge_of(value, pk);
         self.bytes.reserve(8 + 10 + 10 + value.len() + pk.len());
         self.bytes.extend_from_slice(&seq.to_le_bytes());
         put_varint(&mut self.bytes, value.len() as u64);
@@ -163,7 +190,52 @@ impl Buffer {
 
     fn clear(&mut self) {
         self.bytes.clear();
+        self.marks.clear();
+        self.records = 0;
+        self.charge = 0;
         self.unordered = false;
+    }
+
+    /// Drops the records `<= seq` of a buffer in sequence order (not `unordered`): they are a
+    /// prefix. Returns how many records and how much charge it dropped.
+    fn cut_through(&mut self, seq: SeqNo) -> (usize, usize) {
+        if self.records == 0 {
+            return (0, 0);
+        }
+        if self.last_seq <= seq {
+            let dropped = (self.records, self.charge);
+            self.clear();
+            return dropped;
+        }
+        // The cut is at or after the last mark `<= seq`.
+        let start = self
+            .marks
+            .partition_point(|mark| mark.seq <= seq)
+            .checked_sub(1)
+            .and_then(|position| self.marks.get(position));
+        let (mut cut, mut records, mut charge) = start.map_or((0, 0, 0), |mark| {
+            (mark.offset, mark.records_before, mark.charge_before)
+        });
+        while let Some((record_seq, value, pk, length)) =
+            self.bytes.get(cut..).and_then(parse_record)
+        {
+            if record_seq > seq {
+                break;
+            }
+            cut += length;
+            records += 1;
+            charge += charge_of(value, pk);
+        }
+        self.bytes.drain(..cut);
+        self.marks.retain(|mark| mark.offset >= cut);
+        for mark in &mut self.marks {
+            mark.offset -= cut;
+            mark.records_before = mark.records_before.saturating_sub(records);
+            mark.charge_before = mark.charge_before.saturating_sub(charge);
+        }
+        self.records = self.records.saturating_sub(records);
+        self.charge = self.charge.saturating_sub(charge);
+        (records, charge)
     }
 
     /// The records, oldest first. The bytes were written by `push`; a record that does not
@@ -274,16 +346,9 @@ impl Maps {
             }
             maps.buffer = kept;
         } else {
-            let mut cut = 0;
-            for (record_seq, value, pk, length) in maps.buffer.records() {
-                if record_seq > seq {
-                    break;
-                }
-                freed_bytes += charge_of(value, pk);
-                freed_entries += 1;
-                cut += length;
-            }
-            maps.buffer.bytes.drain(..cut);
+            let (records, charge) = maps.buffer.cut_through(seq);
+            freed_entries += records;
+            freed_bytes += charge;
         }
         maps.bytes = maps.bytes.saturating_sub(freed_bytes);
         maps.entries = maps.entries.saturating_sub(freed_entries);
@@ -523,6 +588,46 @@ mod tests {
             map.memory_bytes(),
             (b"b".len() + b"k11".len() + ENTRY_OVERHEAD_BYTES) as u64
         );
+    }
+
+    /// Prunes of a buffer no query has sealed (many marks) cut exactly at the pruned sequence
+    /// number and account for what they drop.
+    #[test]
+    fn prunes_of_a_long_buffer_cut_at_the_right_record() {
+        let seed = 5;
+        let mut rng = StdRng::seed_from_u64(seed);
+        let map = MemtableMap::default();
+        let mut model: BTreeMap<SeqNo, (Vec<u8>, Vec<u8>)> = BTreeMap::new();
+        let mut seq = 0;
+        let mut pruned = 0;
+        for round in 0..20 {
+            for _ in 0..rng.gen_range(0..400) {
+                seq += 1;
+                let value: Vec<u8> = (0..rng.gen_range(0..200)).map(|_| rng.gen()).collect();
+                let pk = format!("pk{seq}").into_bytes();
+                map.insert(&value, seq, &pk);
+                model.insert(seq, (value, pk));
+            }
+            pruned = rng.gen_range(pruned..=seq + 2);
+            map.prune_through(pruned);
+            model.retain(|s, _| *s > pruned);
+            let charge: usize = model.values().map(|(v, pk)| charge_of(v, pk)).sum();
+            assert_eq!(map.len(), model.len(), "round {round} seed {seed}");
+            assert_eq!(
+                map.memory_bytes(),
+                charge as u64,
+                "round {round} seed {seed}"
+            );
+            if round % 5 == 4 {
+                let want: Vec<(SeqNo, Vec<u8>)> =
+                    model.iter().map(|(s, (_, pk))| (*s, pk.clone())).collect();
+                assert_eq!(
+                    sorted(map.candidates(b"", None, 0, SeqNo::MAX).0),
+                    want,
+                    "round {round} seed {seed}"
+                );
+            }
+        }
     }
 
     /// Against a BTreeMap model, through many runs, merges and prunes.
