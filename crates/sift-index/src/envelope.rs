@@ -98,18 +98,18 @@ impl<'a> EnvelopeRef<'a> {
         Self::decode_visiting(bytes, |_| {})
     }
 
-    /// Decodes and validates `bytes` as [`EnvelopeRef::decode`] does and returns the encoded
-    /// value of attribute `id` too, found during the validating pass (the table collectors read
-    /// one attribute of every version they see; a second walk of the records would cost as
-    /// much as the validation).
-    pub fn decode_finding(bytes: &'a [u8], id: u32) -> Result<(EnvelopeRef<'a>, Option<&'a [u8]>)> {
+    /// Validates `bytes` as [`EnvelopeRef::decode`] does and returns the encoded value of
+    /// attribute `id` (`None`: the envelope does not carry it), found during the validating pass
+    /// (the table collectors read one attribute of every version they see; a second walk of the
+    /// records would cost as much as the validation).
+    pub fn validated_attr_encoded(bytes: &'a [u8], id: u32) -> Result<Option<&'a [u8]>> {
         let mut found = None;
-        let envelope = Self::decode_visiting(bytes, |attr| {
+        Self::decode_visiting(bytes, |attr| {
             if attr.id == id {
                 found = Some(attr.encoded);
             }
         })?;
-        Ok((envelope, found))
+        Ok(found)
     }
 
     /// The decoding of [`EnvelopeRef::decode`], calling `visit` with each valid attribute.

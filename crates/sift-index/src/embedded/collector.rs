@@ -337,21 +337,23 @@ impl BlockPropertyCollector for EmbeddedCollector {
         }
         if let [index] = self.indexes.as_slice() {
             // One index (the usual case): its value is found while the envelope is validated.
-            let Ok((envelope, encoded)) =
-                EnvelopeRef::decode_finding(entry.value, index.attr.attr_id)
-            else {
-                self.block_unknown = true;
-                self.table_unknown = true;
-                return;
-            };
-            let value = match encoded {
-                Some(encoded) => Some(std::borrow::Cow::Borrowed(encoded)),
-                None => collected_value(index, &envelope, entry.seq),
-            };
-            if let (Some(value), Some(state)) = (value, self.states.first_mut()) {
-                state.add(&value);
+            match EnvelopeRef::validated_attr_encoded(entry.value, index.attr.attr_id) {
+                Ok(Some(encoded)) => {
+                    if let Some(state) = self.states.first_mut() {
+                        state.add(encoded);
+                    }
+                    return;
+                }
+                // Without the attribute in its envelope: a version newer than the index does
+                // not carry it; an older one may (in its JSON: rare, decoded again below).
+                Ok(None) if entry.seq > index.attr.first_seq => return,
+                Ok(None) => {}
+                Err(_) => {
+                    self.block_unknown = true;
+                    self.table_unknown = true;
+                    return;
+                }
             }
-            return;
         }
         let Ok(envelope) = EnvelopeRef::decode(entry.value) else {
             self.block_unknown = true;
