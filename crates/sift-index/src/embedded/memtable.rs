@@ -166,7 +166,7 @@ impl Buffer {
             self.unordered = true;
         }
         self.last_seq = seq;
-        if self.records % MARK_EVERY_RECORDS == 0 {
+        if self.records.is_multiple_of(MARK_EVERY_RECORDS) {
             self.marks.push(Mark {
                 seq,
                 offset: self.bytes.len(),
