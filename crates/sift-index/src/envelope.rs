@@ -6,7 +6,7 @@
 //! once; afterwards the accessors of [`EnvelopeRef`] cannot fail. Byte layout:
 //! `docs/format/index-encodings.md`.
 
-use crate::encoding::{decode_value, encode_value};
+use crate::encoding::{decode_value, encode_value, FIXED_VALUE_BYTES};
 use crate::error::{IndexError, Result};
 use crate::value::{AttrType, AttrValue};
 
@@ -95,6 +95,29 @@ impl<'a> EnvelopeRef<'a> {
     /// bytes, lengths within the input, canonical value encodings that fill their length
     /// exactly). Any problem is [`IndexError::Corrupt`] with the offset inside `bytes`.
     pub fn decode(bytes: &'a [u8]) -> Result<EnvelopeRef<'a>> {
+        Self::decode_visiting(bytes, |_| {})
+    }
+
+    /// Validates `bytes` as [`EnvelopeRef::decode`] does and returns the encoded value of
+    /// attribute `id` (`None`: the envelope does not carry it), found during the validating pass
+    /// (the table collectors read one attribute of every version they see; a second walk of the
+    /// records would cost as much as the validation).
+    pub fn validated_attr_encoded(bytes: &'a [u8], id: u32) -> Result<Option<&'a [u8]>> {
+        let mut found = None;
+        Self::decode_visiting(bytes, |attr| {
+            if attr.id == id {
+                found = Some(attr.encoded);
+            }
+        })?;
+        Ok(found)
+    }
+
+    /// The decoding of [`EnvelopeRef::decode`], calling `visit` with each valid attribute.
+    #[inline]
+    fn decode_visiting(
+        bytes: &'a [u8],
+        mut visit: impl FnMut(&RawAttr<'a>),
+    ) -> Result<EnvelopeRef<'a>> {
         match bytes.first() {
             None => return Err(IndexError::corrupt(0, "empty envelope")),
             Some(&ENVELOPE_MAGIC) => {}
@@ -142,8 +165,17 @@ impl<'a> EnvelopeRef<'a> {
                 ));
             }
             let value_offset = next - attr.encoded.len();
-            let (_, consumed) = decode_value(attr.encoded, attr.attr_type)
-                .map_err(|e| e.shift_offset(value_offset))?;
+            // Fixed-width integers are canonical whatever their bits: their length is the
+            // whole check (anything else takes the full decoding and its error message).
+            let fixed_integer = matches!(attr.attr_type, AttrType::Int | AttrType::Time)
+                && attr.encoded.len() == FIXED_VALUE_BYTES;
+            let consumed = if fixed_integer {
+                FIXED_VALUE_BYTES
+            } else {
+                decode_value(attr.encoded, attr.attr_type)
+                    .map_err(|e| e.shift_offset(value_offset))?
+                    .1
+            };
             if consumed != attr.encoded.len() {
                 return Err(IndexError::corrupt(
                     value_offset + consumed,
@@ -155,6 +187,7 @@ impl<'a> EnvelopeRef<'a> {
                 ));
             }
             previous_id = Some(attr.id);
+            visit(&attr);
             pos = next;
         }
         Ok(EnvelopeRef {
@@ -244,6 +277,7 @@ impl<'a> Iterator for Attrs<'a> {
 
 /// Parses the attribute record at `pos` of `bytes`: id varint, type byte, length varint, value.
 /// Returns it and the position after it. Offsets in errors are positions in `bytes`.
+#[inline]
 fn parse_attr(bytes: &[u8], pos: usize) -> Result<(RawAttr<'_>, usize)> {
     let mut at = pos;
     let (id, id_bytes) = get_varint32(&bytes[at..])
@@ -313,7 +347,14 @@ fn put_varint32(out: &mut Vec<u8>, mut value: u32) {
 }
 
 /// Decodes a varint that must fit in u32 (at most 5 bytes); `None` if truncated or too large.
+#[inline]
 fn get_varint32(bytes: &[u8]) -> Option<(u32, usize)> {
+    // Ids, counts and lengths are nearly always one byte.
+    if let Some(&byte) = bytes.first() {
+        if byte < 0x80 {
+            return Some((u32::from(byte), 1));
+        }
+    }
     let mut value: u64 = 0;
     for (index, &byte) in bytes.iter().enumerate().take(5) {
         value |= u64::from(byte & 0x7F) << (7 * index);

@@ -188,17 +188,21 @@ impl PathTrie {
         json: &[u8],
         values: &mut [Option<Value>],
     ) -> serde_json::Result<Option<Value>> {
-        if let Err(error) = std::str::from_utf8(json) {
-            serde_json::from_slice::<IgnoredAny>(json)?;
-            return Err(serde::de::Error::custom(format!(
-                "invalid UTF-8 at byte {}",
-                error.valid_up_to()
-            )));
-        }
+        let text = match std::str::from_utf8(json) {
+            Ok(text) => text,
+            Err(error) => {
+                serde_json::from_slice::<IgnoredAny>(json)?;
+                return Err(serde::de::Error::custom(format!(
+                    "invalid UTF-8 at byte {}",
+                    error.valid_up_to()
+                )));
+            }
+        };
         for value in values.iter_mut() {
             *value = None;
         }
-        let mut deserializer = serde_json::Deserializer::from_slice(json);
+        // From the checked text: member names and kept strings are not checked again.
+        let mut deserializer = serde_json::Deserializer::from_str(text);
         let root = Root {
             trie: self,
             slots: values,

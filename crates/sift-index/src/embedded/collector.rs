@@ -103,9 +103,25 @@ fn bloom_bytes(keys: usize, bits_per_key: u32) -> u64 {
 /// Appends the filter [`build_bloom`] makes to `out` (no buffer of its own); returns the
 /// probe count.
 fn append_bloom(hashes: &[u64], bits_per_key: u32, out: &mut Vec<u8>) -> u8 {
+    append_bloom_probing(hashes, bits_per_key, bloom_probes(bits_per_key), out)
+}
+
+/// [`append_bloom`] with the probe count (`bloom_probes(bits_per_key)`) already known.
+fn append_bloom_probing(hashes: &[u64], bits_per_key: u32, probes: u32, out: &mut Vec<u8>) -> u8 {
     let bytes = bloom_bytes(hashes.len(), bits_per_key);
     let bits = bytes * 8;
-    let probes = bloom_probes(bits_per_key);
+    if bytes == 8 {
+        // The smallest filter (every block of a few documents): one word, bit `b` of byte
+        // `b / 8` being bit `b` of the little-endian word.
+        let mut word = 0u64;
+        for &h in hashes {
+            for i in 0..probes {
+                word |= 1 << probe_bit(h, i, 64);
+            }
+        }
+        out.extend_from_slice(&word.to_le_bytes());
+        return probes as u8;
+    }
     let start = out.len();
     out.resize(start + bytes as usize, 0);
     let filter = &mut out[start..];
@@ -221,6 +237,39 @@ struct AttrState {
     hashes: Vec<u64>,
     /// The blocks finished so far (every entry is in a block finished before the table).
     table: ZoneMap,
+    /// `bloom_probes` of the index's bits per key, computed once per table.
+    bloom_probes: u32,
+}
+
+impl AttrState {
+    /// Adds a value of the current block (the table's zone map takes the block's bounds when
+    /// the block ends).
+    #[inline]
+    fn add(&mut self, value: &[u8]) {
+        self.block.add_with_prefix(value, prefix_of(value));
+        self.hashes.push(value_hash(value));
+    }
+
+    /// Leaves the distinct hashes of the block in `hashes` (in any order: the filter and its
+    /// size depend only on the set). A block holds a few documents, so a few comparisons beat a
+    /// sort.
+    fn dedup_hashes(&mut self) {
+        const COMPARE_ALL_MAX: usize = 8;
+        if self.hashes.len() <= COMPARE_ALL_MAX {
+            let mut distinct = 0;
+            for i in 0..self.hashes.len() {
+                let h = self.hashes[i];
+                if !self.hashes[..distinct].contains(&h) {
+                    self.hashes[distinct] = h;
+                    distinct += 1;
+                }
+            }
+            self.hashes.truncate(distinct);
+        } else {
+            self.hashes.sort_unstable();
+            self.hashes.dedup();
+        }
+    }
 }
 
 /// Collects the embedded-index bytes of one table.
@@ -239,7 +288,13 @@ impl EmbeddedCollector {
     pub(crate) fn new(mut indexes: Vec<Arc<EmbeddedIndex>>) -> EmbeddedCollector {
         indexes.sort_by_key(|index| index.attr.attr_id);
         indexes.dedup_by_key(|index| index.attr.attr_id);
-        let states = indexes.iter().map(|_| AttrState::default()).collect();
+        let states = indexes
+            .iter()
+            .map(|index| AttrState {
+                bloom_probes: bloom_probes(index.attr.bloom_bits_per_key),
+                ..AttrState::default()
+            })
+            .collect();
         EmbeddedCollector {
             indexes,
             states,
@@ -280,6 +335,26 @@ impl BlockPropertyCollector for EmbeddedCollector {
         if entry.kind != ValueKind::Put || self.indexes.is_empty() {
             return;
         }
+        if let [index] = self.indexes.as_slice() {
+            // One index (the usual case): its value is found while the envelope is validated.
+            match EnvelopeRef::validated_attr_encoded(entry.value, index.attr.attr_id) {
+                Ok(Some(encoded)) => {
+                    if let Some(state) = self.states.first_mut() {
+                        state.add(encoded);
+                    }
+                    return;
+                }
+                // Without the attribute in its envelope: a version newer than the index does
+                // not carry it; an older one may (in its JSON: rare, decoded again below).
+                Ok(None) if entry.seq > index.attr.first_seq => return,
+                Ok(None) => {}
+                Err(_) => {
+                    self.block_unknown = true;
+                    self.table_unknown = true;
+                    return;
+                }
+            }
+        }
         let Ok(envelope) = EnvelopeRef::decode(entry.value) else {
             self.block_unknown = true;
             self.table_unknown = true;
@@ -287,9 +362,7 @@ impl BlockPropertyCollector for EmbeddedCollector {
         };
         for (index, state) in self.indexes.iter().zip(self.states.iter_mut()) {
             if let Some(value) = collected_value(index, &envelope, entry.seq) {
-                // The table's zone map takes the block's bounds when the block ends.
-                state.block.add_with_prefix(&value, prefix_of(&value));
-                state.hashes.push(value_hash(&value));
+                state.add(&value);
             }
         }
     }
@@ -307,8 +380,7 @@ impl BlockPropertyCollector for EmbeddedCollector {
             put_varint(&mut out, self.indexes.len() as u64);
             for (index, state) in self.indexes.iter().zip(self.states.iter_mut()) {
                 put_varint(&mut out, u64::from(index.attr.attr_id));
-                state.hashes.sort_unstable();
-                state.hashes.dedup();
+                state.dedup_hashes();
                 let exact = state.hashes.len() == 1
                     && state.block.min == state.block.max
                     && state.block.max.len() <= ZONE_VALUE_BYTES_MAX;
@@ -316,7 +388,12 @@ impl BlockPropertyCollector for EmbeddedCollector {
                     state.block.encode(&mut out, FLAG_BLOOM);
                     let bits_per_key = index.attr.bloom_bits_per_key;
                     put_varint(&mut out, bloom_bytes(state.hashes.len(), bits_per_key));
-                    let probes = append_bloom(&state.hashes, bits_per_key, &mut out);
+                    let probes = append_bloom_probing(
+                        &state.hashes,
+                        bits_per_key,
+                        state.bloom_probes,
+                        &mut out,
+                    );
                     out.push(probes);
                 } else {
                     state.block.encode(&mut out, 0);
@@ -863,6 +940,56 @@ mod tests {
         assert!(!record.may_match(&after, None, None));
         let before = enc("w");
         assert!(!record.may_match(&before, Some(&enc("wz")), None));
+    }
+
+    #[test]
+    fn one_word_filters_are_built_bit_for_bit_as_the_general_rule_says() {
+        use rand::rngs::StdRng;
+        use rand::{Rng, SeedableRng};
+        let seed = 11;
+        let mut rng = StdRng::seed_from_u64(seed);
+        for bits_per_key in [1, 2, 5, 10, 20, 64] {
+            for keys in 1..=8 {
+                let hashes: Vec<u64> = (0..keys).map(|_| rng.gen()).collect();
+                let (filter, probes) = build_bloom(&hashes, bits_per_key);
+                // The rule of `build_bloom`, spelled out byte by byte.
+                let bytes = bloom_bytes(hashes.len(), bits_per_key);
+                let mut expected = vec![0u8; bytes as usize];
+                for &h in &hashes {
+                    for i in 0..bloom_probes(bits_per_key) {
+                        let bit = probe_bit(h, i, bytes * 8);
+                        expected[(bit / 8) as usize] |= 1 << (bit % 8);
+                    }
+                }
+                assert_eq!(
+                    filter, expected,
+                    "bits {bits_per_key} keys {keys} seed {seed}"
+                );
+                assert_eq!(u32::from(probes), bloom_probes(bits_per_key));
+            }
+        }
+    }
+
+    #[test]
+    fn block_hashes_are_deduplicated_as_a_set() {
+        use rand::rngs::StdRng;
+        use rand::{Rng, SeedableRng};
+        let seed = 12;
+        let mut rng = StdRng::seed_from_u64(seed);
+        for length in 0..40 {
+            let hashes: Vec<u64> = (0..length).map(|_| rng.gen_range(0..6u64)).collect();
+            let mut state = AttrState {
+                hashes: hashes.clone(),
+                ..AttrState::default()
+            };
+            state.dedup_hashes();
+            let mut got = state.hashes.clone();
+            got.sort_unstable();
+            let mut want = hashes;
+            want.sort_unstable();
+            want.dedup();
+            assert_eq!(got, want, "length {length} seed {seed}");
+        }
     }
 
     #[test]

@@ -11,8 +11,9 @@
 //! its memtables instead (see `query.rs`), so answers stay exact whatever the timing.
 //!
 //! Layout, chosen so a write costs an append (a B-tree insert of a random key cost about a
-//! microsecond, a large part of a put): writes are appended to an unsorted buffer. A query
-//! first sorts the buffer into a run; runs are merged pairwise when a newer run is as large as
+//! microsecond, a large part of a put): writes are appended to an unsorted buffer of compact
+//! byte records (the entries, with their comparison prefixes, are built later, by the query
+//! that needs them). A query first turns the buffer into a sorted run; runs are merged pairwise when a newer run is as large as
 //! the one before it (a binary counter), so there are O(log n) runs and every run covers a
 //! contiguous range of sequence numbers — which makes pruning drop whole runs. Queries then
 //! binary-search each run. The sorting work is done once per written entry (plus the merges),
@@ -92,7 +93,7 @@ impl Entry {
         &self.bytes.get()[self.value_bytes as usize..]
     }
     fn charge(&self) -> usize {
-        self.bytes.get().len() + ENTRY_OVERHEAD_BYTES
+        charge_of(self.value(), self.pk())
     }
     /// Order of a run: value, then sequence number.
     fn order(&self, other: &Entry) -> Ordering {
@@ -124,14 +125,176 @@ struct Run {
     seq_max: SeqNo,
 }
 
+/// Writes not yet sorted, as records `seq (8 bytes, little-endian) | value length (varint) |
+/// pk length (varint) | value | pk` in one byte vector: a write appends a few dozen bytes (no
+/// entry is built, nothing is allocated for it), and the first query that needs the writes
+/// turns them into entries and a run.
+#[derive(Debug, Default)]
+struct Buffer {
+    bytes: Vec<u8>,
+    /// Where every `MARK_EVERY_RECORDS`-th record starts, so a prune finds its cut without
+    /// reading all the records before it (long since out of the cache).
+    marks: Vec<Mark>,
+    records: usize,
+    /// The records' charge (see `charge_of`).
+    charge: usize,
+    /// The sequence number of the last record.
+    last_seq: SeqNo,
+    /// An insert came with a smaller sequence number than the one before it (not expected:
+    /// writes are recorded under the database's write lock; then pruning filters the records
+    /// instead of cutting a prefix).
+    unordered: bool,
+}
+
+const MARK_EVERY_RECORDS: usize = 64;
+
+/// A record of a [`Buffer`] and what the records before it hold.
+#[derive(Debug, Clone, Copy)]
+struct Mark {
+    seq: SeqNo,
+    offset: usize,
+    records_before: usize,
+    charge_before: usize,
+}
+
+/// One record of a [`Buffer`]: `(seq, value, pk, bytes taken)`.
+type BufferRecord<'a> = (SeqNo, &'a [u8], &'a [u8], usize);
+
+impl Buffer {
+    fn push(&mut self, value: &[u8], seq: SeqNo, pk: &[u8]) {
+        if !self.bytes.is_empty() && self.last_seq > seq {
+            self.unordered = true;
+        }
+        self.last_seq = seq;
+        if self.records.is_multiple_of(MARK_EVERY_RECORDS) {
+            self.marks.push(Mark {
+                seq,
+                offset: self.bytes.len(),
+                records_before: self.records,
+                charge_before: self.charge,
+            });
+        }
+        self.records += 1;
+        self.charge += charge_of(value, pk);
+        self.bytes.reserve(8 + 10 + 10 + value.len() + pk.len());
+        self.bytes.extend_from_slice(&seq.to_le_bytes());
+        put_varint(&mut self.bytes, value.len() as u64);
+        put_varint(&mut self.bytes, pk.len() as u64);
+        self.bytes.extend_from_slice(value);
+        self.bytes.extend_from_slice(pk);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.marks.clear();
+        self.records = 0;
+        self.charge = 0;
+        self.unordered = false;
+    }
+
+    /// Drops the records `<= seq` of a buffer in sequence order (not `unordered`): they are a
+    /// prefix. Returns how many records and how much charge it dropped.
+    fn cut_through(&mut self, seq: SeqNo) -> (usize, usize) {
+        if self.records == 0 {
+            return (0, 0);
+        }
+        if self.last_seq <= seq {
+            let dropped = (self.records, self.charge);
+            self.clear();
+            return dropped;
+        }
+        // The cut is at or after the last mark `<= seq`.
+        let start = self
+            .marks
+            .partition_point(|mark| mark.seq <= seq)
+            .checked_sub(1)
+            .and_then(|position| self.marks.get(position));
+        let (mut cut, mut records, mut charge) = start.map_or((0, 0, 0), |mark| {
+            (mark.offset, mark.records_before, mark.charge_before)
+        });
+        while let Some((record_seq, value, pk, length)) =
+            self.bytes.get(cut..).and_then(parse_record)
+        {
+            if record_seq > seq {
+                break;
+            }
+            cut += length;
+            records += 1;
+            charge += charge_of(value, pk);
+        }
+        self.bytes.drain(..cut);
+        self.marks.retain(|mark| mark.offset >= cut);
+        for mark in &mut self.marks {
+            mark.offset -= cut;
+            mark.records_before = mark.records_before.saturating_sub(records);
+            mark.charge_before = mark.charge_before.saturating_sub(charge);
+        }
+        self.records = self.records.saturating_sub(records);
+        self.charge = self.charge.saturating_sub(charge);
+        (records, charge)
+    }
+
+    /// The records, oldest first. The bytes were written by `push`; a record that does not
+    /// parse (it cannot happen) ends the iteration rather than panicking.
+    fn records(&self) -> impl Iterator<Item = BufferRecord<'_>> {
+        let mut at = 0;
+        std::iter::from_fn(move || {
+            let rest = self.bytes.get(at..)?;
+            let record = parse_record(rest)?;
+            at += record.3;
+            Some(record)
+        })
+    }
+}
+
+fn put_varint(out: &mut Vec<u8>, mut value: u64) {
+    while value >= 0x80 {
+        out.push((value as u8) | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+}
+
+/// A varint and the bytes it took.
+fn get_varint(bytes: &[u8]) -> Option<(u64, usize)> {
+    let mut value: u64 = 0;
+    for (index, &byte) in bytes.iter().enumerate().take(10) {
+        value |= u64::from(byte & 0x7F) << (7 * index);
+        if byte & 0x80 == 0 {
+            return Some((value, index + 1));
+        }
+    }
+    None
+}
+
+fn parse_record(bytes: &[u8]) -> Option<BufferRecord<'_>> {
+    let seq = SeqNo::from_le_bytes(bytes.get(..8)?.try_into().ok()?);
+    let (value_bytes, value_length_bytes) = get_varint(bytes.get(8..)?)?;
+    let (pk_bytes, pk_length_bytes) = get_varint(bytes.get(8 + value_length_bytes..)?)?;
+    let value_start = 8 + value_length_bytes + pk_length_bytes;
+    let pk_start = value_start.checked_add(usize::try_from(value_bytes).ok()?)?;
+    let end = pk_start.checked_add(usize::try_from(pk_bytes).ok()?)?;
+    Some((
+        seq,
+        bytes.get(value_start..pk_start)?,
+        bytes.get(pk_start..end)?,
+        end,
+    ))
+}
+
+/// Bytes charged for a recorded write (see `ENTRY_OVERHEAD_BYTES`).
+fn charge_of(value: &[u8], pk: &[u8]) -> usize {
+    value.len() + pk.len() + ENTRY_OVERHEAD_BYTES
+}
+
 #[derive(Debug, Default)]
 struct Maps {
-    /// In increasing sequence order (writes are recorded under the database's write lock)
-    /// unless `buffer_unordered`.
-    buffer: Vec<Entry>,
-    /// An insert came with a smaller sequence number than the one before it (not expected:
-    /// then pruning filters the buffer instead of cutting a prefix).
-    buffer_unordered: bool,
+    /// Writes not yet in a run.
+    buffer: Buffer,
     /// Oldest first; sequence ranges do not overlap and increase.
     runs: Vec<Run>,
     pruned_through: SeqNo,
@@ -171,17 +334,21 @@ impl Maps {
             });
             run.seq_min = seq + 1;
         }
-        if maps.buffer_unordered {
-            maps.buffer.retain(|entry| {
-                let keep = entry.seq > seq;
-                if !keep {
-                    forget(entry);
+        if maps.buffer.unordered {
+            let mut kept = Buffer::default();
+            for (record_seq, value, pk, _) in maps.buffer.records() {
+                if record_seq > seq {
+                    kept.push(value, record_seq, pk);
+                } else {
+                    freed_bytes += charge_of(value, pk);
+                    freed_entries += 1;
                 }
-                keep
-            });
+            }
+            maps.buffer = kept;
         } else {
-            let cut = maps.buffer.partition_point(|entry| entry.seq <= seq);
-            maps.buffer.drain(..cut).for_each(|entry| forget(&entry));
+            let (records, charge) = maps.buffer.cut_through(seq);
+            freed_entries += records;
+            freed_bytes += charge;
         }
         maps.bytes = maps.bytes.saturating_sub(freed_bytes);
         maps.entries = maps.entries.saturating_sub(freed_entries);
@@ -191,8 +358,12 @@ impl Maps {
         if self.buffer.is_empty() {
             return;
         }
-        let mut entries = std::mem::take(&mut self.buffer);
-        self.buffer_unordered = false;
+        let mut entries: Vec<Entry> = self
+            .buffer
+            .records()
+            .map(|(seq, value, pk, _)| Entry::new(value, seq, pk))
+            .collect();
+        self.buffer.clear();
         entries.sort_unstable_by(Entry::order);
         let seq_min = entries.iter().map(|e| e.seq).min().unwrap_or(0);
         let seq_max = entries.iter().map(|e| e.seq).max().unwrap_or(0);
@@ -249,17 +420,13 @@ impl MemtableMap {
     /// Records a put of `pk` at `seq` carrying `value`. Called before the write reaches the
     /// engine, so no query can see the version without the map knowing it.
     pub fn insert(&self, value: &[u8], seq: SeqNo, pk: &[u8]) {
-        let entry = Entry::new(value, seq, pk);
         let mut maps = self.lock();
         if seq <= maps.pruned_through {
             return;
         }
-        maps.bytes += entry.charge();
+        maps.bytes += charge_of(value, pk);
         maps.entries += 1;
-        if maps.buffer.last().is_some_and(|last| last.seq > seq) {
-            maps.buffer_unordered = true;
-        }
-        maps.buffer.push(entry);
+        maps.buffer.push(value, seq, pk);
     }
 
     /// The maps, with any requested prune applied.
@@ -393,7 +560,7 @@ mod tests {
     #[test]
     fn long_entries_and_out_of_order_inserts() {
         let map = MemtableMap::default();
-        let long_value = vec![7u8; 40];
+        let long_value = vec![7u8; 300]; // its length takes a two-byte varint in the buffer
         let long_pk = vec![b'p'; 30];
         map.insert(&long_value, 5, &long_pk);
         map.insert(b"short", 3, b"k3");
@@ -421,6 +588,46 @@ mod tests {
             map.memory_bytes(),
             (b"b".len() + b"k11".len() + ENTRY_OVERHEAD_BYTES) as u64
         );
+    }
+
+    /// Prunes of a buffer no query has sealed (many marks) cut exactly at the pruned sequence
+    /// number and account for what they drop.
+    #[test]
+    fn prunes_of_a_long_buffer_cut_at_the_right_record() {
+        let seed = 5;
+        let mut rng = StdRng::seed_from_u64(seed);
+        let map = MemtableMap::default();
+        let mut model: BTreeMap<SeqNo, (Vec<u8>, Vec<u8>)> = BTreeMap::new();
+        let mut seq = 0;
+        let mut pruned = 0;
+        for round in 0..20 {
+            for _ in 0..rng.gen_range(0..400) {
+                seq += 1;
+                let value: Vec<u8> = (0..rng.gen_range(0..200)).map(|_| rng.gen()).collect();
+                let pk = format!("pk{seq}").into_bytes();
+                map.insert(&value, seq, &pk);
+                model.insert(seq, (value, pk));
+            }
+            pruned = rng.gen_range(pruned..=seq + 2);
+            map.prune_through(pruned);
+            model.retain(|s, _| *s > pruned);
+            let charge: usize = model.values().map(|(v, pk)| charge_of(v, pk)).sum();
+            assert_eq!(map.len(), model.len(), "round {round} seed {seed}");
+            assert_eq!(
+                map.memory_bytes(),
+                charge as u64,
+                "round {round} seed {seed}"
+            );
+            if round % 5 == 4 {
+                let want: Vec<(SeqNo, Vec<u8>)> =
+                    model.iter().map(|(s, (_, pk))| (*s, pk.clone())).collect();
+                assert_eq!(
+                    sorted(map.candidates(b"", None, 0, SeqNo::MAX).0),
+                    want,
+                    "round {round} seed {seed}"
+                );
+            }
+        }
     }
 
     /// Against a BTreeMap model, through many runs, merges and prunes.
