@@ -89,12 +89,6 @@ struct Predecessor<'k> {
     last_user_key_bound: Option<&'k [u8]>,
 }
 
-/// The user key of an index separator (`None` if too short to be an internal key).
-fn separator_user_key(separator: &[u8]) -> Option<&[u8]> {
-    let split = separator.len().checked_sub(sift_lsm::key::TRAILER_BYTES)?;
-    separator.get(..split)
-}
-
 struct Scan<'a, 'r> {
     request: &'r mut Request<'a>,
     view: ComponentView,
@@ -287,7 +281,8 @@ impl Scan<'_, '_> {
                     place: (table.file_number(), ordinal - 1),
                     last_user_key_bound: table
                         .block_separator(ordinal - 1)
-                        .and_then(separator_user_key),
+                        .and_then(parse_internal_key)
+                        .map(|separator| separator.user_key),
                 })
             } else {
                 source.before_first.map(|place| Predecessor {
