@@ -106,6 +106,13 @@ fn show(hits: &[(Vec<u8>, u64, Vec<u8>)]) -> Vec<String> {
         .collect()
 }
 
+/// Ten rounds of [`check`].
+fn check_many(db: &Database, model: &Model, rng: &mut StdRng, what: &str) {
+    for _ in 0..10 {
+        check(db, model, rng, what);
+    }
+}
+
 /// A random range query on every index, compared with a brute-force filter of the model.
 fn check(db: &Database, model: &Model, rng: &mut StdRng, what: &str) {
     for (name, ..) in INDEXES {
@@ -421,14 +428,12 @@ fn an_interrupted_build_resumes_at_open() {
     }
     let report = db.check_global_index("docs", "next_n").unwrap();
     assert_eq!(report.files_unindexed, 0, "seed {seed}: {report:?}");
-    for _ in 0..10 {
-        check(
-            &db,
-            &model,
-            &mut rng,
-            &format!("seed {seed}: after the resumed build"),
-        );
-    }
+    check_many(
+        &db,
+        &model,
+        &mut rng,
+        &format!("seed {seed}: after the resumed build"),
+    );
     db.close().unwrap();
     // Tables written at open before the catalog is loaded (the flush of the replayed WAL, a
     // compaction) lack the blocks too: the open after a complete build indexes them as well.
@@ -492,14 +497,12 @@ fn writes_and_compactions_race_a_resumed_build() {
     for (name, ..) in INDEXES {
         assert_eq!(unindexed(&db, name), 0, "seed {seed}: {name}");
     }
-    for _ in 0..10 {
-        check(
-            &db,
-            &model,
-            &mut rng,
-            &format!("seed {seed}: after the race"),
-        );
-    }
+    check_many(
+        &db,
+        &model,
+        &mut rng,
+        &format!("seed {seed}: after the race"),
+    );
 }
 
 /// Dropping or closing the database while a resumed build runs stops and joins its thread
@@ -568,14 +571,12 @@ fn drop_and_close_stop_a_resumed_build() {
         assert_eq!(unindexed(&db, name), 0, "seed {seed}: {name}");
     }
     assert!(files_built.load(Ordering::Relaxed) >= 2, "seed {seed}");
-    for _ in 0..10 {
-        check(
-            &db,
-            &model,
-            &mut rng,
-            &format!("seed {seed}: after the stops"),
-        );
-    }
+    check_many(
+        &db,
+        &model,
+        &mut rng,
+        &format!("seed {seed}: after the stops"),
+    );
 }
 
 /// A resumed build that fails (the disk stops answering reads after its first table) records
@@ -626,14 +627,12 @@ fn a_failing_resumed_build_is_reported_and_resumed_again() {
         INDEXES.iter().any(|(name, ..)| unindexed(&db, name) > 0),
         "seed {seed}: {status:?}"
     );
-    for _ in 0..10 {
-        check(
-            &db,
-            &model,
-            &mut rng,
-            &format!("seed {seed}: after a failed build"),
-        );
-    }
+    check_many(
+        &db,
+        &model,
+        &mut rng,
+        &format!("seed {seed}: after a failed build"),
+    );
     drop(db);
     let db = Database::open(path, with_fs(IndexBuildsAtOpen::Resume)).unwrap();
     let status = db.wait_for_index_builds();
@@ -642,12 +641,10 @@ fn a_failing_resumed_build_is_reported_and_resumed_again() {
     for (name, ..) in INDEXES {
         assert_eq!(unindexed(&db, name), 0, "seed {seed}: {name}");
     }
-    for _ in 0..10 {
-        check(
-            &db,
-            &model,
-            &mut rng,
-            &format!("seed {seed}: after the second resume"),
-        );
-    }
+    check_many(
+        &db,
+        &model,
+        &mut rng,
+        &format!("seed {seed}: after the second resume"),
+    );
 }

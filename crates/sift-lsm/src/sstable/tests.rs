@@ -1135,6 +1135,26 @@ impl BlockPropertyCollector for OffsetCollector {
     }
 }
 
+/// A table of `model` with `compression`, and where its builder told a collector each entry
+/// starts.
+fn build_recording_offsets(model: &Entries, compression: Compression) -> (Vec<u8>, SeenOffsets) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let collector = OffsetCollector {
+        block: 0,
+        seen: Arc::clone(&seen),
+    };
+    let config = BuildConfig {
+        compression,
+        ..BuildConfig::default()
+    };
+    let (bytes, _, _) = build(
+        model,
+        &config,
+        vec![("offsets".to_owned(), Box::new(collector))],
+    );
+    (bytes, seen)
+}
+
 /// `mapped_entry_value` finds every put exactly where the builder told collectors it starts,
 /// and nothing for a key of another length, a compressed block or a file that is not
 /// memory-mapped.
@@ -1144,20 +1164,7 @@ fn mapped_entry_value_reads_entries_at_their_collector_offsets() {
     let mut rng = StdRng::seed_from_u64(seed);
     for compression in [Compression::None, Compression::Snappy] {
         let model = random_model(&mut rng, 300);
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let collector = OffsetCollector {
-            block: 0,
-            seen: Arc::clone(&seen),
-        };
-        let config = BuildConfig {
-            compression,
-            ..BuildConfig::default()
-        };
-        let (bytes, _, _) = build(
-            &model,
-            &config,
-            vec![("offsets".to_owned(), Box::new(collector))],
-        );
+        let (bytes, seen) = build_recording_offsets(&model, compression);
         let mapped = Table::open(
             Arc::new(super::test_util::MappedMemReader(MemReader {
                 bytes: bytes.clone(),
@@ -1214,20 +1221,7 @@ fn visit_block_entries_gives_the_collector_offsets() {
     let mut rng = StdRng::seed_from_u64(seed);
     for compression in [Compression::None, Compression::Snappy] {
         let model = random_model(&mut rng, 300);
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let collector = OffsetCollector {
-            block: 0,
-            seen: Arc::clone(&seen),
-        };
-        let config = BuildConfig {
-            compression,
-            ..BuildConfig::default()
-        };
-        let (bytes, _, _) = build(
-            &model,
-            &config,
-            vec![("offsets".to_owned(), Box::new(collector))],
-        );
+        let (bytes, seen) = build_recording_offsets(&model, compression);
         let table = open(bytes, None).expect("open");
         let mut visited = Vec::new();
         for ordinal in 0..table.block_count() {
