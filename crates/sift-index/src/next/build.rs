@@ -575,12 +575,18 @@ impl Database {
         let mut todo = Vec::new();
         for collection in catalog.collections.values() {
             let primary = &collection.primary;
+            // The collection's live tables, taken once for all its indexes (and only if one
+            // of them is a next or sst-local index).
+            let mut view = None;
             for index in &collection.indexes {
                 let Some(state) = self.next.index(primary.id(), index.record.id) else {
                     continue; // not a next or sst-local index
                 };
-                let view = self.engine.components(primary, &ReadOptions::default())?;
-                if !unindexed_files(&view, &state).is_empty() {
+                let view = match &mut view {
+                    Some(view) => view,
+                    None => view.insert(self.engine.components(primary, &ReadOptions::default())?),
+                };
+                if !unindexed_files(view, &state).is_empty() {
                     todo.push(Resumed {
                         collection: Arc::clone(collection),
                         record: index.record.clone(),
