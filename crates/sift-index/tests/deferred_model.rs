@@ -35,14 +35,7 @@ struct ModelDoc {
     s: Option<String>,
 }
 
-impl common::ModelVersion for ModelDoc {
-    fn seq(&self) -> u64 {
-        self.seq
-    }
-    fn doc(&self) -> &[u8] {
-        &self.doc
-    }
-}
+common::impl_model_version!(ModelDoc);
 
 type Model = BTreeMap<Vec<u8>, ModelDoc>;
 /// A random document: JSON, `n`, `s`.

@@ -26,14 +26,7 @@ struct ModelDoc {
     t: Option<i64>,
 }
 
-impl common::ModelVersion for ModelDoc {
-    fn seq(&self) -> u64 {
-        self.seq
-    }
-    fn doc(&self) -> &[u8] {
-        &self.doc
-    }
-}
+common::impl_model_version!(ModelDoc);
 
 type Model = BTreeMap<Vec<u8>, ModelDoc>;
 

@@ -32,14 +32,7 @@ struct ModelDoc {
     n: i64,
 }
 
-impl common::ModelVersion for ModelDoc {
-    fn seq(&self) -> u64 {
-        self.seq
-    }
-    fn doc(&self) -> &[u8] {
-        &self.doc
-    }
-}
+common::impl_model_version!(ModelDoc);
 
 type Model = BTreeMap<Vec<u8>, ModelDoc>;
 

@@ -85,6 +85,24 @@ pub trait ModelVersion {
     fn doc(&self) -> &[u8];
 }
 
+/// Implements [`ModelVersion`] for a model document type with fields `seq: u64` and
+/// `doc: Vec<u8>`, the shape every model test uses.
+#[allow(unused_macros)] // Not every test binary that includes this module has a model.
+macro_rules! impl_model_version {
+    ($document:ty) => {
+        impl common::ModelVersion for $document {
+            fn seq(&self) -> u64 {
+                self.seq
+            }
+            fn doc(&self) -> &[u8] {
+                &self.doc
+            }
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use impl_model_version;
+
 /// Brute force over a model: the documents that `matches`, newest first, at most `limit`, as
 /// `(pk, seq, doc)` — what every query must return.
 pub fn newest_first<D: ModelVersion>(
