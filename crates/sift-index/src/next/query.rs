@@ -888,6 +888,15 @@ impl Finisher {
             self.pending.pop();
             batch.push(position);
         }
+        // Room for the hits this batch can add (each in another data block, at worst), so
+        // the tables are not regrown (and rehashed) hit by hit.
+        let room = self
+            .limit
+            .map_or(batch.len(), |k| k.saturating_sub(self.hits.len()))
+            .min(batch.len());
+        self.hits.reserve(room);
+        self.emitted.first.reserve(room);
+        self.history.reserve(room);
         for &position in batch.iter().take(HANDLE_PREFETCH_DISTANCE) {
             self.prefetch_handle(position);
         }
