@@ -653,6 +653,7 @@ impl Database {
             emitted: HashSet::new(),
             stale: Vec::new(),
         };
+        let mut ordered_hits = None;
         if limit != Some(0) {
             match index.record.kind {
                 IndexKind::Composite if crate::deferred::is_deferred(index) => {
@@ -675,8 +676,15 @@ impl Database {
                         &query.read_stats,
                     )?;
                     query.stats = output.stats;
-                    for hit in output.hits {
-                        query.top.push(hit);
+                    // Already newest first and within the limit (checked: else through the
+                    // heap): no heap pass and re-sort of every hit.
+                    let sorted = output.hits.windows(2).all(|w| w[0].seq >= w[1].seq);
+                    if sorted && limit.is_none_or(|k| output.hits.len() <= k) {
+                        ordered_hits = Some(output.hits);
+                    } else {
+                        for hit in output.hits {
+                            query.top.push(hit);
+                        }
                     }
                 }
                 IndexKind::Embedded => {
@@ -698,7 +706,7 @@ impl Database {
         let mut stats = query.stats;
         stats.blocks_read = query.read_stats.blocks_read();
         let stale = std::mem::take(&mut query.stale);
-        let hits = query.top.into_sorted();
+        let hits = ordered_hits.unwrap_or_else(|| query.top.into_sorted());
         if !stale.is_empty() {
             stats.entries_repaired = self.repair(collection, index, stale)?;
         }
