@@ -97,18 +97,25 @@ impl ComponentScan<'_> {
         }
     }
 
-    /// The entries of block `index` visible at the view's sequence number or not, in block
-    /// order, appended to `scratch`.
-    fn read_block(&mut self, index: usize, scratch: &mut Vec<u8>) -> Result<Vec<RawEntry>> {
+    /// The entries of block `index` from the first one `>= seek` (an internal key) to the
+    /// last one below `end` (a user key), visible at the view's sequence number or not, in
+    /// block order; their user keys are appended to `scratch`.
+    fn read_block(
+        &mut self,
+        index: usize,
+        seek: &[u8],
+        end: Option<&[u8]>,
+        scratch: &mut Vec<u8>,
+    ) -> Result<Vec<RawEntry>> {
         self.read[index] = true;
         let block = &self.blocks[index];
         let (_, table) = &self.tables[block.table];
-        let mut entries = Vec::new();
-        let path = table.path().to_path_buf();
-        table.visit_block_entries(block.ordinal, &self.context, |internal_key, _, offset| {
+        let mut entries = Vec::with_capacity(64);
+        let path = table.path();
+        let visit = |internal_key: &[u8], _: &[u8], offset: usize| {
             let parsed = parse_internal_key(internal_key).ok_or_else(|| {
                 sift_lsm::Error::corruption(
-                    &path,
+                    path,
                     offset as u64,
                     format!(
                         "malformed internal key in data block {} (offset {offset} of the block)",
@@ -116,6 +123,9 @@ impl ComponentScan<'_> {
                     ),
                 )
             })?;
+            if end.is_some_and(|end| parsed.user_key >= end) {
+                return Ok(false);
+            }
             let key_start = scratch.len();
             scratch.extend_from_slice(parsed.user_key);
             entries.push(RawEntry {
@@ -124,8 +134,9 @@ impl ComponentScan<'_> {
                 seq: parsed.seq,
                 kind: parsed.kind,
             });
-            Ok(())
-        })?;
+            Ok(true)
+        };
+        table.visit_block_entries_from(block.ordinal, &self.context, seek, visit)?;
         Ok(entries)
     }
 }
@@ -167,11 +178,11 @@ impl Query<'_> {
         for (table_index, (file, table)) in tables.iter().enumerate() {
             // Without the property (a table written before it existed) every block is bounded
             // by the file's largest sequence number: the table is read whole, as before.
-            let has_bounds = table
+            let collector = table
                 .properties()
                 .collector_names
                 .iter()
-                .any(|name| name == COLLECTOR_NAME);
+                .position(|name| name == COLLECTOR_NAME);
             // The first block whose separator is >= the seek key: the only one that can hold
             // the first entry of the range.
             let (mut low, mut high) = (0, table.block_count());
@@ -188,11 +199,11 @@ impl Query<'_> {
             }
             for ordinal in low..table.block_count() {
                 let mut bound = file.seq_max;
-                if has_bounds {
+                if let Some(collector) = collector {
                     let bytes = table
                         .block_properties(ordinal)
-                        .and_then(|p| p.get(COLLECTOR_NAME))
-                        .unwrap_or_default();
+                        .and_then(|p| p.iter().nth(collector))
+                        .map_or(&[][..], |(_, bytes)| bytes);
                     match decode_block_max_seq(bytes) {
                         Ok(Some(max_seq)) => bound = bound.min(max_seq),
                         Ok(None) => {}
@@ -244,8 +255,12 @@ impl Query<'_> {
         let block_count = blocks.len();
         // Unread blocks, newest bound first; among equal bounds the last first (keys of a value
         // tend to come in pk order, and pks often grow with time).
-        let mut order: Vec<usize> = (0..block_count).collect();
-        order.sort_unstable_by_key(|&i| std::cmp::Reverse((blocks[i].bound, i)));
+        // A heap, not a sort: a heavy value has many blocks and a LOOKUP reads a few.
+        let mut order: BinaryHeap<(SeqNo, usize)> = blocks
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (b.bound, i))
+            .collect();
         let mut scan = ComponentScan {
             tables,
             blocks,
@@ -258,13 +273,18 @@ impl Query<'_> {
         let attr_type = self.index.record.attr_type;
         // (entry seq, key start, value end, key end) in `arena`, newest entry on top.
         let mut pending: BinaryHeap<(SeqNo, usize, usize, usize)> = BinaryHeap::new();
-        let mut cursor = 0;
         let mut scratch: Vec<u8> = Vec::new();
+        // Blocks are read from the value's first key on (the block holding it starts lower)
+        // and up to its end: the entries outside are not decoded.
+        let seek = make_seek_key(&self.start, SEQ_MAX);
+        let end_key = self.end.clone();
+        let end = end_key.as_deref();
         loop {
-            while cursor < order.len() && scan.read[order[cursor]] {
-                cursor += 1;
+            while order.peek().is_some_and(|&(_, i)| scan.read[i]) {
+                order.pop();
             }
-            let next_bound = order.get(cursor).map(|&i| scan.blocks[i].bound);
+            let next = order.peek().map(|&(_, i)| i);
+            let next_bound = order.peek().map(|&(bound, _)| bound);
             // Candidates at least as new as every unread block, newest first.
             while let Some(&(entry_seq, start, value_end, end)) = pending.peek() {
                 if next_bound.is_some_and(|bound| entry_seq < bound) {
@@ -297,7 +317,11 @@ impl Query<'_> {
             }
             // The block, preceded by the blocks that may hold newer versions of its first key.
             scratch.clear();
-            let mut chain = vec![(order[cursor], scan.read_block(order[cursor], &mut scratch)?)];
+            let Some(next) = next else {
+                break;
+            };
+            let first_read = scan.read_block(next, &seek, end, &mut scratch)?;
+            let mut chain = vec![(next, first_read)];
             loop {
                 let (index, entries) = &chain[chain.len() - 1];
                 let index = *index;
@@ -312,26 +336,29 @@ impl Query<'_> {
                 {
                     break;
                 }
-                let entries = scan.read_block(index - 1, &mut scratch)?;
+                let entries = scan.read_block(index - 1, &seek, end, &mut scratch)?;
                 chain.push((index - 1, entries));
             }
             chain.reverse();
             // The scan state at the start of the chain: the last key of the block before it,
             // if that was read.
-            let (mut current, mut decided): (Option<Vec<u8>>, bool) = chain
+            // The scan state at the start of the chain: the last key of the block before it,
+            // if that was read (copied into `scratch`: keys are compared as ranges of it).
+            let (mut current, mut decided): (Option<(usize, usize)>, bool) = chain
                 .first()
                 .and_then(|(index, _)| index.checked_sub(1))
                 .and_then(|previous| scan.tails[previous].take())
-                .map_or((None, false), |tail| (Some(tail.key), tail.decided));
+                .map_or((None, false), |tail| {
+                    let start = scratch.len();
+                    scratch.extend_from_slice(&tail.key);
+                    (Some((start, scratch.len())), tail.decided)
+                });
             for (index, entries) in &chain {
                 for entry in entries {
                     let key = &scratch[entry.key_start..entry.key_end];
-                    if self.end.as_deref().is_some_and(|end| key >= end) {
-                        break;
-                    }
-                    let same = current.as_deref() == Some(key);
+                    let same = current.is_some_and(|(s, e)| &scratch[s..e] == key);
                     if !same {
-                        current = Some(key.to_vec());
+                        current = Some((entry.key_start, entry.key_end));
                         decided = false;
                     }
                     // Invisible versions, older versions of a decided key, keys below the range.
@@ -353,7 +380,11 @@ impl Query<'_> {
                         pending.push((entry.seq, start, start + value_bytes, arena.len()));
                     }
                 }
-                scan.tails[*index] = current.clone().map(|key| Tail { key, decided });
+                // Only the key the block ends with can continue in the next block.
+                scan.tails[*index] = current.map(|(s, e)| Tail {
+                    key: scratch[s..e].to_vec(),
+                    decided,
+                });
             }
         }
         let unread = scan.read.iter().filter(|read| !**read).count();
