@@ -112,13 +112,15 @@ impl ComponentScan<'_> {
         let (_, table) = &self.tables[block.table];
         let mut entries = Vec::with_capacity(64);
         let path = table.path();
+        let block_offset = table.block_handle(block.ordinal).map_or(0, |h| h.offset);
         let visit = |internal_key: &[u8], _: &[u8], offset: usize| {
             let parsed = parse_internal_key(internal_key).ok_or_else(|| {
                 sift_lsm::Error::corruption(
                     path,
-                    offset as u64,
+                    block_offset,
                     format!(
-                        "malformed internal key in data block {} (offset {offset} of the block)",
+                        "malformed internal key in data block {} (byte {offset} of the \
+                         decompressed block)",
                         block.ordinal
                     ),
                 )
