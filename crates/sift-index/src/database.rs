@@ -223,6 +223,8 @@ pub struct Database {
     primary_tree_options: TreeOptions,
     /// Queue and workers of asynchronous indexes (`async_index`).
     pub(crate) async_index: crate::async_index::AsyncIndexer,
+    /// Composite index trees, whose tables record each block's largest sequence number.
+    composite_seq: Arc<crate::composite_seq::CompositeSeqRegistry>,
     /// Filled while opening, read by `open_timings`.
     open_timings: Mutex<OpenTimings>,
 }
@@ -297,6 +299,15 @@ impl Database {
             crate::embedded::EmbeddedFlushListener::new(Arc::clone(&embedded)),
         ));
         let primary_tree_options = engine_options.default_tree_options.clone();
+        // After the primaries' options are taken: index trees get their options from the
+        // defaults when the engine reopens them.
+        let composite_seq = Arc::new(crate::composite_seq::CompositeSeqRegistry::default());
+        engine_options
+            .default_tree_options
+            .block_property_collectors
+            .push(Arc::new(
+                crate::composite_seq::CompositeSeqCollectorFactory::new(Arc::clone(&composite_seq)),
+            ));
         let deferred = Arc::new(DeferredRegistry::new(crate::deferred::read_marker(
             options.engine.file_system.as_ref(),
             path.as_ref(),
@@ -357,6 +368,7 @@ impl Database {
             embedded,
             primary_tree_options,
             async_index,
+            composite_seq,
             open_timings: Mutex::new(OpenTimings {
                 engine_us,
                 ..OpenTimings::default()
@@ -688,6 +700,9 @@ impl Database {
                     .into_owned(),
                 message: format!("index tree missing: {e}"),
             })?;
+        if record.kind == IndexKind::Composite {
+            self.composite_seq.register(tree.id());
+        }
         Ok(Index {
             record,
             path,
@@ -723,12 +738,25 @@ impl Database {
         let path = AttrPath::parse(&record.path)?;
         let tree = match &record.tree {
             Some(name) => {
-                let options = TreeOptions {
+                let mut options = TreeOptions {
                     merge_operator: (record.kind == IndexKind::Lazy)
                         .then(|| Arc::new(PostingMergeOperator) as _),
                     ..TreeOptions::default()
                 };
-                Some(self.engine.create_tree(name, options)?)
+                let composite = record.kind == IndexKind::Composite;
+                if composite {
+                    options.block_property_collectors.push(Arc::new(
+                        crate::composite_seq::CompositeSeqCollectorFactory::new(Arc::clone(
+                            &self.composite_seq,
+                        )),
+                    ));
+                }
+                let tree = self.engine.create_tree(name, options)?;
+                if composite {
+                    // Before anything is written to the tree.
+                    self.composite_seq.register(tree.id());
+                }
+                Some(tree)
             }
             None => None,
         };

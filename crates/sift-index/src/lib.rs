@@ -74,6 +74,7 @@
 
 pub mod async_index;
 pub mod catalog;
+pub mod composite_seq;
 pub mod database;
 pub mod deferred;
 pub mod document;

@@ -22,6 +22,9 @@ use std::sync::Arc;
 #[path = "deferred_query.rs"]
 mod deferred_query;
 
+#[path = "composite_bounded.rs"]
+mod composite_bounded;
+
 /// One result: the document's live version.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hit {
@@ -50,6 +53,7 @@ pub struct QueryStats {
     /// data-block read.
     pub lite_validations: u64,
     /// Embedded: data blocks ruled out by their bloom filters, zone maps or sequence numbers.
+    /// Composite LOOKUP: blocks of the value left unread by their sequence bounds.
     pub blocks_skipped: u64,
     /// Embedded: tables ruled out by their zone maps (from the manifest) or sequence numbers.
     pub tables_skipped: u64,
@@ -326,6 +330,8 @@ impl Query<'_> {
     /// their K newest hits in the small upper components and never scan the large bottom
     /// level. A key met in a newer component (put or delete) shadows its entries below, so
     /// each key — each pk, for one value — is validated at most once, as in a merged scan.
+    /// Inside a table component, blocks are read newest first by their sequence bound and the
+    /// reading stops as early (`composite_bounded.rs`); memtables are scanned whole.
     fn run_composite_point(&mut self) -> Result<()> {
         let tree = self.index.stand_alone_tree()?;
         let view = self.engine.components(tree, &self.read)?;
@@ -343,46 +349,60 @@ impl Query<'_> {
             let mut arena: Vec<u8> = Vec::with_capacity(8 << 10);
             keys.clear();
             candidates.clear();
-            let mut iter = view.iter(*id)?;
-            iter.seek(&self.start)?;
-            while iter.valid() && self.in_range(iter.user_key()) {
-                let key = iter.user_key();
-                // A key's versions come newest first: the first visible one is the key's.
-                if keys.last().is_some_and(|&(s, e)| &arena[s..e] == key) {
+            if matches!(id, ComponentId::Level0File(_) | ComponentId::Level(_)) {
+                // Tables: blocks newest first by their sequence bound (`composite_bounded.rs`).
+                self.composite_table_component(
+                    &view,
+                    *id,
+                    (&arenas, &seen),
+                    &mut arena,
+                    &mut keys,
+                )?;
+            } else {
+                let mut iter = view.iter(*id)?;
+                iter.seek(&self.start)?;
+                while iter.valid() && self.in_range(iter.user_key()) {
+                    let key = iter.user_key();
+                    // A key's versions come newest first: the first visible one is the key's.
+                    if keys.last().is_some_and(|&(s, e)| &arena[s..e] == key) {
+                        iter.next()?;
+                        continue;
+                    }
+                    let shadowed = !seen.is_empty()
+                        && seen
+                            .binary_search_by(|&(a, s, e)| arenas[a][s..e].cmp(key))
+                            .is_ok();
+                    let start = arena.len();
+                    arena.extend_from_slice(key);
+                    keys.push((start, arena.len()));
+                    if !shadowed && iter.kind() != ValueKind::Delete {
+                        self.stats.candidates_examined += 1;
+                        let (_, value_bytes) = decode_value(key, attr_type)
+                            .map_err(|e| self.corrupt("composite key", &e))?;
+                        candidates.push((iter.seq(), start, start + value_bytes, arena.len()));
+                    }
                     iter.next()?;
-                    continue;
                 }
-                let shadowed = !seen.is_empty()
-                    && seen
-                        .binary_search_by(|&(a, s, e)| arenas[a][s..e].cmp(key))
-                        .is_ok();
-                let start = arena.len();
-                arena.extend_from_slice(key);
-                keys.push((start, arena.len()));
-                if !shadowed && iter.kind() != ValueKind::Delete {
-                    self.stats.candidates_examined += 1;
-                    let (_, value_bytes) = decode_value(key, attr_type)
+                candidates.sort_unstable_by_key(|c| Reverse(c.0));
+                for &(entry_seq, start, value_end, end) in &candidates {
+                    if !self.top.would_accept(entry_seq.saturating_sub(1)) {
+                        break;
+                    }
+                    let (pk, pk_bytes) = decode_pk(&arena[value_end..end])
                         .map_err(|e| self.corrupt("composite key", &e))?;
-                    candidates.push((iter.seq(), start, start + value_bytes, arena.len()));
+                    // Distinct keys of one value name distinct pks only if each key is exactly
+                    // `value ‖ pk`.
+                    if value_end + pk_bytes != end {
+                        return Err(self.corrupt(
+                            "composite key",
+                            &IndexError::corrupt(
+                                value_end + pk_bytes,
+                                "bytes after the primary key",
+                            ),
+                        ));
+                    }
+                    self.validate_owned(pk, &arena[start..value_end], None, true)?;
                 }
-                iter.next()?;
-            }
-            candidates.sort_unstable_by_key(|c| Reverse(c.0));
-            for &(entry_seq, start, value_end, end) in &candidates {
-                if !self.top.would_accept(entry_seq.saturating_sub(1)) {
-                    break;
-                }
-                let (pk, pk_bytes) = decode_pk(&arena[value_end..end])
-                    .map_err(|e| self.corrupt("composite key", &e))?;
-                // Distinct keys of one value name distinct pks only if each key is exactly
-                // `value ‖ pk`.
-                if value_end + pk_bytes != end {
-                    return Err(self.corrupt(
-                        "composite key",
-                        &IndexError::corrupt(value_end + pk_bytes, "bytes after the primary key"),
-                    ));
-                }
-                self.validate_owned(pk, &arena[start..value_end], None, true)?;
             }
             let rest = &ids[position + 1..];
             if rest.is_empty() {

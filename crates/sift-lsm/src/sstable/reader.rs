@@ -618,6 +618,32 @@ impl Table {
         Ok(())
     }
 
+    /// [`Table::visit_block_entries`] from the first entry of data block `ordinal` that is
+    /// `>= seek_key` (an internal key), for as long as `visit` returns `true`: a reader of one
+    /// key range decodes neither the block's entries before the range nor those after it.
+    pub fn visit_block_entries_from<F>(
+        &self,
+        ordinal: usize,
+        ctx: &ReadContext,
+        seek_key: &[u8],
+        mut visit: F,
+    ) -> Result<()>
+    where
+        F: FnMut(&[u8], &[u8], usize) -> Result<bool>,
+    {
+        let block = self.read_data_block(ordinal, ctx)?;
+        let mut iter = BlockIter::new(block);
+        iter.seek(seek_key)
+            .map_err(|e| self.block_error(ordinal, e))?;
+        while iter.valid() {
+            if !visit(iter.key(), iter.value(), iter.entry_offset())? {
+                break;
+            }
+            iter.next().map_err(|e| self.block_error(ordinal, e))?;
+        }
+        Ok(())
+    }
+
     /// Data block `ordinal` (from the cache or the file, verified), for readers that pick
     /// entries out of it by key ([`Table::data_block_value`]) without copying the others.
     pub fn data_block(&self, ordinal: usize, ctx: &ReadContext) -> Result<DataBlock> {
