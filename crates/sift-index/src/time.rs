@@ -89,6 +89,69 @@ impl Cursor<'_> {
 /// beyond milliseconds are truncated toward the past. A leap second (`:60`) counts as the first
 /// second of the next minute. Returns a reason on failure.
 pub(crate) fn parse_rfc3339_ms(text: &str) -> Result<i64, String> {
+    if let Some(epoch_ms) = parse_common_utc_ms(text.as_bytes()) {
+        return Ok(epoch_ms);
+    }
+    parse_general_ms(text)
+}
+
+/// The value of ASCII digit `byte`, or `None`.
+#[inline]
+fn digit(byte: u8) -> Option<u32> {
+    let value = byte.wrapping_sub(b'0');
+    (value < 10).then_some(u32::from(value))
+}
+
+/// The number written by the ASCII digits `bytes`, or `None` if one is not a digit.
+#[inline]
+fn number(bytes: &[u8]) -> Option<u32> {
+    bytes
+        .iter()
+        .try_fold(0u32, |value, &byte| Some(value * 10 + digit(byte)?))
+}
+
+/// The write path's common forms, `YYYY-MM-DDTHH:MM:SSZ` and `YYYY-MM-DDTHH:MM:SS.fffZ`
+/// (upper-case `T` and `Z`, fields in range), without the general parser's cursor; `None`
+/// for anything else, which [`parse_general_ms`] then decides (so the answers are the same).
+#[inline]
+fn parse_common_utc_ms(bytes: &[u8]) -> Option<i64> {
+    let millis = match bytes.len() {
+        20 => 0,
+        24 if bytes[19] == b'.' => number(&bytes[20..23])?,
+        _ => return None,
+    };
+    if bytes[4] != b'-'
+        || bytes[7] != b'-'
+        || bytes[10] != b'T'
+        || bytes[13] != b':'
+        || bytes[16] != b':'
+        || bytes[bytes.len() - 1] != b'Z'
+    {
+        return None;
+    }
+    let year = number(&bytes[0..4])?;
+    let month = number(&bytes[5..7])?;
+    let day = number(&bytes[8..10])?;
+    let hour = number(&bytes[11..13])?;
+    let minute = number(&bytes[14..16])?;
+    let second = number(&bytes[17..19])?;
+    let year = i64::from(year);
+    if !(1..=12).contains(&month)
+        || day == 0
+        || day > days_in_month(year, month)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
+        return None;
+    }
+    let days = days_from_civil(year, month, day);
+    let seconds = days * 86_400 + i64::from(hour * 3600 + minute * 60 + second);
+    Some(seconds * 1000 + i64::from(millis))
+}
+
+/// [`parse_rfc3339_ms`] for every accepted form, with the reason on failure.
+fn parse_general_ms(text: &str) -> Result<i64, String> {
     let mut cursor = Cursor {
         bytes: text.as_bytes(),
         pos: 0,
@@ -227,6 +290,65 @@ mod tests {
         ] {
             assert!(parse_rfc3339_ms(bad).is_err(), "{bad} accepted");
         }
+    }
+
+    /// The common-form fast path answers exactly as the general parser on every input near
+    /// the common forms (valid ones, and each byte replaced by a character that may or may
+    /// not belong there).
+    #[test]
+    fn common_form_fast_path_agrees_with_the_general_parser() {
+        use rand::{Rng, SeedableRng};
+        let seed = 0x7157_u64;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let alphabet = b"0123456789-:.TtZz+ 9a\xff";
+        let mut fast_answers = 0;
+        for step in 0..200_000 {
+            let ms = rng.gen_range(-62_167_219_200_000i64..253_402_300_799_999);
+            let mut text = format_rfc3339_ms(ms).into_bytes();
+            if rng.gen_bool(0.5) {
+                // Without the fraction: `...SSZ`.
+                text.drain(19..23);
+            }
+            if step % 2 == 1 {
+                let position = rng.gen_range(0..text.len());
+                text[position] = alphabet[rng.gen_range(0..alphabet.len())];
+            }
+            let Ok(text) = String::from_utf8(text) else {
+                continue;
+            };
+            let general = parse_general_ms(&text);
+            let fast = parse_common_utc_ms(text.as_bytes());
+            if let Some(fast) = fast {
+                fast_answers += 1;
+                assert_eq!(Ok(fast), general, "seed {seed}: {text}");
+            }
+            assert_eq!(parse_rfc3339_ms(&text), general, "seed {seed}: {text}");
+        }
+        assert!(
+            fast_answers > 100_000,
+            "the fast path answered {fast_answers} times"
+        );
+        // Out-of-range fields the fast path must hand to the general parser.
+        for text in [
+            "2021-02-29T00:00:00Z",
+            "2020-00-10T00:00:00Z",
+            "2020-01-01T24:00:00Z",
+            "2020-01-01T00:60:00Z",
+            "2020-01-01T23:59:61Z",
+        ] {
+            assert_eq!(parse_common_utc_ms(text.as_bytes()), None, "{text}");
+            assert!(parse_rfc3339_ms(text).is_err(), "{text}");
+        }
+        // Other fraction widths and separators: the general parser's.
+        assert_eq!(parse_common_utc_ms(b"2020-01-01T00:00:00.12Z"), None);
+        assert_eq!(
+            parse_rfc3339_ms("2020-01-01T00:00:00.12Z"),
+            Ok(1_577_836_800_120)
+        );
+        assert_eq!(
+            parse_common_utc_ms(b"2016-12-31T23:59:60Z"),
+            parse_general_ms("2016-12-31T23:59:60Z").ok()
+        );
     }
 
     #[test]

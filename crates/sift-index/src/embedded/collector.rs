@@ -106,6 +106,9 @@ fn append_bloom(hashes: &[u64], bits_per_key: u32, out: &mut Vec<u8>) -> u8 {
     append_bloom_probing(hashes, bits_per_key, bloom_probes(bits_per_key), out)
 }
 
+/// Filters up to this many 64-bit words are built on the stack.
+const SMALL_BLOOM_WORDS: usize = 8;
+
 /// [`append_bloom`] with the probe count (`bloom_probes(bits_per_key)`) already known.
 fn append_bloom_probing(hashes: &[u64], bits_per_key: u32, probes: u32, out: &mut Vec<u8>) -> u8 {
     let bytes = bloom_bytes(hashes.len(), bits_per_key);
@@ -122,16 +125,38 @@ fn append_bloom_probing(hashes: &[u64], bits_per_key: u32, probes: u32, out: &mu
         out.extend_from_slice(&word.to_le_bytes());
         return probes as u8;
     }
+    if bytes <= 8 * SMALL_BLOOM_WORDS as u64 {
+        // A block of a few dozen values: the filter is built in words on the stack (bit `b` of
+        // byte `b / 8` is bit `b % 64` of word `b / 64`, little-endian), then its bytes copied.
+        let mut words = [0u64; SMALL_BLOOM_WORDS];
+        for &h in hashes {
+            for i in 0..probes {
+                let bit = probe_bit(h, i, bits);
+                words[(bit / 64) as usize % SMALL_BLOOM_WORDS] |= 1 << (bit % 64);
+            }
+        }
+        let mut filter = [0u8; 8 * SMALL_BLOOM_WORDS];
+        for (chunk, word) in filter.chunks_exact_mut(8).zip(words) {
+            chunk.copy_from_slice(&word.to_le_bytes());
+        }
+        out.extend_from_slice(&filter[..bytes as usize]);
+        return probes as u8;
+    }
     let start = out.len();
     out.resize(start + bytes as usize, 0);
-    let filter = &mut out[start..];
+    set_bloom_bits(hashes, probes, &mut out[start..]);
+    probes as u8
+}
+
+/// Sets the probed bits of `hashes` in `filter`, byte by byte (the layout's definition).
+fn set_bloom_bits(hashes: &[u64], probes: u32, filter: &mut [u8]) {
+    let bits = filter.len() as u64 * 8;
     for &h in hashes {
         for i in 0..probes {
             let bit = probe_bit(h, i, bits);
             filter[(bit / 8) as usize] |= 1 << (bit % 8);
         }
     }
-    probes as u8
 }
 
 /// False means no value with this hash was added.
@@ -989,6 +1014,36 @@ mod tests {
             want.sort_unstable();
             want.dedup();
             assert_eq!(got, want, "length {length} seed {seed}");
+        }
+    }
+
+    /// The one-word and stack-word filters are byte for byte the filter the layout defines
+    /// (`set_bloom_bits`), for every size around the word boundaries.
+    #[test]
+    fn word_built_blooms_equal_the_byte_built_ones() {
+        use rand::rngs::StdRng;
+        use rand::{Rng, SeedableRng};
+        let seed = 0xB100_u64;
+        let mut rng = StdRng::seed_from_u64(seed);
+        for bits_per_key in [1, 3, 7, 10, 13, 20, 64, 100, 1000] {
+            for keys in 0..80usize {
+                let hashes: Vec<u64> = (0..keys).map(|_| rng.gen()).collect();
+                let probes = bloom_probes(bits_per_key);
+                let mut got = vec![0xAB];
+                let returned = append_bloom_probing(&hashes, bits_per_key, probes, &mut got);
+                let mut want = vec![0u8; bloom_bytes(keys, bits_per_key) as usize];
+                set_bloom_bits(&hashes, probes, &mut want);
+                assert_eq!(u32::from(returned), probes);
+                assert_eq!(got[0], 0xAB, "bytes before the filter are kept");
+                assert_eq!(
+                    &got[1..],
+                    want.as_slice(),
+                    "seed {seed} keys {keys} bits per key {bits_per_key}"
+                );
+                assert!(hashes
+                    .iter()
+                    .all(|&h| bloom_may_contain(&got[1..], probes as u8, h)));
+            }
         }
     }
 
