@@ -199,6 +199,9 @@ struct ZoneMap {
 /// The first 8 bytes of `value`, big-endian, zero-padded (ordered as the bytes are, ties aside).
 #[inline]
 fn prefix_of(value: &[u8]) -> u64 {
+    if let Some(head) = value.first_chunk::<8>() {
+        return u64::from_be_bytes(*head);
+    }
     let mut prefix = [0u8; 8];
     let n = value.len().min(8);
     prefix[..n].copy_from_slice(&value[..n]);
@@ -271,7 +274,13 @@ impl AttrState {
     /// the block ends).
     #[inline]
     fn add(&mut self, value: &[u8]) {
-        self.block.add_with_prefix(value, prefix_of(value));
+        let prefix = prefix_of(value);
+        let block = &self.block;
+        // Most values of a block lie strictly inside its bounds (by their prefixes alone):
+        // nothing to update, and no call.
+        if !(block.seen && prefix > block.min_prefix && prefix < block.max_prefix) {
+            self.block.add_with_prefix(value, prefix);
+        }
         self.hashes.push(value_hash(value));
     }
 
