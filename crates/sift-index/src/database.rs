@@ -1249,11 +1249,8 @@ impl Database {
         ops.iter()
             .map(|op| match op {
                 WriteOp::Put(json) => {
-                    let parsed = collection.parser.parse(json)?;
-                    Ok(Prepared::Put {
-                        pk: parsed.pk,
-                        envelope: parsed.envelope.encode(),
-                    })
+                    let (pk, envelope) = collection.parser.parse_stored(json)?;
+                    Ok(Prepared::Put { pk, envelope })
                 }
                 WriteOp::Delete(pk) => {
                     if pk.is_empty() || pk.len() > crate::error::MAX_PRIMARY_KEY_BYTES {

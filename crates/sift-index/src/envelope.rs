@@ -102,6 +102,7 @@ impl<'a> EnvelopeRef<'a> {
     /// attribute `id` (`None`: the envelope does not carry it), found during the validating pass
     /// (the table collectors read one attribute of every version they see; a second walk of the
     /// records would cost as much as the validation).
+    #[inline]
     pub fn validated_attr_encoded(bytes: &'a [u8], id: u32) -> Result<Option<&'a [u8]>> {
         // The usual envelope of a collection with one int or time index: header, count 1, one
         // fixed-width record of one-byte id. Those bytes are the whole of what the general pass
@@ -123,6 +124,7 @@ impl<'a> EnvelopeRef<'a> {
     }
 
     /// [`EnvelopeRef::validated_attr_encoded`] for every envelope.
+    #[inline(never)]
     fn validated_attr_encoded_general(bytes: &'a [u8], id: u32) -> Result<Option<&'a [u8]>> {
         let mut found = None;
         Self::decode_visiting(bytes, |attr| {
@@ -265,6 +267,7 @@ impl<'a> EnvelopeRef<'a> {
     }
 
     /// The encoded value of attribute `id`, without decoding it.
+    #[inline]
     pub fn attr_encoded(&self, id: u32) -> Option<&'a [u8]> {
         // The usual first record, a fixed-width int or time of one-byte id (validated by
         // `decode`): its value without walking the records.
@@ -382,7 +385,7 @@ fn parse_attr(bytes: &[u8], pos: usize) -> Result<(RawAttr<'_>, usize)> {
 /// Unsigned LEB128, as everywhere in Sift: 7 bits per byte, low groups first.
 /// Appends one attribute record: id, type byte, length, encoded value. The value is encoded in
 /// place after a one-byte length, which is widened in the rare case it does not fit.
-fn put_attr(out: &mut Vec<u8>, id: u32, value: &AttrValue) {
+pub(crate) fn put_attr(out: &mut Vec<u8>, id: u32, value: &AttrValue) {
     put_varint32(out, id);
     out.push(value.attr_type().type_byte());
     let length_at = out.len();
