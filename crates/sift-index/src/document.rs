@@ -26,6 +26,9 @@ use crate::value::{describe_json, AttrType, AttrValue};
 /// Envelope bytes reserved per attribute (an int or time record takes 11).
 const ENCODED_ATTR_BYTES_TYPICAL: usize = 16;
 
+/// Attributes left out under [`TypeMismatchPolicy::StoreUnindexed`], with the reason.
+type Unindexed = Vec<(u32, IndexError)>;
+
 /// One indexed attribute as the parser sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IndexedAttribute {
@@ -154,7 +157,7 @@ impl DocumentParser {
         &self,
         json: &[u8],
         mut visit: impl FnMut(u32, AttrValue),
-    ) -> Result<(Vec<u8>, Vec<(u32, IndexError)>)> {
+    ) -> Result<(Vec<u8>, Unindexed)> {
         if json.len() > MAX_DOCUMENT_BYTES {
             return Err(IndexError::DocumentTooLarge {
                 length_bytes: json.len(),

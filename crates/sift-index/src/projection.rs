@@ -580,7 +580,9 @@ mod tests {
                     text.push(',');
                 }
                 let name = ["user", "a", "id", "b", "usser"][rng.gen_range(0..5)];
-                text.push_str(&format!("\"{name}\":"));
+                text.push('"');
+                text.push_str(name);
+                text.push_str("\":");
                 random_json(&mut rng, depth, &mut text);
             }
             text.push('}');
