@@ -95,19 +95,29 @@ pub(crate) fn parse_rfc3339_ms(text: &str) -> Result<i64, String> {
     parse_general_ms(text)
 }
 
-/// The value of ASCII digit `byte`, or `None`.
+/// The common forms' 19 bytes `YYYY-MM-DDTHH:MM:SS` as (year, month, day, hour, minute,
+/// second), or `None` if a digit or separator is not where the form has it. Branch-free digit
+/// checks: every byte is read, one test at the end.
 #[inline]
-fn digit(byte: u8) -> Option<u32> {
-    let value = byte.wrapping_sub(b'0');
-    (value < 10).then_some(u32::from(value))
-}
-
-/// The number written by the ASCII digits `bytes`, or `None` if one is not a digit.
-#[inline]
-fn number(bytes: &[u8]) -> Option<u32> {
-    bytes
-        .iter()
-        .try_fold(0u32, |value, &byte| Some(value * 10 + digit(byte)?))
+fn common_fields(head: &[u8; 19]) -> Option<(u32, u32, u32, u32, u32, u32)> {
+    let mut bad = 0u32;
+    let mut digit = |byte: u8| {
+        let value = u32::from(byte.wrapping_sub(b'0'));
+        bad |= u32::from(value > 9);
+        value
+    };
+    let year = digit(head[0]) * 1000 + digit(head[1]) * 100 + digit(head[2]) * 10 + digit(head[3]);
+    let month = digit(head[5]) * 10 + digit(head[6]);
+    let day = digit(head[8]) * 10 + digit(head[9]);
+    let hour = digit(head[11]) * 10 + digit(head[12]);
+    let minute = digit(head[14]) * 10 + digit(head[15]);
+    let second = digit(head[17]) * 10 + digit(head[18]);
+    let separators_ok = head[4] == b'-'
+        && head[7] == b'-'
+        && head[10] == b'T'
+        && head[13] == b':'
+        && head[16] == b':';
+    (bad == 0 && separators_ok).then_some((year, month, day, hour, minute, second))
 }
 
 /// The write path's common forms, `YYYY-MM-DDTHH:MM:SSZ` and `YYYY-MM-DDTHH:MM:SS.fffZ`
@@ -115,26 +125,19 @@ fn number(bytes: &[u8]) -> Option<u32> {
 /// for anything else, which [`parse_general_ms`] then decides (so the answers are the same).
 #[inline]
 fn parse_common_utc_ms(bytes: &[u8]) -> Option<i64> {
-    let millis = match bytes.len() {
-        20 => 0,
-        24 if bytes[19] == b'.' => number(&bytes[20..23])?,
+    let head = bytes.first_chunk::<19>()?;
+    let millis = match bytes[19..] {
+        [b'Z'] => 0,
+        [b'.', a, b, c, b'Z'] => {
+            let digits = [a, b, c].map(|byte| u32::from(byte.wrapping_sub(b'0')));
+            if digits.iter().any(|&value| value > 9) {
+                return None;
+            }
+            digits[0] * 100 + digits[1] * 10 + digits[2]
+        }
         _ => return None,
     };
-    if bytes[4] != b'-'
-        || bytes[7] != b'-'
-        || bytes[10] != b'T'
-        || bytes[13] != b':'
-        || bytes[16] != b':'
-        || bytes[bytes.len() - 1] != b'Z'
-    {
-        return None;
-    }
-    let year = number(&bytes[0..4])?;
-    let month = number(&bytes[5..7])?;
-    let day = number(&bytes[8..10])?;
-    let hour = number(&bytes[11..13])?;
-    let minute = number(&bytes[14..16])?;
-    let second = number(&bytes[17..19])?;
+    let (year, month, day, hour, minute, second) = common_fields(head)?;
     let year = i64::from(year);
     if !(1..=12).contains(&month)
         || day == 0

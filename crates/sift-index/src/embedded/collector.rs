@@ -196,7 +196,19 @@ struct ZoneMap {
     seen: bool,
 }
 
-/// The first 8 bytes of `value`, big-endian, zero-padded (ordered as the bytes are, ties aside).
+/// Replaces a zone-map bound by `value` (an int or time value, 8 bytes, without a call to copy).
+#[inline]
+fn set_bound(bound: &mut Vec<u8>, value: &[u8]) {
+    bound.clear();
+    match value.first_chunk::<8>() {
+        Some(head) if value.len() == 8 => bound.extend_from_slice(head),
+        _ => bound.extend_from_slice(value),
+    }
+}
+
+/// The first 8 bytes of `value`, big-endian, zero-padded (ordered as the bytes are, ties aside:
+/// a value whose prefix is larger is larger, as the first byte that differs is a real byte of
+/// it, greater than the other's byte or past the other's end).
 #[inline]
 fn prefix_of(value: &[u8]) -> u64 {
     if let Some(head) = value.first_chunk::<8>() {
@@ -218,8 +230,8 @@ impl ZoneMap {
     fn add_with_prefix(&mut self, value: &[u8], prefix: u64) {
         if !self.seen {
             self.seen = true;
-            self.min.extend_from_slice(value);
-            self.max.extend_from_slice(value);
+            set_bound(&mut self.min, value);
+            set_bound(&mut self.max, value);
             self.min_prefix = prefix;
             self.max_prefix = prefix;
             return;
@@ -227,13 +239,15 @@ impl ZoneMap {
         if prefix > self.min_prefix && prefix < self.max_prefix {
             return;
         }
-        if prefix <= self.min_prefix && value < self.min.as_slice() {
-            self.min.clear();
-            self.min.extend_from_slice(value);
+        // Different prefixes order the values as their bytes do (see `prefix_of`): the bytes
+        // are compared only on a tie.
+        if prefix < self.min_prefix || (prefix == self.min_prefix && value < self.min.as_slice()) {
+            set_bound(&mut self.min, value);
             self.min_prefix = prefix;
-        } else if prefix >= self.max_prefix && value > self.max.as_slice() {
-            self.max.clear();
-            self.max.extend_from_slice(value);
+        } else if prefix > self.max_prefix
+            || (prefix == self.max_prefix && value > self.max.as_slice())
+        {
+            set_bound(&mut self.max, value);
             self.max_prefix = prefix;
         }
     }
@@ -1023,6 +1037,37 @@ mod tests {
             want.sort_unstable();
             want.dedup();
             assert_eq!(got, want, "length {length} seed {seed}");
+        }
+    }
+
+    /// The zone map keeps the smallest and largest byte string of random values (short ones,
+    /// zero bytes, shared prefixes and ties, so prefixes decide some comparisons and not
+    /// others), as a brute-force min and max do.
+    #[test]
+    fn zone_map_bounds_are_the_brute_force_min_and_max() {
+        use rand::rngs::StdRng;
+        use rand::{Rng, SeedableRng};
+        let seed = 0x20E_u64;
+        let mut rng = StdRng::seed_from_u64(seed);
+        for round in 0..3000 {
+            let mut zone = ZoneMap::default();
+            let mut values: Vec<Vec<u8>> = Vec::new();
+            for _ in 0..rng.gen_range(1..12) {
+                let length = rng.gen_range(0..12);
+                let value: Vec<u8> = (0..length)
+                    .map(|_| [0u8, 1, 0x7F, 0xFF][rng.gen_range(0..4)])
+                    .collect();
+                zone.add(&value);
+                values.push(value);
+            }
+            let min = values.iter().min().unwrap();
+            let max = values.iter().max().unwrap();
+            assert_eq!(&zone.min, min, "seed {seed} round {round}: {values:?}");
+            assert_eq!(&zone.max, max, "seed {seed} round {round}: {values:?}");
+            assert_eq!(
+                (zone.min_prefix, zone.max_prefix),
+                (prefix_of(min), prefix_of(max))
+            );
         }
     }
 
