@@ -240,12 +240,20 @@ impl ZoneMap {
             return;
         }
         // Different prefixes order the values as their bytes do (see `prefix_of`): the bytes
-        // are compared only on a tie.
-        if prefix < self.min_prefix || (prefix == self.min_prefix && value < self.min.as_slice()) {
+        // are compared only on a tie, and not even then when both are the same length of at
+        // most 8 bytes (equal prefixes are then equal values: a time-ordered block's repeats).
+        let prefix_is_all = |bound: &[u8]| bound.len() == value.len() && value.len() <= 8;
+        if prefix < self.min_prefix
+            || (prefix == self.min_prefix
+                && !prefix_is_all(&self.min)
+                && value < self.min.as_slice())
+        {
             set_bound(&mut self.min, value);
             self.min_prefix = prefix;
         } else if prefix > self.max_prefix
-            || (prefix == self.max_prefix && value > self.max.as_slice())
+            || (prefix == self.max_prefix
+                && !prefix_is_all(&self.max)
+                && value > self.max.as_slice())
         {
             set_bound(&mut self.max, value);
             self.max_prefix = prefix;
