@@ -132,6 +132,7 @@ impl Index {
     /// `seq`, or `None` if the version does not carry it. Versions written before the index
     /// existed lack the attribute in their envelope; their JSON is parsed instead (a value
     /// that does not convert to the index type counts as absent).
+    #[inline]
     pub(crate) fn encoded_value<'a>(
         &self,
         envelope: &EnvelopeRef<'a>,
@@ -143,6 +144,13 @@ impl Index {
         if seq > self.record.first_seq {
             return None;
         }
+        self.value_from_json(envelope)
+    }
+
+    /// [`Index::encoded_value`] of a version older than the index (rare: out of line).
+    #[cold]
+    #[inline(never)]
+    fn value_from_json<'a>(&self, envelope: &EnvelopeRef<'a>) -> Option<Cow<'a, [u8]>> {
         let document: serde_json::Value = serde_json::from_slice(envelope.doc()).ok()?;
         let json = self.path.lookup(&document)?;
         if json.is_null() {
@@ -1277,11 +1285,8 @@ impl Database {
         ops.iter()
             .map(|op| match op {
                 WriteOp::Put(json) => {
-                    let parsed = collection.parser.parse(json)?;
-                    Ok(Prepared::Put {
-                        pk: parsed.pk,
-                        envelope: parsed.envelope.encode(),
-                    })
+                    let (pk, envelope) = collection.parser.parse_stored(json)?;
+                    Ok(Prepared::Put { pk, envelope })
                 }
                 WriteOp::Delete(pk) => {
                     if pk.is_empty() || pk.len() > crate::error::MAX_PRIMARY_KEY_BYTES {

@@ -17,11 +17,17 @@
 
 use serde_json::Value;
 
-use crate::envelope::Envelope;
+use crate::envelope::{put_attr, Envelope, ENVELOPE_MAGIC, ENVELOPE_VERSION};
 use crate::error::{IndexError, Result, MAX_DOCUMENT_BYTES, MAX_PRIMARY_KEY_BYTES};
 use crate::path::AttrPath;
 use crate::projection::PathTrie;
 use crate::value::{describe_json, AttrType, AttrValue};
+
+/// Envelope bytes reserved per attribute (an int or time record takes 11).
+const ENCODED_ATTR_BYTES_TYPICAL: usize = 16;
+
+/// Attributes left out under [`TypeMismatchPolicy::StoreUnindexed`], with the reason.
+type Unindexed = Vec<(u32, IndexError)>;
 
 /// One indexed attribute as the parser sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,6 +114,50 @@ impl DocumentParser {
     /// Parses and checks one document. On error nothing about the document is usable; the
     /// error names what was wrong.
     pub fn parse(&self, json: &[u8]) -> Result<ParsedDocument> {
+        let mut attrs = Vec::with_capacity(self.attributes.len());
+        let (pk, unindexed) = self.parse_visiting(json, |id, value| attrs.push((id, value)))?;
+        Ok(ParsedDocument {
+            pk,
+            envelope: Envelope {
+                attrs,
+                doc: json.to_vec(),
+            },
+            unindexed,
+        })
+    }
+
+    /// [`DocumentParser::parse`] straight to what is stored: the primary key and the encoded
+    /// envelope (`parse(json)`'s `pk` and `envelope.encode()`), the attributes written as they
+    /// are converted and the JSON copied once (the write path's form: no attribute list and
+    /// no second copy of the document per write).
+    pub fn parse_stored(&self, json: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
+        /// The attribute count is written before the attributes as one byte, patched after.
+        const ONE_BYTE_COUNT_MAX: usize = 0x7F;
+        if self.attributes.len() > ONE_BYTE_COUNT_MAX {
+            let parsed = self.parse(json)?;
+            return Ok((parsed.pk, parsed.envelope.encode()));
+        }
+        let mut envelope =
+            Vec::with_capacity(json.len() + 3 + self.attributes.len() * ENCODED_ATTR_BYTES_TYPICAL);
+        envelope.extend_from_slice(&[ENVELOPE_MAGIC, ENVELOPE_VERSION, 0]);
+        let mut count = 0u8;
+        let (pk, _) = self.parse_visiting(json, |id, value| {
+            put_attr(&mut envelope, id, &value);
+            count += 1;
+        })?;
+        envelope[2] = count;
+        envelope.extend_from_slice(json);
+        Ok((pk, envelope))
+    }
+
+    /// The parse shared by [`DocumentParser::parse`] and [`DocumentParser::parse_stored`]:
+    /// checks the document, returns its primary key and the attributes left unindexed, and
+    /// gives each indexed attribute's value to `visit` in increasing id order.
+    fn parse_visiting(
+        &self,
+        json: &[u8],
+        mut visit: impl FnMut(u32, AttrValue),
+    ) -> Result<(Vec<u8>, Unindexed)> {
         if json.len() > MAX_DOCUMENT_BYTES {
             return Err(IndexError::DocumentTooLarge {
                 length_bytes: json.len(),
@@ -136,7 +186,6 @@ impl DocumentParser {
             });
         }
         let pk = self.primary_key_at(values.first().and_then(Option::as_ref))?;
-        let mut attrs = Vec::with_capacity(self.attributes.len());
         let mut unindexed = Vec::new();
         for (attribute, value) in self.attributes.iter().zip(values.iter().skip(1)) {
             let Some(json_value) = value else {
@@ -146,21 +195,14 @@ impl DocumentParser {
                 continue;
             }
             match AttrValue::from_json(json_value, attribute.attr_type, attribute.path.as_str()) {
-                Ok(value) => attrs.push((attribute.id, value)),
+                Ok(value) => visit(attribute.id, value),
                 Err(error) => match self.on_type_mismatch {
                     TypeMismatchPolicy::Reject => return Err(error),
                     TypeMismatchPolicy::StoreUnindexed => unindexed.push((attribute.id, error)),
                 },
             }
         }
-        Ok(ParsedDocument {
-            pk,
-            envelope: Envelope {
-                attrs,
-                doc: json.to_vec(),
-            },
-            unindexed,
-        })
+        Ok((pk, unindexed))
     }
 
     /// The primary key bytes of a parsed document.
@@ -246,6 +288,80 @@ mod tests {
         let parsed = parser().parse(br#"{"id": -12}"#).unwrap();
         assert_eq!(parsed.pk, b"-12");
         assert!(parsed.envelope.attrs.is_empty());
+    }
+
+    /// `parse_stored` gives `parse`'s primary key and encoded envelope, or the same error, for
+    /// documents with and without each attribute, nulls, wrong types, bad times, bad keys and
+    /// bad JSON, under both type-mismatch policies and with no attribute at all.
+    #[test]
+    fn parse_stored_is_parse_then_encode() {
+        use rand::{Rng, SeedableRng};
+        let seed = 0xD0C_u64;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let parsers = [
+            parser(),
+            parser().with_type_mismatch_policy(TypeMismatchPolicy::StoreUnindexed),
+            DocumentParser::new(AttrPath::parse("id").unwrap(), Vec::new()).unwrap(),
+        ];
+        let ids = ["\"t1\"", "42", "-3", "\"\"", "1.5", "null", "[1]"];
+        let users = [
+            "{\"id\": 7}",
+            "{\"id\": \"x\"}",
+            "{\"id\": null}",
+            "{}",
+            "3",
+            "{\"id\": 1e3}",
+        ];
+        let times = [
+            "\"2020-01-01T00:00:00Z\"",
+            "\"2020-01-01T00:00:00.250Z\"",
+            "\"2020-02-30T00:00:00Z\"",
+            "1577836800000",
+            "null",
+            "true",
+        ];
+        let mut compared_ok = 0;
+        for round in 0..2000 {
+            let mut members = Vec::new();
+            if rng.gen_bool(0.9) {
+                members.push(format!("\"id\": {}", ids[rng.gen_range(0..ids.len())]));
+            }
+            if rng.gen_bool(0.7) {
+                members.push(format!(
+                    "\"user\": {}",
+                    users[rng.gen_range(0..users.len())]
+                ));
+            }
+            if rng.gen_bool(0.7) {
+                members.push(format!(
+                    "\"created\": {}",
+                    times[rng.gen_range(0..times.len())]
+                ));
+            }
+            let mut json = format!("{{{}}}", members.join(", ")).into_bytes();
+            if rng.gen_bool(0.05) {
+                json.pop(); // no longer JSON
+            }
+            for parser in &parsers {
+                let expected = parser
+                    .parse(&json)
+                    .map(|parsed| (parsed.pk, parsed.envelope.encode()));
+                match (parser.parse_stored(&json), expected) {
+                    (Ok(got), Ok(want)) => {
+                        assert_eq!(got, want, "seed {seed} round {round}");
+                        compared_ok += 1;
+                    }
+                    (Err(got), Err(want)) => {
+                        assert_eq!(got.to_string(), want.to_string(), "seed {seed}");
+                    }
+                    (got, want) => panic!("seed {seed} round {round}: {got:?} vs {want:?}"),
+                }
+            }
+        }
+        assert!(
+            compared_ok > 1000,
+            "only {compared_ok} documents were accepted"
+        );
     }
 
     #[test]

@@ -102,7 +102,30 @@ impl<'a> EnvelopeRef<'a> {
     /// attribute `id` (`None`: the envelope does not carry it), found during the validating pass
     /// (the table collectors read one attribute of every version they see; a second walk of the
     /// records would cost as much as the validation).
+    #[inline]
     pub fn validated_attr_encoded(bytes: &'a [u8], id: u32) -> Result<Option<&'a [u8]>> {
+        // The usual envelope of a collection with one int or time index: header, count 1, one
+        // fixed-width record of one-byte id. Those bytes are the whole of what the general pass
+        // validates for it (a fixed-width integer is canonical whatever its bits).
+        if let [ENVELOPE_MAGIC, ENVELOPE_VERSION, 1, record_id, type_byte, length, rest @ ..] =
+            bytes
+        {
+            if u32::from(*record_id) == id
+                && *record_id < 0x80
+                && usize::from(*length) == FIXED_VALUE_BYTES
+                && is_fixed_integer_type_byte(*type_byte)
+            {
+                if let Some(value) = rest.get(..FIXED_VALUE_BYTES) {
+                    return Ok(Some(value));
+                }
+            }
+        }
+        Self::validated_attr_encoded_general(bytes, id)
+    }
+
+    /// [`EnvelopeRef::validated_attr_encoded`] for every envelope.
+    #[inline(never)]
+    fn validated_attr_encoded_general(bytes: &'a [u8], id: u32) -> Result<Option<&'a [u8]>> {
         let mut found = None;
         Self::decode_visiting(bytes, |attr| {
             if attr.id == id {
@@ -154,7 +177,28 @@ impl<'a> EnvelopeRef<'a> {
         let attrs_start = pos;
         let mut previous_id: Option<u32> = None;
         for index in 0..count {
-            let (attr, next) = parse_attr(bytes, pos)?;
+            // A fixed-width int or time record of one-byte id (the usual one) is read in place;
+            // `parse_attr` reads the same from it, and every other record.
+            let (attr, next) = match bytes.get(pos..pos + 3 + FIXED_VALUE_BYTES) {
+                Some([id, type_byte, length, value @ ..])
+                    if *id < 0x80
+                        && usize::from(*length) == FIXED_VALUE_BYTES
+                        && is_fixed_integer_type_byte(*type_byte) =>
+                {
+                    let attr_type = if *type_byte == AttrType::Int.type_byte() {
+                        AttrType::Int
+                    } else {
+                        AttrType::Time
+                    };
+                    let attr = RawAttr {
+                        id: u32::from(*id),
+                        attr_type,
+                        encoded: value,
+                    };
+                    (attr, pos + 3 + FIXED_VALUE_BYTES)
+                }
+                _ => parse_attr(bytes, pos)?,
+            };
             if previous_id.is_some_and(|previous| attr.id <= previous) {
                 return Err(IndexError::corrupt(
                     pos,
@@ -223,7 +267,19 @@ impl<'a> EnvelopeRef<'a> {
     }
 
     /// The encoded value of attribute `id`, without decoding it.
+    #[inline]
     pub fn attr_encoded(&self, id: u32) -> Option<&'a [u8]> {
+        // The usual first record, a fixed-width int or time of one-byte id (validated by
+        // `decode`): its value without walking the records.
+        if let [record_id, type_byte, length, rest @ ..] = self.attr_bytes {
+            if u32::from(*record_id) == id
+                && *record_id < 0x80
+                && usize::from(*length) == FIXED_VALUE_BYTES
+                && is_fixed_integer_type_byte(*type_byte)
+            {
+                return rest.get(..FIXED_VALUE_BYTES);
+            }
+        }
         self.raw_attr(id).map(|attr| attr.encoded)
     }
 
@@ -248,6 +304,13 @@ impl<'a> EnvelopeRef<'a> {
             doc: self.doc.to_vec(),
         })
     }
+}
+
+/// Whether `type_byte` is that of `int` or `time` (fixed-width values, canonical whatever their
+/// bits).
+#[inline]
+fn is_fixed_integer_type_byte(type_byte: u8) -> bool {
+    type_byte == AttrType::Int.type_byte() || type_byte == AttrType::Time.type_byte()
 }
 
 /// Iterator over the attributes of an [`EnvelopeRef`]. The records were validated by
@@ -322,7 +385,7 @@ fn parse_attr(bytes: &[u8], pos: usize) -> Result<(RawAttr<'_>, usize)> {
 /// Unsigned LEB128, as everywhere in Sift: 7 bits per byte, low groups first.
 /// Appends one attribute record: id, type byte, length, encoded value. The value is encoded in
 /// place after a one-byte length, which is widened in the rare case it does not fit.
-fn put_attr(out: &mut Vec<u8>, id: u32, value: &AttrValue) {
+pub(crate) fn put_attr(out: &mut Vec<u8>, id: u32, value: &AttrValue) {
     put_varint32(out, id);
     out.push(value.attr_type().type_byte());
     let length_at = out.len();
@@ -427,6 +490,88 @@ mod tests {
         let decoded = Envelope::decode(&bytes).unwrap();
         assert_eq!(decoded.attr_count(), 1);
         assert_eq!(decoded.attr(1), Some(AttrValue::Int(1)));
+    }
+
+    /// The one-record fast path of `validated_attr_encoded` answers as the general pass does,
+    /// on envelopes of every shape and on every single-byte change and cut of them.
+    #[test]
+    fn validated_attr_encoded_fast_path_agrees_with_the_general_pass() {
+        use rand::{Rng, SeedableRng};
+        let seed = 0xE5_u64;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let shapes: Vec<Vec<(u32, AttrValue)>> = vec![
+            vec![(1, AttrValue::Int(-7))],
+            vec![(3, AttrValue::Time(1_577_836_800_000))],
+            vec![(200, AttrValue::Int(5))],
+            vec![(1, AttrValue::String("ab".to_string()))],
+            vec![(1, AttrValue::Float(1.5))],
+            vec![(1, AttrValue::Int(5)), (2, AttrValue::Int(6))],
+            vec![],
+        ];
+        let same = |bytes: &[u8], id: u32| {
+            let fast = EnvelopeRef::validated_attr_encoded(bytes, id);
+            let general = EnvelopeRef::validated_attr_encoded_general(bytes, id);
+            match (&fast, &general) {
+                (Ok(a), Ok(b)) => assert_eq!(a, b, "seed {seed}: {bytes:?} id {id}"),
+                (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "seed {seed}"),
+                _ => panic!("seed {seed}: {bytes:?} id {id}: {fast:?} vs {general:?}"),
+            }
+            if let Ok(decoded) = EnvelopeRef::decode(bytes) {
+                // `attr_encoded`'s first-record fast path, against the walk of the records.
+                assert_eq!(
+                    decoded.attr_encoded(id),
+                    decoded.raw_attr(id).map(|attr| attr.encoded),
+                    "seed {seed}: {bytes:?} id {id}"
+                );
+                assert_eq!(
+                    fast.as_ref().ok().copied().flatten(),
+                    decoded.attr_encoded(id)
+                );
+            }
+            fast.is_ok_and(|found| found.is_some())
+        };
+        let mut found = 0;
+        for attrs in shapes {
+            let good = Envelope {
+                attrs,
+                doc: b"{\"a\":1}".to_vec(),
+            }
+            .encode();
+            for id in [1, 2, 3, 200] {
+                if same(&good, id) {
+                    found += 1;
+                }
+                for cut in 0..good.len() {
+                    same(&good[..cut], id);
+                }
+                for _ in 0..400 {
+                    let mut bad = good.clone();
+                    let position = rng.gen_range(0..bad.len().min(20));
+                    bad[position] = if rng.gen_bool(0.5) {
+                        rng.gen()
+                    } else {
+                        rng.gen_range(0..12)
+                    };
+                    same(&bad, id);
+                }
+            }
+        }
+        assert!(found >= 6, "only {found} envelopes carried the attribute");
+        // `decode`'s in-place reading of a fixed-width record is what `parse_attr` reads.
+        for id in 0..0x80u8 {
+            for attr_type in [AttrType::Int, AttrType::Time] {
+                let mut record = vec![id, attr_type.type_byte(), 8];
+                record.extend((0..8).map(|_| rng.gen::<u8>()));
+                let (attr, next) = parse_attr(&record, 0).unwrap();
+                assert_eq!((attr.id, attr.attr_type), (u32::from(id), attr_type));
+                assert_eq!((attr.encoded, next), (&record[3..], record.len()));
+                let envelope =
+                    [&[ENVELOPE_MAGIC, ENVELOPE_VERSION, 1][..], &record, b"{}"].concat();
+                let decoded = EnvelopeRef::decode(&envelope).unwrap();
+                assert_eq!(decoded.attrs().collect::<Vec<_>>(), vec![attr]);
+                assert_eq!(decoded.doc(), b"{}");
+            }
+        }
     }
 
     #[test]

@@ -483,6 +483,130 @@ mod tests {
         }
     }
 
+    /// Random JSON text: objects (names from a small set, so they repeat and meet the paths,
+    /// some escaped), arrays, strings with escapes, numbers of every form, literals, and
+    /// random whitespace.
+    fn random_json(rng: &mut rand::rngs::StdRng, depth: u32, out: &mut String) {
+        use rand::Rng;
+        const NAMES: [&str; 8] = ["a", "b", "id", "user", "0", "1", "a\\\"b", "u\\u0073er"];
+        const SCALARS: [&str; 16] = [
+            "0",
+            "7",
+            "-0",
+            "-12",
+            "1.5",
+            "-2.25e3",
+            "1E2",
+            "18446744073709551615",
+            "123456789012345678",
+            "1234567890123456789",
+            "true",
+            "false",
+            "null",
+            "\"text\"",
+            "\"q\\\"u\\\\o\\u00e9te\"",
+            "\"\"",
+        ];
+        const SPACES: [&str; 4] = ["", " ", "\n\t", "\r "];
+        let space = |rng: &mut rand::rngs::StdRng, out: &mut String| {
+            out.push_str(SPACES[rng.gen_range(0..SPACES.len())]);
+        };
+        let kind = if depth == 0 { 2 } else { rng.gen_range(0..5) };
+        match kind {
+            0 | 1 => {
+                out.push('{');
+                let members = rng.gen_range(0..5);
+                for member in 0..members {
+                    if member > 0 {
+                        out.push(',');
+                    }
+                    space(rng, out);
+                    out.push('"');
+                    out.push_str(NAMES[rng.gen_range(0..NAMES.len())]);
+                    out.push('"');
+                    space(rng, out);
+                    out.push(':');
+                    space(rng, out);
+                    random_json(rng, depth.saturating_sub(1), out);
+                    space(rng, out);
+                }
+                out.push('}');
+            }
+            2 => out.push_str(SCALARS[rng.gen_range(0..SCALARS.len())]),
+            _ => {
+                out.push('[');
+                for item in 0..rng.gen_range(0..4) {
+                    if item > 0 {
+                        out.push(',');
+                    }
+                    space(rng, out);
+                    random_json(rng, depth.saturating_sub(1), out);
+                }
+                out.push(']');
+            }
+        }
+    }
+
+    /// On random documents, every path's value (through objects, arrays, repeated and
+    /// escaped names) is what `lookup` finds on a full parse.
+    #[test]
+    fn random_documents_match_lookup_on_a_full_parse() {
+        use rand::{Rng, SeedableRng};
+        let seed = 0x5CA7_u64;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let path_sets: [&[&str]; 5] = [
+            &["id", "user.id"],
+            &["user.id", "user.a.b", "/a\"b/id"],
+            &["user", "user.id", "/user/0/id"],
+            &["a.b.id", "/a/1", "b", "/user/id/a"],
+            &["/usser/id", "user.0.a", "/a/b/0"],
+        ];
+        let tries: Vec<(Vec<AttrPath>, PathTrie)> = path_sets
+            .iter()
+            .map(|paths| {
+                let paths: Vec<AttrPath> =
+                    paths.iter().map(|p| AttrPath::parse(p).unwrap()).collect();
+                let trie = PathTrie::new(paths.iter());
+                (paths, trie)
+            })
+            .collect();
+        let mut scanned = 0;
+        for round in 0..3000 {
+            let mut text = String::new();
+            let depth = rng.gen_range(1..5);
+            text.push('{');
+            for member in 0..rng.gen_range(0..6) {
+                if member > 0 {
+                    text.push(',');
+                }
+                let name = ["user", "a", "id", "b", "usser"][rng.gen_range(0..5)];
+                text.push('"');
+                text.push_str(name);
+                text.push_str("\":");
+                random_json(&mut rng, depth, &mut text);
+            }
+            text.push('}');
+            let full: Value = serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("seed {seed} round {round}: {e}: {text}"));
+            for (paths, trie) in &tries {
+                let Projected::Object(values) = trie.parse_paths(text.as_bytes()).unwrap() else {
+                    panic!("seed {seed}: an object root is an object");
+                };
+                for (path, value) in paths.iter().zip(&values) {
+                    if value.is_some() && path.segments().len() > 1 {
+                        scanned += 1;
+                    }
+                    assert_eq!(
+                        value.as_ref(),
+                        path.lookup(&full),
+                        "seed {seed} round {round}: {path} in {text}"
+                    );
+                }
+            }
+        }
+        assert!(scanned > 500, "only {scanned} nested values found");
+    }
+
     #[test]
     fn rejects_what_a_full_parse_rejects() {
         let t = trie(&["id"]);

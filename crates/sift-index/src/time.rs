@@ -89,6 +89,72 @@ impl Cursor<'_> {
 /// beyond milliseconds are truncated toward the past. A leap second (`:60`) counts as the first
 /// second of the next minute. Returns a reason on failure.
 pub(crate) fn parse_rfc3339_ms(text: &str) -> Result<i64, String> {
+    if let Some(epoch_ms) = parse_common_utc_ms(text.as_bytes()) {
+        return Ok(epoch_ms);
+    }
+    parse_general_ms(text)
+}
+
+/// The common forms' 19 bytes `YYYY-MM-DDTHH:MM:SS` as (year, month, day, hour, minute,
+/// second), or `None` if a digit or separator is not where the form has it. Branch-free digit
+/// checks: every byte is read, one test at the end.
+#[inline]
+fn common_fields(head: &[u8; 19]) -> Option<(u32, u32, u32, u32, u32, u32)> {
+    let mut bad = 0u32;
+    let mut digit = |byte: u8| {
+        let value = u32::from(byte.wrapping_sub(b'0'));
+        bad |= u32::from(value > 9);
+        value
+    };
+    let year = digit(head[0]) * 1000 + digit(head[1]) * 100 + digit(head[2]) * 10 + digit(head[3]);
+    let month = digit(head[5]) * 10 + digit(head[6]);
+    let day = digit(head[8]) * 10 + digit(head[9]);
+    let hour = digit(head[11]) * 10 + digit(head[12]);
+    let minute = digit(head[14]) * 10 + digit(head[15]);
+    let second = digit(head[17]) * 10 + digit(head[18]);
+    let separators_ok = head[4] == b'-'
+        && head[7] == b'-'
+        && head[10] == b'T'
+        && head[13] == b':'
+        && head[16] == b':';
+    (bad == 0 && separators_ok).then_some((year, month, day, hour, minute, second))
+}
+
+/// The write path's common forms, `YYYY-MM-DDTHH:MM:SSZ` and `YYYY-MM-DDTHH:MM:SS.fffZ`
+/// (upper-case `T` and `Z`, fields in range), without the general parser's cursor; `None`
+/// for anything else, which [`parse_general_ms`] then decides (so the answers are the same).
+#[inline]
+fn parse_common_utc_ms(bytes: &[u8]) -> Option<i64> {
+    let head = bytes.first_chunk::<19>()?;
+    let millis = match bytes[19..] {
+        [b'Z'] => 0,
+        [b'.', a, b, c, b'Z'] => {
+            let digits = [a, b, c].map(|byte| u32::from(byte.wrapping_sub(b'0')));
+            if digits.iter().any(|&value| value > 9) {
+                return None;
+            }
+            digits[0] * 100 + digits[1] * 10 + digits[2]
+        }
+        _ => return None,
+    };
+    let (year, month, day, hour, minute, second) = common_fields(head)?;
+    let year = i64::from(year);
+    if !(1..=12).contains(&month)
+        || day == 0
+        || day > days_in_month(year, month)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
+        return None;
+    }
+    let days = days_from_civil(year, month, day);
+    let seconds = days * 86_400 + i64::from(hour * 3600 + minute * 60 + second);
+    Some(seconds * 1000 + i64::from(millis))
+}
+
+/// [`parse_rfc3339_ms`] for every accepted form, with the reason on failure.
+fn parse_general_ms(text: &str) -> Result<i64, String> {
     let mut cursor = Cursor {
         bytes: text.as_bytes(),
         pos: 0,
@@ -227,6 +293,65 @@ mod tests {
         ] {
             assert!(parse_rfc3339_ms(bad).is_err(), "{bad} accepted");
         }
+    }
+
+    /// The common-form fast path answers exactly as the general parser on every input near
+    /// the common forms (valid ones, and each byte replaced by a character that may or may
+    /// not belong there).
+    #[test]
+    fn common_form_fast_path_agrees_with_the_general_parser() {
+        use rand::{Rng, SeedableRng};
+        let seed = 0x7157_u64;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let alphabet = b"0123456789-:.TtZz+ 9a\xff";
+        let mut fast_answers = 0;
+        for step in 0..200_000 {
+            let ms = rng.gen_range(-62_167_219_200_000i64..253_402_300_799_999);
+            let mut text = format_rfc3339_ms(ms).into_bytes();
+            if rng.gen_bool(0.5) {
+                // Without the fraction: `...SSZ`.
+                text.drain(19..23);
+            }
+            if step % 2 == 1 {
+                let position = rng.gen_range(0..text.len());
+                text[position] = alphabet[rng.gen_range(0..alphabet.len())];
+            }
+            let Ok(text) = String::from_utf8(text) else {
+                continue;
+            };
+            let general = parse_general_ms(&text);
+            let fast = parse_common_utc_ms(text.as_bytes());
+            if let Some(fast) = fast {
+                fast_answers += 1;
+                assert_eq!(Ok(fast), general, "seed {seed}: {text}");
+            }
+            assert_eq!(parse_rfc3339_ms(&text), general, "seed {seed}: {text}");
+        }
+        assert!(
+            fast_answers > 100_000,
+            "the fast path answered {fast_answers} times"
+        );
+        // Out-of-range fields the fast path must hand to the general parser.
+        for text in [
+            "2021-02-29T00:00:00Z",
+            "2020-00-10T00:00:00Z",
+            "2020-01-01T24:00:00Z",
+            "2020-01-01T00:60:00Z",
+            "2020-01-01T23:59:61Z",
+        ] {
+            assert_eq!(parse_common_utc_ms(text.as_bytes()), None, "{text}");
+            assert!(parse_rfc3339_ms(text).is_err(), "{text}");
+        }
+        // Other fraction widths and separators: the general parser's.
+        assert_eq!(parse_common_utc_ms(b"2020-01-01T00:00:00.12Z"), None);
+        assert_eq!(
+            parse_rfc3339_ms("2020-01-01T00:00:00.12Z"),
+            Ok(1_577_836_800_120)
+        );
+        assert_eq!(
+            parse_common_utc_ms(b"2016-12-31T23:59:60Z"),
+            parse_general_ms("2016-12-31T23:59:60Z").ok()
+        );
     }
 
     #[test]

@@ -106,6 +106,9 @@ fn append_bloom(hashes: &[u64], bits_per_key: u32, out: &mut Vec<u8>) -> u8 {
     append_bloom_probing(hashes, bits_per_key, bloom_probes(bits_per_key), out)
 }
 
+/// Filters up to this many 64-bit words are built on the stack.
+const SMALL_BLOOM_WORDS: usize = 8;
+
 /// [`append_bloom`] with the probe count (`bloom_probes(bits_per_key)`) already known.
 fn append_bloom_probing(hashes: &[u64], bits_per_key: u32, probes: u32, out: &mut Vec<u8>) -> u8 {
     let bytes = bloom_bytes(hashes.len(), bits_per_key);
@@ -122,16 +125,38 @@ fn append_bloom_probing(hashes: &[u64], bits_per_key: u32, probes: u32, out: &mu
         out.extend_from_slice(&word.to_le_bytes());
         return probes as u8;
     }
+    if bytes <= 8 * SMALL_BLOOM_WORDS as u64 {
+        // A block of a few dozen values: the filter is built in words on the stack (bit `b` of
+        // byte `b / 8` is bit `b % 64` of word `b / 64`, little-endian), then its bytes copied.
+        let mut words = [0u64; SMALL_BLOOM_WORDS];
+        for &h in hashes {
+            for i in 0..probes {
+                let bit = probe_bit(h, i, bits);
+                words[(bit / 64) as usize % SMALL_BLOOM_WORDS] |= 1 << (bit % 64);
+            }
+        }
+        let mut filter = [0u8; 8 * SMALL_BLOOM_WORDS];
+        for (chunk, word) in filter.chunks_exact_mut(8).zip(words) {
+            chunk.copy_from_slice(&word.to_le_bytes());
+        }
+        out.extend_from_slice(&filter[..bytes as usize]);
+        return probes as u8;
+    }
     let start = out.len();
     out.resize(start + bytes as usize, 0);
-    let filter = &mut out[start..];
+    set_bloom_bits(hashes, probes, &mut out[start..]);
+    probes as u8
+}
+
+/// Sets the probed bits of `hashes` in `filter`, byte by byte (the layout's definition).
+fn set_bloom_bits(hashes: &[u64], probes: u32, filter: &mut [u8]) {
+    let bits = filter.len() as u64 * 8;
     for &h in hashes {
         for i in 0..probes {
             let bit = probe_bit(h, i, bits);
             filter[(bit / 8) as usize] |= 1 << (bit % 8);
         }
     }
-    probes as u8
 }
 
 /// False means no value with this hash was added.
@@ -171,9 +196,24 @@ struct ZoneMap {
     seen: bool,
 }
 
-/// The first 8 bytes of `value`, big-endian, zero-padded (ordered as the bytes are, ties aside).
+/// Replaces a zone-map bound by `value` (an int or time value, 8 bytes, without a call to copy).
+#[inline]
+fn set_bound(bound: &mut Vec<u8>, value: &[u8]) {
+    bound.clear();
+    match value.first_chunk::<8>() {
+        Some(head) if value.len() == 8 => bound.extend_from_slice(head),
+        _ => bound.extend_from_slice(value),
+    }
+}
+
+/// The first 8 bytes of `value`, big-endian, zero-padded (ordered as the bytes are, ties aside:
+/// a value whose prefix is larger is larger, as the first byte that differs is a real byte of
+/// it, greater than the other's byte or past the other's end).
 #[inline]
 fn prefix_of(value: &[u8]) -> u64 {
+    if let Some(head) = value.first_chunk::<8>() {
+        return u64::from_be_bytes(*head);
+    }
     let mut prefix = [0u8; 8];
     let n = value.len().min(8);
     prefix[..n].copy_from_slice(&value[..n]);
@@ -190,8 +230,8 @@ impl ZoneMap {
     fn add_with_prefix(&mut self, value: &[u8], prefix: u64) {
         if !self.seen {
             self.seen = true;
-            self.min.extend_from_slice(value);
-            self.max.extend_from_slice(value);
+            set_bound(&mut self.min, value);
+            set_bound(&mut self.max, value);
             self.min_prefix = prefix;
             self.max_prefix = prefix;
             return;
@@ -199,13 +239,23 @@ impl ZoneMap {
         if prefix > self.min_prefix && prefix < self.max_prefix {
             return;
         }
-        if prefix <= self.min_prefix && value < self.min.as_slice() {
-            self.min.clear();
-            self.min.extend_from_slice(value);
+        // Different prefixes order the values as their bytes do (see `prefix_of`): the bytes
+        // are compared only on a tie, and not even then when both are the same length of at
+        // most 8 bytes (equal prefixes are then equal values: a time-ordered block's repeats).
+        let prefix_is_all = |bound: &[u8]| bound.len() == value.len() && value.len() <= 8;
+        if prefix < self.min_prefix
+            || (prefix == self.min_prefix
+                && !prefix_is_all(&self.min)
+                && value < self.min.as_slice())
+        {
+            set_bound(&mut self.min, value);
             self.min_prefix = prefix;
-        } else if prefix >= self.max_prefix && value > self.max.as_slice() {
-            self.max.clear();
-            self.max.extend_from_slice(value);
+        } else if prefix > self.max_prefix
+            || (prefix == self.max_prefix
+                && !prefix_is_all(&self.max)
+                && value > self.max.as_slice())
+        {
+            set_bound(&mut self.max, value);
             self.max_prefix = prefix;
         }
     }
@@ -246,7 +296,13 @@ impl AttrState {
     /// the block ends).
     #[inline]
     fn add(&mut self, value: &[u8]) {
-        self.block.add_with_prefix(value, prefix_of(value));
+        let prefix = prefix_of(value);
+        let block = &self.block;
+        // Most values of a block lie strictly inside its bounds (by their prefixes alone):
+        // nothing to update, and no call.
+        if !(block.seen && prefix > block.min_prefix && prefix < block.max_prefix) {
+            self.block.add_with_prefix(value, prefix);
+        }
         self.hashes.push(value_hash(value));
     }
 
@@ -989,6 +1045,67 @@ mod tests {
             want.sort_unstable();
             want.dedup();
             assert_eq!(got, want, "length {length} seed {seed}");
+        }
+    }
+
+    /// The zone map keeps the smallest and largest byte string of random values (short ones,
+    /// zero bytes, shared prefixes and ties, so prefixes decide some comparisons and not
+    /// others), as a brute-force min and max do.
+    #[test]
+    fn zone_map_bounds_are_the_brute_force_min_and_max() {
+        use rand::rngs::StdRng;
+        use rand::{Rng, SeedableRng};
+        let seed = 0x20E_u64;
+        let mut rng = StdRng::seed_from_u64(seed);
+        for round in 0..3000 {
+            let mut zone = ZoneMap::default();
+            let mut values: Vec<Vec<u8>> = Vec::new();
+            for _ in 0..rng.gen_range(1..12) {
+                let length = rng.gen_range(0..12);
+                let value: Vec<u8> = (0..length)
+                    .map(|_| [0u8, 1, 0x7F, 0xFF][rng.gen_range(0..4)])
+                    .collect();
+                zone.add(&value);
+                values.push(value);
+            }
+            let min = values.iter().min().unwrap();
+            let max = values.iter().max().unwrap();
+            assert_eq!(&zone.min, min, "seed {seed} round {round}: {values:?}");
+            assert_eq!(&zone.max, max, "seed {seed} round {round}: {values:?}");
+            assert_eq!(
+                (zone.min_prefix, zone.max_prefix),
+                (prefix_of(min), prefix_of(max))
+            );
+        }
+    }
+
+    /// The one-word and stack-word filters are byte for byte the filter the layout defines
+    /// (`set_bloom_bits`), for every size around the word boundaries.
+    #[test]
+    fn word_built_blooms_equal_the_byte_built_ones() {
+        use rand::rngs::StdRng;
+        use rand::{Rng, SeedableRng};
+        let seed = 0xB100_u64;
+        let mut rng = StdRng::seed_from_u64(seed);
+        for bits_per_key in [1, 3, 7, 10, 13, 20, 64, 100, 1000] {
+            for keys in 0..80usize {
+                let hashes: Vec<u64> = (0..keys).map(|_| rng.gen()).collect();
+                let probes = bloom_probes(bits_per_key);
+                let mut got = vec![0xAB];
+                let returned = append_bloom_probing(&hashes, bits_per_key, probes, &mut got);
+                let mut want = vec![0u8; bloom_bytes(keys, bits_per_key) as usize];
+                set_bloom_bits(&hashes, probes, &mut want);
+                assert_eq!(u32::from(returned), probes);
+                assert_eq!(got[0], 0xAB, "bytes before the filter are kept");
+                assert_eq!(
+                    &got[1..],
+                    want.as_slice(),
+                    "seed {seed} keys {keys} bits per key {bits_per_key}"
+                );
+                assert!(hashes
+                    .iter()
+                    .all(|&h| bloom_may_contain(&got[1..], probes as u8, h)));
+            }
         }
     }
 
