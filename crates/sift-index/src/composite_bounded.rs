@@ -296,6 +296,16 @@ impl Query<'_> {
             buffers.seek = make_seek_key(&self.start, SEQ_MAX);
             buffers.end.clone_from(&self.end);
             buffers.context = ReadContext::from_read_options(&self.read);
+            // Sized for a light value's blocks, so the first component rarely grows them.
+            buffers.blocks.reserve(16);
+            buffers.read.reserve(16);
+            buffers.tails.reserve(16);
+            buffers.tail_keys.reserve(512);
+            buffers.order.reserve(16);
+            buffers.pending.reserve(128);
+            buffers.keys.reserve(8 << 10);
+            buffers.entries.reserve(128);
+            buffers.chain.reserve(4);
             buffers.prepared = true;
         }
         let ComponentScratch {
