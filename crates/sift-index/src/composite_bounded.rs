@@ -25,6 +25,11 @@
 //! Tables written without the property (before it existed) bound every block by the file's
 //! largest sequence number: they are read whole, as the plain component scan did.
 
+//!
+//! The buffers are reused across the components of one LOOKUP (`ComponentScratch`): a light
+//! value costs a block or two per component, and a dozen allocations per component were a
+//! measurable share of that.
+
 use super::Query;
 use crate::composite_seq::{decode_block_max_seq, COLLECTOR_NAME};
 use crate::encoding::{decode_pk, decode_value};
@@ -35,6 +40,7 @@ use sift_lsm::sstable::{ReadContext, Table};
 use sift_lsm::version::FileMetaData;
 use sift_lsm::{ComponentId, SeqNo, ValueKind};
 use std::collections::BinaryHeap;
+use std::ops::Range;
 use std::sync::Arc;
 
 /// Keys of the components above (each in its own arena): `(arena, start, end)`, sorted by key.
@@ -57,22 +63,47 @@ struct RawEntry {
     kind: ValueKind,
 }
 
-/// What the scan knows about the last user key of a block read: the key, and whether its
-/// first visible version was already taken (then its entries in the next block are older).
+/// What the scan knows about the last user key of a block read: the key (at
+/// `key_start..key_end` of `ComponentScratch::tail_keys`), and whether its first visible
+/// version was already taken (then its entries in the next block are older).
+#[derive(Clone, Copy)]
 struct Tail {
-    key: Vec<u8>,
+    key_start: usize,
+    key_end: usize,
     decided: bool,
 }
 
-/// The blocks of one table component, its reads so far, and the keys it decided.
-struct ComponentScan<'v> {
+/// Buffers of `Query::composite_table_component`, made once per LOOKUP and reused by each of
+/// its table components (cleared, not freed, between them).
+#[derive(Default)]
+pub(super) struct ComponentScratch {
+    /// The LOOKUP's seek key, its end, and its read context: the same for every component.
+    prepared: bool,
+    seek: Vec<u8>,
+    end: Option<Vec<u8>>,
+    context: ReadContext,
     tables: Vec<(Arc<FileMetaData>, Arc<Table>)>,
     /// In key order across the component's files.
     blocks: Vec<BlockRef>,
     read: Vec<bool>,
     tails: Vec<Option<Tail>>,
-    view: &'v ComponentView,
-    context: ReadContext,
+    tail_keys: Vec<u8>,
+    /// Storage of the unread-block heap and of the pending-candidate heap.
+    order: Vec<(SeqNo, usize)>,
+    pending: Vec<(SeqNo, usize, usize, usize)>,
+    /// User keys of the entries of the blocks read for one chain.
+    keys: Vec<u8>,
+    entries: Vec<RawEntry>,
+    /// (block index, its entries in `entries`), last block of the chain first.
+    chain: Vec<(usize, Range<usize>)>,
+}
+
+/// The blocks of one table component and its reads so far.
+struct ComponentScan<'s> {
+    tables: &'s [(Arc<FileMetaData>, Arc<Table>)],
+    blocks: &'s [BlockRef],
+    read: &'s mut [bool],
+    context: &'s ReadContext,
 }
 
 impl ComponentScan<'_> {
@@ -99,22 +130,23 @@ impl ComponentScan<'_> {
 
     /// The entries of block `index` from the first one `>= seek` (an internal key) to the
     /// last one below `end` (a user key), visible at the view's sequence number or not, in
-    /// block order; their user keys are appended to `scratch`.
+    /// block order: appended to `entries` (the range returned), their user keys to `keys`.
     fn read_block(
         &mut self,
         index: usize,
         seek: &[u8],
         end: Option<&[u8]>,
-        scratch: &mut Vec<u8>,
-    ) -> Result<Vec<RawEntry>> {
+        keys: &mut Vec<u8>,
+        entries: &mut Vec<RawEntry>,
+    ) -> Result<Range<usize>> {
         self.read[index] = true;
         let block = &self.blocks[index];
         let (_, table) = &self.tables[block.table];
-        let mut entries = Vec::with_capacity(64);
+        let first = entries.len();
         let path = table.path();
-        let block_offset = table.block_handle(block.ordinal).map_or(0, |h| h.offset);
         let visit = |internal_key: &[u8], _: &[u8], offset: usize| {
             let parsed = parse_internal_key(internal_key).ok_or_else(|| {
+                let block_offset = table.block_handle(block.ordinal).map_or(0, |h| h.offset);
                 sift_lsm::Error::corruption(
                     path,
                     block_offset,
@@ -128,28 +160,30 @@ impl ComponentScan<'_> {
             if end.is_some_and(|end| parsed.user_key >= end) {
                 return Ok(false);
             }
-            let key_start = scratch.len();
-            scratch.extend_from_slice(parsed.user_key);
+            let key_start = keys.len();
+            keys.extend_from_slice(parsed.user_key);
             entries.push(RawEntry {
                 key_start,
-                key_end: scratch.len(),
+                key_end: keys.len(),
                 seq: parsed.seq,
                 kind: parsed.kind,
             });
             Ok(true)
         };
-        table.visit_block_entries_from(block.ordinal, &self.context, seek, visit)?;
-        Ok(entries)
+        table.visit_block_entries_from(block.ordinal, self.context, seek, visit)?;
+        Ok(first..entries.len())
     }
 }
 
 impl Query<'_> {
-    /// The tables of a table component that may hold visible keys of the value.
+    /// Appends to `tables` the tables of a table component that may hold visible keys of the
+    /// value.
     fn component_tables(
         &self,
         view: &ComponentView,
         id: ComponentId,
-    ) -> Result<Vec<(Arc<FileMetaData>, Arc<Table>)>> {
+        tables: &mut Vec<(Arc<FileMetaData>, Arc<Table>)>,
+    ) -> Result<()> {
         let files = match id {
             ComponentId::Level0File(number) => view
                 .files(0)
@@ -159,7 +193,6 @@ impl Query<'_> {
             ComponentId::Level(level) => view.files(level),
             ComponentId::Memtable | ComponentId::ImmutableMemtable(_) => Vec::new(),
         };
-        let mut tables = Vec::new();
         for file in files {
             if file.seq_min > view.sequence()
                 || !file.overlaps(Some(&self.start), self.end.as_deref())
@@ -169,14 +202,17 @@ impl Query<'_> {
             let table = view.table(&file)?;
             tables.push((file, table));
         }
-        Ok(tables)
+        Ok(())
     }
 
-    /// The blocks of `tables` that may hold keys in `[start, end)`, in key order, each with
-    /// its sequence bound.
-    fn value_blocks(&self, tables: &[(Arc<FileMetaData>, Arc<Table>)]) -> Result<Vec<BlockRef>> {
-        let seek = make_seek_key(&self.start, SEQ_MAX);
-        let mut blocks = Vec::new();
+    /// Appends to `blocks` the blocks of `tables` that may hold keys in `[start, end)`, in key
+    /// order, each with its sequence bound. `seek`: the seek key of `start`.
+    fn value_blocks(
+        &self,
+        tables: &[(Arc<FileMetaData>, Arc<Table>)],
+        seek: &[u8],
+        blocks: &mut Vec<BlockRef>,
+    ) -> Result<()> {
         for (table_index, (file, table)) in tables.iter().enumerate() {
             // Without the property (a table written before it existed) every block is bounded
             // by the file's largest sequence number: the table is read whole, as before.
@@ -192,7 +228,7 @@ impl Query<'_> {
                 let middle = low + (high - low) / 2;
                 let below = table
                     .block_separator(middle)
-                    .is_some_and(|s| compare_internal_keys(s, &seek).is_lt());
+                    .is_some_and(|s| compare_internal_keys(s, seek).is_lt());
                 if below {
                     low = middle + 1;
                 } else {
@@ -238,12 +274,13 @@ impl Query<'_> {
                 }
             }
         }
-        Ok(blocks)
+        Ok(())
     }
 
     /// A composite LOOKUP's work in one table component (see the module docs): validates its
     /// candidates that can enter the top K; appends the keys it decided to `arena` and `keys`
     /// (they shadow lower components). `arenas`/`seen`: keys of the components above, sorted.
+    /// `buffers`: made once per LOOKUP, shared by its components.
     pub(super) fn composite_table_component(
         &mut self,
         view: &ComponentView,
@@ -251,36 +288,71 @@ impl Query<'_> {
         (arenas, seen): Shadows<'_>,
         arena: &mut Vec<u8>,
         keys: &mut Vec<(usize, usize)>,
+        buffers: &mut ComponentScratch,
     ) -> Result<()> {
-        let tables = self.component_tables(view, id)?;
-        let blocks = self.value_blocks(&tables)?;
+        if !buffers.prepared {
+            // Blocks are read from the value's first key on (the block holding it starts
+            // lower) and up to its end: the entries outside are not decoded.
+            buffers.seek = make_seek_key(&self.start, SEQ_MAX);
+            buffers.end.clone_from(&self.end);
+            buffers.context = ReadContext::from_read_options(&self.read);
+            // Sized for a light value's blocks, so the first component rarely grows them.
+            buffers.blocks.reserve(16);
+            buffers.read.reserve(16);
+            buffers.tails.reserve(16);
+            buffers.tail_keys.reserve(512);
+            buffers.order.reserve(16);
+            buffers.pending.reserve(128);
+            buffers.keys.reserve(8 << 10);
+            buffers.entries.reserve(128);
+            buffers.chain.reserve(4);
+            buffers.prepared = true;
+        }
+        let ComponentScratch {
+            prepared: _,
+            seek,
+            end,
+            context,
+            tables,
+            blocks,
+            read,
+            tails,
+            tail_keys,
+            order: order_storage,
+            pending: pending_storage,
+            keys: block_keys,
+            entries,
+            chain,
+        } = buffers;
+        let seek = seek.as_slice();
+        let end = end.as_deref();
+        tables.clear();
+        blocks.clear();
+        self.component_tables(view, id, tables)?;
+        self.value_blocks(tables, seek, blocks)?;
         let block_count = blocks.len();
+        read.clear();
+        read.resize(block_count, false);
+        tails.clear();
+        tails.resize(block_count, None);
+        tail_keys.clear();
         // Unread blocks, newest bound first; among equal bounds the last first (keys of a value
         // tend to come in pk order, and pks often grow with time).
         // A heap, not a sort: a heavy value has many blocks and a LOOKUP reads a few.
-        let mut order: BinaryHeap<(SeqNo, usize)> = blocks
-            .iter()
-            .enumerate()
-            .map(|(i, b)| (b.bound, i))
-            .collect();
+        order_storage.clear();
+        order_storage.extend(blocks.iter().enumerate().map(|(i, b)| (b.bound, i)));
+        let mut order = BinaryHeap::from(std::mem::take(order_storage));
+        // (entry seq, key start, value end, key end) in `arena`, newest entry on top.
+        pending_storage.clear();
+        let mut pending_heap = BinaryHeap::from(std::mem::take(pending_storage));
         let mut scan = ComponentScan {
             tables,
             blocks,
-            read: vec![false; block_count],
-            tails: (0..block_count).map(|_| None).collect(),
-            view,
-            context: ReadContext::from_read_options(&self.read),
+            read,
+            context,
         };
-        let sequence = scan.view.sequence();
+        let sequence = view.sequence();
         let attr_type = self.index.record.attr_type;
-        // (entry seq, key start, value end, key end) in `arena`, newest entry on top.
-        let mut pending: BinaryHeap<(SeqNo, usize, usize, usize)> = BinaryHeap::new();
-        let mut scratch: Vec<u8> = Vec::new();
-        // Blocks are read from the value's first key on (the block holding it starts lower)
-        // and up to its end: the entries outside are not decoded.
-        let seek = make_seek_key(&self.start, SEQ_MAX);
-        let end_key = self.end.clone();
-        let end = end_key.as_deref();
         loop {
             while order.peek().is_some_and(|&(_, i)| scan.read[i]) {
                 order.pop();
@@ -288,14 +360,14 @@ impl Query<'_> {
             let next = order.peek().map(|&(_, i)| i);
             let next_bound = order.peek().map(|&(bound, _)| bound);
             // Candidates at least as new as every unread block, newest first.
-            while let Some(&(entry_seq, start, value_end, end)) = pending.peek() {
+            while let Some(&(entry_seq, start, value_end, end)) = pending_heap.peek() {
                 if next_bound.is_some_and(|bound| entry_seq < bound) {
                     break;
                 }
-                pending.pop();
+                pending_heap.pop();
                 if !self.top.would_accept(entry_seq.saturating_sub(1)) {
                     // Every other pending candidate and every unread block is older.
-                    pending.clear();
+                    pending_heap.clear();
                     break;
                 }
                 let (pk, pk_bytes) = decode_pk(&arena[value_end..end])
@@ -318,19 +390,21 @@ impl Query<'_> {
                 break;
             }
             // The block, preceded by the blocks that may hold newer versions of its first key.
-            scratch.clear();
             let Some(next) = next else {
                 break;
             };
-            let first_read = scan.read_block(next, &seek, end, &mut scratch)?;
-            let mut chain = vec![(next, first_read)];
+            block_keys.clear();
+            entries.clear();
+            chain.clear();
+            let first_read = scan.read_block(next, seek, end, block_keys, entries)?;
+            chain.push((next, first_read));
             loop {
-                let (index, entries) = &chain[chain.len() - 1];
+                let (index, range) = &chain[chain.len() - 1];
                 let index = *index;
-                let Some(first) = entries.first() else {
+                let Some(first) = entries.get(range.start).filter(|_| !range.is_empty()) else {
                     break;
                 };
-                let first_key = &scratch[first.key_start..first.key_end];
+                let first_key = &block_keys[first.key_start..first.key_end];
                 if index == 0
                     || scan.read[index - 1]
                     || !self.in_range(first_key)
@@ -338,27 +412,25 @@ impl Query<'_> {
                 {
                     break;
                 }
-                let entries = scan.read_block(index - 1, &seek, end, &mut scratch)?;
-                chain.push((index - 1, entries));
+                let range = scan.read_block(index - 1, seek, end, block_keys, entries)?;
+                chain.push((index - 1, range));
             }
-            chain.reverse();
             // The scan state at the start of the chain: the last key of the block before it,
-            // if that was read.
-            // The scan state at the start of the chain: the last key of the block before it,
-            // if that was read (copied into `scratch`: keys are compared as ranges of it).
+            // if that was read (copied into `block_keys`: keys are compared as ranges of it).
             let (mut current, mut decided): (Option<(usize, usize)>, bool) = chain
-                .first()
+                .last()
                 .and_then(|(index, _)| index.checked_sub(1))
-                .and_then(|previous| scan.tails[previous].take())
+                .and_then(|previous| tails[previous].take())
                 .map_or((None, false), |tail| {
-                    let start = scratch.len();
-                    scratch.extend_from_slice(&tail.key);
-                    (Some((start, scratch.len())), tail.decided)
+                    let start = block_keys.len();
+                    block_keys.extend_from_slice(&tail_keys[tail.key_start..tail.key_end]);
+                    (Some((start, block_keys.len())), tail.decided)
                 });
-            for (index, entries) in &chain {
-                for entry in entries {
-                    let key = &scratch[entry.key_start..entry.key_end];
-                    let same = current.is_some_and(|(s, e)| &scratch[s..e] == key);
+            // In key order: the chain was collected last block first.
+            for (index, range) in chain.iter().rev() {
+                for entry in &entries[range.clone()] {
+                    let key = &block_keys[entry.key_start..entry.key_end];
+                    let same = current.is_some_and(|(s, e)| &block_keys[s..e] == key);
                     if !same {
                         current = Some((entry.key_start, entry.key_end));
                         decided = false;
@@ -379,18 +451,25 @@ impl Query<'_> {
                         self.stats.candidates_examined += 1;
                         let (_, value_bytes) = decode_value(key, attr_type)
                             .map_err(|e| self.corrupt("composite key", &e))?;
-                        pending.push((entry.seq, start, start + value_bytes, arena.len()));
+                        pending_heap.push((entry.seq, start, start + value_bytes, arena.len()));
                     }
                 }
                 // Only the key the block ends with can continue in the next block.
-                scan.tails[*index] = current.map(|(s, e)| Tail {
-                    key: scratch[s..e].to_vec(),
-                    decided,
+                tails[*index] = current.map(|(s, e)| {
+                    let key_start = tail_keys.len();
+                    tail_keys.extend_from_slice(&block_keys[s..e]);
+                    Tail {
+                        key_start,
+                        key_end: tail_keys.len(),
+                        decided,
+                    }
                 });
             }
         }
         let unread = scan.read.iter().filter(|read| !**read).count();
         self.stats.blocks_skipped += unread as u64;
+        *order_storage = order.into_vec();
+        *pending_storage = pending_heap.into_vec();
         Ok(())
     }
 }

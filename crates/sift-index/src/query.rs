@@ -343,6 +343,7 @@ impl Query<'_> {
         // Sized for a typical value's entries, so collecting them rarely reallocates.
         let mut keys: Vec<(usize, usize)> = Vec::with_capacity(256);
         let mut candidates: Vec<(SeqNo, usize, usize, usize)> = Vec::with_capacity(256);
+        let mut table_buffers = composite_bounded::ComponentScratch::default();
         for (position, id) in ids.iter().enumerate() {
             self.stats.components_read += 1;
             // (entry seq, key start, value end, key end) per candidate, keys in `arena`.
@@ -357,6 +358,7 @@ impl Query<'_> {
                     (&arenas, &seen),
                     &mut arena,
                     &mut keys,
+                    &mut table_buffers,
                 )?;
             } else {
                 let mut iter = view.iter(*id)?;
