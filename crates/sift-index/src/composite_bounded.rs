@@ -32,8 +32,8 @@
 
 use super::Query;
 use crate::composite_seq::{decode_block_max_seq, COLLECTOR_NAME};
-use crate::encoding::{decode_pk, decode_value};
-use crate::error::{IndexError, Result};
+use crate::encoding::decode_value;
+use crate::error::Result;
 use sift_lsm::db::ComponentView;
 use sift_lsm::key::{compare_internal_keys, make_seek_key, parse_internal_key, user_key, SEQ_MAX};
 use sift_lsm::sstable::{ReadContext, Table};
@@ -370,17 +370,7 @@ impl Query<'_> {
                     pending_heap.clear();
                     break;
                 }
-                let (pk, pk_bytes) = decode_pk(&arena[value_end..end])
-                    .map_err(|e| self.corrupt("composite key", &e))?;
-                // Distinct keys of one value name distinct pks only if each key is exactly
-                // `value ‖ pk`.
-                if value_end + pk_bytes != end {
-                    return Err(self.corrupt(
-                        "composite key",
-                        &IndexError::corrupt(value_end + pk_bytes, "bytes after the primary key"),
-                    ));
-                }
-                self.validate_owned(pk, &arena[start..value_end], None, true)?;
+                self.validate_point_key(&arena[start..end], value_end - start)?;
             }
             let Some(bound) = next_bound else {
                 break;

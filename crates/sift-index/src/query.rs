@@ -228,6 +228,22 @@ impl Query<'_> {
     /// query meets no other candidate of this pk (a composite point lookup validates each
     /// `value ‖ pk` key once), so the version read is not remembered for reuse and the pk is
     /// not recorded as emitted.
+    /// Validates one distinct composite key `value ‖ pk` of a LOOKUP (`value_bytes`: the
+    /// length of its value part) against the primary.
+    pub(super) fn validate_point_key(&mut self, key: &[u8], value_bytes: usize) -> Result<()> {
+        let (pk, pk_bytes) =
+            decode_pk(&key[value_bytes..]).map_err(|e| self.corrupt("composite key", &e))?;
+        // Distinct keys of one value name distinct pks only if each key is exactly
+        // `value ‖ pk`.
+        if value_bytes + pk_bytes != key.len() {
+            return Err(self.corrupt(
+                "composite key",
+                &IndexError::corrupt(value_bytes + pk_bytes, "bytes after the primary key"),
+            ));
+        }
+        self.validate_owned(pk, &key[..value_bytes], None, true)
+    }
+
     fn validate_owned(
         &mut self,
         pk: Vec<u8>,
@@ -390,20 +406,7 @@ impl Query<'_> {
                     if !self.top.would_accept(entry_seq.saturating_sub(1)) {
                         break;
                     }
-                    let (pk, pk_bytes) = decode_pk(&arena[value_end..end])
-                        .map_err(|e| self.corrupt("composite key", &e))?;
-                    // Distinct keys of one value name distinct pks only if each key is exactly
-                    // `value ‖ pk`.
-                    if value_end + pk_bytes != end {
-                        return Err(self.corrupt(
-                            "composite key",
-                            &IndexError::corrupt(
-                                value_end + pk_bytes,
-                                "bytes after the primary key",
-                            ),
-                        ));
-                    }
-                    self.validate_owned(pk, &arena[start..value_end], None, true)?;
+                    self.validate_point_key(&arena[start..end], value_end - start)?;
                 }
             }
             let rest = &ids[position + 1..];
