@@ -30,9 +30,8 @@
 //! value costs a block or two per component, and a dozen allocations per component were a
 //! measurable share of that.
 
-use super::Query;
+use super::{Query, Shadows};
 use crate::composite_seq::{decode_block_max_seq, COLLECTOR_NAME};
-use crate::encoding::decode_value;
 use crate::error::Result;
 use sift_lsm::db::ComponentView;
 use sift_lsm::key::{compare_internal_keys, make_seek_key, parse_internal_key, user_key, SEQ_MAX};
@@ -42,9 +41,6 @@ use sift_lsm::{ComponentId, SeqNo, ValueKind};
 use std::collections::BinaryHeap;
 use std::ops::Range;
 use std::sync::Arc;
-
-/// Keys of the components above (each in its own arena): `(arena, start, end)`, sorted by key.
-type Shadows<'a> = (&'a [Vec<u8>], &'a [(usize, usize, usize)]);
 
 /// A data block of the component that may hold keys of the value.
 struct BlockRef {
@@ -352,7 +348,6 @@ impl Query<'_> {
             context,
         };
         let sequence = view.sequence();
-        let attr_type = self.index.record.attr_type;
         loop {
             while order.peek().is_some_and(|&(_, i)| scan.read[i]) {
                 order.pop();
@@ -430,19 +425,15 @@ impl Query<'_> {
                         continue;
                     }
                     decided = true;
-                    let shadowed = !seen.is_empty()
-                        && seen
-                            .binary_search_by(|&(a, s, e)| arenas[a][s..e].cmp(key))
-                            .is_ok();
-                    let start = arena.len();
-                    arena.extend_from_slice(key);
-                    keys.push((start, arena.len()));
-                    if !shadowed && entry.kind != ValueKind::Delete {
-                        self.stats.candidates_examined += 1;
-                        let (_, value_bytes) = decode_value(key, attr_type)
-                            .map_err(|e| self.corrupt("composite key", &e))?;
-                        pending_heap.push((entry.seq, start, start + value_bytes, arena.len()));
-                    }
+                    let candidate = self.take_point_key(
+                        key,
+                        entry.seq,
+                        entry.kind,
+                        (arenas, seen),
+                        arena,
+                        keys,
+                    )?;
+                    pending_heap.extend(candidate);
                 }
                 // Only the key the block ends with can continue in the next block.
                 tails[*index] = current.map(|(s, e)| {

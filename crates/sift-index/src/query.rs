@@ -19,6 +19,12 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::sync::Arc;
 
+/// Keys of the components above (each in its own arena): `(arena, start, end)`, sorted by key.
+type Shadows<'a> = (&'a [Vec<u8>], &'a [(usize, usize, usize)]);
+
+/// A composite LOOKUP candidate: `(entry seq, key start, value end, key end)` in its arena.
+type PointCandidate = (SeqNo, usize, usize, usize);
+
 #[path = "deferred_query.rs"]
 mod deferred_query;
 
@@ -228,6 +234,35 @@ impl Query<'_> {
     /// query meets no other candidate of this pk (a composite point lookup validates each
     /// `value ‖ pk` key once), so the version read is not remembered for reuse and the pk is
     /// not recorded as emitted.
+    /// Takes the first visible version of one composite key of a LOOKUP component: the key is
+    /// copied to `arena` and listed in `keys` (it shadows lower components), and it is a
+    /// candidate `(entry seq, key start, value end, key end)` unless a newer component
+    /// (`shadows`) already had the key or the version is a delete.
+    pub(super) fn take_point_key(
+        &mut self,
+        key: &[u8],
+        seq: SeqNo,
+        kind: ValueKind,
+        (arenas, seen): Shadows<'_>,
+        arena: &mut Vec<u8>,
+        keys: &mut Vec<(usize, usize)>,
+    ) -> Result<Option<PointCandidate>> {
+        let shadowed = !seen.is_empty()
+            && seen
+                .binary_search_by(|&(a, s, e)| arenas[a][s..e].cmp(key))
+                .is_ok();
+        let start = arena.len();
+        arena.extend_from_slice(key);
+        keys.push((start, arena.len()));
+        if shadowed || kind == ValueKind::Delete {
+            return Ok(None);
+        }
+        self.stats.candidates_examined += 1;
+        let (_, value_bytes) = decode_value(key, self.index.record.attr_type)
+            .map_err(|e| self.corrupt("composite key", &e))?;
+        Ok(Some((seq, start, start + value_bytes, arena.len())))
+    }
+
     /// Validates one distinct composite key `value ‖ pk` of a LOOKUP (`value_bytes`: the
     /// length of its value part) against the primary.
     pub(super) fn validate_point_key(&mut self, key: &[u8], value_bytes: usize) -> Result<()> {
@@ -352,7 +387,6 @@ impl Query<'_> {
         let tree = self.index.stand_alone_tree()?;
         let view = self.engine.components(tree, &self.read)?;
         let ids = view.ids();
-        let attr_type = self.index.record.attr_type;
         // Keys of the components already read (each component's in their own arena), sorted.
         let mut arenas: Vec<Vec<u8>> = Vec::new();
         let mut seen: Vec<(usize, usize, usize)> = Vec::new();
@@ -386,19 +420,15 @@ impl Query<'_> {
                         iter.next()?;
                         continue;
                     }
-                    let shadowed = !seen.is_empty()
-                        && seen
-                            .binary_search_by(|&(a, s, e)| arenas[a][s..e].cmp(key))
-                            .is_ok();
-                    let start = arena.len();
-                    arena.extend_from_slice(key);
-                    keys.push((start, arena.len()));
-                    if !shadowed && iter.kind() != ValueKind::Delete {
-                        self.stats.candidates_examined += 1;
-                        let (_, value_bytes) = decode_value(key, attr_type)
-                            .map_err(|e| self.corrupt("composite key", &e))?;
-                        candidates.push((iter.seq(), start, start + value_bytes, arena.len()));
-                    }
+                    let candidate = self.take_point_key(
+                        key,
+                        iter.seq(),
+                        iter.kind(),
+                        (&arenas, &seen),
+                        &mut arena,
+                        &mut keys,
+                    )?;
+                    candidates.extend(candidate);
                     iter.next()?;
                 }
                 candidates.sort_unstable_by_key(|c| Reverse(c.0));
