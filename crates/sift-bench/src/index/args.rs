@@ -96,6 +96,11 @@ pub struct IndexBenchArgs {
     /// the SSTables). With --gets 0 --lookups 0 --range-lookups 0: load, then reopen.
     #[arg(long)]
     pub reopen: bool,
+    /// After the load, compact every tree fully before the queries run, so they meet one
+    /// known shape (each tree in a single level) instead of whatever the background
+    /// compactions left (Sift only).
+    #[arg(long)]
+    pub compact: bool,
 }
 
 impl IndexBenchArgs {
@@ -148,6 +153,7 @@ impl IndexBenchArgs {
             memtable_bytes: self.memtable_bytes,
             bloom_bits_per_key: self.bits_per_key,
             split_delta,
+            compact_after_load: self.compact,
             tweets: self.n,
             indexes,
             workload: self.workload,

@@ -213,6 +213,15 @@ pub trait IndexEngine {
     /// Blocks until no background flush or compaction is pending or running.
     fn wait_for_background_work(&self) -> Result<(), BenchError>;
 
+    /// Compacts every tree fully and waits for it (`--compact`). Engines that cannot
+    /// return an error.
+    fn compact_all(&self) -> Result<(), BenchError> {
+        Err(BenchError::new(format!(
+            "{}: --compact is not supported",
+            self.name()
+        )))
+    }
+
     /// Bytes written to files and blocks (pages) read so far; `None` where not counted.
     fn counters(&self) -> EngineCounters;
 

@@ -79,6 +79,8 @@ pub struct IndexBenchConfig {
     pub bloom_bits_per_key: Option<u32>,
     /// δ of the value-aware split of `next` / `sst-local` indexes (`None`: no split).
     pub split_delta: Option<f64>,
+    /// `--compact`: every tree compacted fully between the load and the queries.
+    pub compact_after_load: bool,
 }
 
 impl IndexBenchConfig {
@@ -106,6 +108,7 @@ impl IndexBenchConfig {
             memtable_bytes: None,
             bloom_bits_per_key: None,
             split_delta: None,
+            compact_after_load: false,
         }
     }
 }
@@ -346,6 +349,9 @@ pub fn run_index_benchmark(
         }
         let row = settle_and_measure_disk(engine, &maker, "load", "PUT", &whole)?;
         emit(label_write_row(row), &mut rows)?;
+        if config.compact_after_load {
+            engine.compact_all()?;
+        }
     }
 
     if is_static {

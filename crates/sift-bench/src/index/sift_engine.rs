@@ -338,6 +338,12 @@ impl IndexEngine for SiftIndexEngine {
             .map_err(error)
     }
 
+    fn compact_all(&self) -> Result<(), BenchError> {
+        self.database.flush().map_err(error)?;
+        self.database.compact_all().map_err(error)?;
+        self.wait_for_background_work()
+    }
+
     fn counters(&self) -> EngineCounters {
         let stats = self.database.engine().stats();
         EngineCounters {
@@ -457,6 +463,70 @@ mod tests {
             );
             engine.close().expect("close");
         }
+    }
+
+    /// `--compact`: after it every tree's files sit in one level, and the answers are the
+    /// same as before it.
+    #[test]
+    fn compact_all_leaves_each_tree_in_one_level_and_keeps_the_answers() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut options = DatabaseOptions::default();
+        scale_engine(&mut options, 32 << 10); // many small tables, several levels
+        let slots = [IndexSlot::for_tweets(
+            &crate::index::IndexSpec::parse("user.id:lazy").expect("spec"),
+        )];
+        let engine = SiftIndexEngine::open_slots_shared(dir.path(), options, "tweet_id", &slots)
+            .expect("open");
+        let mut tweets =
+            sift_workload::TweetGenerator::new(sift_workload::TweetConfig::for_tweets(4000, 11))
+                .expect("generator");
+        let mut users = Vec::new();
+        for _ in 0..4000 {
+            let tweet = tweets.next_tweet();
+            users.push(tweet.fields.user_id as i64);
+            engine.put(tweet.fields.tweet_id, &tweet.json).expect("put");
+        }
+        engine.flush().expect("flush");
+        engine.wait_for_background_work().expect("wait");
+        let answers = |engine: &SiftIndexEngine| -> Vec<Vec<u64>> {
+            users
+                .iter()
+                .step_by(37)
+                .map(|&user| {
+                    let mut ids = Vec::new();
+                    engine
+                        .lookup(Attribute::UserId, user, Some(10), Some(&mut ids))
+                        .expect("lookup");
+                    ids
+                })
+                .collect()
+        };
+        let levels_with_files = |engine: &SiftIndexEngine| -> Vec<(String, usize)> {
+            engine
+                .database
+                .engine()
+                .stats()
+                .trees
+                .iter()
+                .map(|tree| {
+                    let used = tree.levels.iter().filter(|level| level.files > 0).count();
+                    (tree.name.clone(), used)
+                })
+                .collect()
+        };
+        let before = answers(&engine);
+        assert!(before.iter().all(|ids| !ids.is_empty()));
+        assert!(
+            levels_with_files(&engine).iter().any(|(_, used)| *used > 1),
+            "the test needs a tree in several levels before the compaction: {:?}",
+            levels_with_files(&engine)
+        );
+        engine.compact_all().expect("compact");
+        let after = levels_with_files(&engine);
+        assert!(after.iter().all(|(_, used)| *used <= 1), "{after:?}");
+        assert!(after.iter().any(|(_, used)| *used == 1), "{after:?}");
+        assert_eq!(answers(&engine), before);
+        Box::new(engine).close().expect("close");
     }
 
     /// `--reopen`: the reopened store reports the open and its parts, its `next` global index
