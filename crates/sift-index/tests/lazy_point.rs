@@ -168,3 +168,38 @@ fn list_not_newest_first_matches_brute_force() {
     db.flush().unwrap();
     check(&db, &model, seed, "unsorted list in an L0 file");
 }
+
+#[test]
+fn remove_listed_after_its_add_cancels_it() {
+    let seed = 0x1a23_u64.wrapping_add(5);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let (db, trees) = setup(dir.path());
+    let (mut model, heavy_versions) = load(&db, &mut rng, 2000);
+    // A newest-first list of every heavy version where the newest live one is followed by a
+    // remove of itself (a list puts removes after the adds of the same seq): the streamed
+    // path must know the remove before it validates the add.
+    let (newest_pk, newest_seq) = expected(&model, Some(1)).remove(0);
+    let mut list: Vec<Posting> = heavy_versions
+        .iter()
+        .map(|(pk, seq)| Posting::add(pk.as_bytes(), *seq))
+        .collect();
+    list.sort_by_key(|posting| std::cmp::Reverse(posting.seq));
+    let at = list
+        .iter()
+        .position(|posting| posting.seq == newest_seq)
+        .unwrap();
+    list.insert(at + 1, Posting::remove(newest_pk.as_bytes(), newest_seq));
+    let key = encode_value_to_vec(&AttrValue::Int(HEAVY));
+    for name in &trees {
+        let tree = db.engine().tree(name).unwrap();
+        db.engine()
+            .put(&tree, &key, &encode_postings(&list))
+            .unwrap();
+    }
+    db.flush().unwrap();
+    db.compact_all().unwrap();
+    // The index no longer lists that document under the value.
+    model.remove(&newest_pk);
+    check(&db, &model, seed, "remove after its add");
+}
