@@ -1,11 +1,12 @@
 //! Lazy LOOKUP of one value (Algorithm 3) without a cost per posting it cannot use: each
 //! component's fragments are copied once into an arena and decoded in place (pks borrowed),
-//! and a component that holds one list already newest first (what a full merge writes) is
-//! read from its head only until the top K can no longer accept a posting.
+//! and a component that holds one list already newest first (checked over the whole list;
+//! what every writer produces) is examined from its head only until the top K can no longer
+//! accept a posting.
 
 use super::Query;
 use crate::error::Result;
-use crate::postings::{PostingIter, PostingRef};
+use crate::postings::{is_newest_first, PostingIter, PostingRef};
 use sift_lsm::{SeqNo, ValueKind};
 use std::cmp::Reverse;
 use std::collections::{HashMap, HashSet};
@@ -85,7 +86,7 @@ impl Query<'_> {
             if let [list] = lists[..] {
                 self.take_single_list(&arena, &keys, list, &mut removed)?;
             } else {
-                self.take_lists(&arena, &keys, &lists, 0, &mut removed)?;
+                self.take_lists(&arena, &keys, &lists, &mut removed)?;
             }
             if self.top.is_full() {
                 break;
@@ -94,16 +95,22 @@ impl Query<'_> {
         Ok(())
     }
 
-    /// The only list of a component, streamed from its head while its sequence numbers do not
-    /// increase (a full merge writes lists newest first); at the first increase the rest goes
-    /// through [`Query::take_lists`].
+    /// The only list of a component. If it is newest first (what every writer of lazy lists
+    /// produces: a merge, a back-fill, a one-posting fragment) it is streamed from its head;
+    /// otherwise it goes through [`Query::take_lists`].
+    ///
+    /// The order is checked over the WHOLE list before any posting is validated: a stream
+    /// that trusted only the part it had read could stop before a newer posting further on,
+    /// or validate an add that a remove further on cancels (the general path applies every
+    /// remove of the component first).
     ///
     /// Stopping: once the top K cannot accept a posting's seq, it cannot accept any later one
     /// (later seqs are no larger and the K-th newest hit only gets newer), so the rest of the
-    /// list is not read. Removes listed before the stop point are in `removed`; a remove listed
-    /// after it names a seq no newer than the K-th hit, so the add it cancels could not enter
-    /// the top K either — and a stop only happens with the top K full, after which the LOOKUP
-    /// reads no lower component at all.
+    /// list is not examined. A remove names exactly the seq of the add it cancels, so in a
+    /// newest-first list it sits in the run of that seq: removes listed before the stop point
+    /// are in `removed`; a remove listed after it names a seq older than the stopping
+    /// posting's, so the add it cancels could not enter the top K either — and a stop only
+    /// happens with the top K full, after which the LOOKUP reads no lower component at all.
     ///
     /// Postings of one seq are gathered before any is validated, because a list puts the
     /// removes of a seq after its adds.
@@ -114,25 +121,21 @@ impl Query<'_> {
         list: ListSpan,
         removed: &mut RemovedPostings,
     ) -> Result<()> {
+        let bytes = &arena[list.start..list.end];
+        if !is_newest_first(bytes).map_err(|e| self.corrupt("posting fragment", &e))? {
+            // Not newest first (say, written by an older version): the general path.
+            return self.take_lists(arena, keys, &[list], removed);
+        }
         let value = keys[list.key].as_slice();
-        let mut postings = PostingIter::new(&arena[list.start..list.end])
-            .map_err(|e| self.corrupt("posting fragment", &e))?;
+        let mut postings =
+            PostingIter::new(bytes).map_err(|e| self.corrupt("posting fragment", &e))?;
         let mut group: Vec<PostingRef<'_>> = Vec::new();
-        // Postings whose group was fully handled (validated, cancelled or refused).
-        let mut handled = 0usize;
         loop {
             let next = postings
                 .next()
                 .transpose()
                 .map_err(|e| self.corrupt("posting fragment", &e))?;
             let group_seq = group.first().map(|posting| posting.seq);
-            if let (Some(posting), Some(seq)) = (next, group_seq) {
-                if posting.seq > seq {
-                    // Not newest first (e.g. written by a back-fill): the general path takes
-                    // every posting not yet handled.
-                    return self.take_lists(arena, keys, &[list], handled, removed);
-                }
-            }
             if group_seq.is_some() && next.is_none_or(|posting| Some(posting.seq) != group_seq) {
                 for posting in group.iter().filter(|posting| posting.remove) {
                     removed.insert(posting.pk, posting.seq);
@@ -147,7 +150,6 @@ impl Query<'_> {
                     }
                     self.validate(posting.pk, value, Some(posting.seq))?;
                 }
-                handled += group.len();
                 group.clear();
             }
             match next {
@@ -158,25 +160,23 @@ impl Query<'_> {
     }
 
     /// The general path: every fragment of the component decoded (removes first recorded),
-    /// adds sorted newest first, validated until the top K cannot accept one. `skip_adds`: the
-    /// first postings of the first list, already handled by [`Query::take_single_list`].
+    /// adds sorted newest first, validated until the top K cannot accept one.
     pub(super) fn take_lists(
         &mut self,
         arena: &[u8],
         keys: &[Vec<u8>],
         lists: &[ListSpan],
-        skip_adds: usize,
         removed: &mut RemovedPostings,
     ) -> Result<()> {
         let mut adds: Vec<(SeqNo, &[u8], usize)> = Vec::new();
-        for (list_number, list) in lists.iter().enumerate() {
+        for list in lists {
             let postings = PostingIter::new(&arena[list.start..list.end])
                 .map_err(|e| self.corrupt("posting fragment", &e))?;
-            for (position, posting) in postings.enumerate() {
+            for posting in postings {
                 let posting = posting.map_err(|e| self.corrupt("posting fragment", &e))?;
                 if posting.remove {
                     removed.insert(posting.pk, posting.seq);
-                } else if list_number > 0 || position >= skip_adds {
+                } else {
                     adds.push((posting.seq, posting.pk, list.key));
                 }
             }

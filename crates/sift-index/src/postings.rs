@@ -202,6 +202,21 @@ impl<'a> Iterator for PostingIter<'a> {
     }
 }
 
+/// Whether an encoded list is newest first (its sequence numbers never increase). Reads the
+/// list up to its first increase, with the errors of [`decode_postings`] on the way; a list
+/// that is newest first is thus read (and checked) to its end.
+pub fn is_newest_first(bytes: &[u8]) -> Result<bool> {
+    let mut previous = SeqNo::MAX;
+    for posting in PostingIter::new(bytes)? {
+        let seq = posting?.seq;
+        if seq > previous {
+            return Ok(false);
+        }
+        previous = seq;
+    }
+    Ok(true)
+}
+
 /// Combines fragments (oldest first) into one list, newest first: a remove cancels the add with
 /// the same `(pk, seq)`; of several adds of one pk only the newest stays (an older version of a
 /// document is stale whatever lies below). `keep_removes`: removes that cancelled nothing are
@@ -351,6 +366,35 @@ mod tests {
             let random: Vec<u8> = (0..rng.gen_range(0..24)).map(|_| rng.gen()).collect();
             check(&random, seed + round);
         }
+    }
+
+    /// The order check looks at the whole list (an increase at the very end counts), allows
+    /// equal seqs, and reports corruption anywhere before the first increase.
+    #[test]
+    fn newest_first_check_covers_the_whole_list() {
+        let list = |seqs: &[u64]| {
+            let postings: Vec<Posting> = seqs
+                .iter()
+                .enumerate()
+                .map(|(i, seq)| Posting::add(&[u8::try_from(i).unwrap()], *seq))
+                .collect();
+            encode_postings(&postings)
+        };
+        assert!(is_newest_first(&list(&[])).unwrap());
+        assert!(is_newest_first(&list(&[7])).unwrap());
+        assert!(is_newest_first(&list(&[9, 9, 5, 5, 1])).unwrap());
+        assert!(!is_newest_first(&list(&[9, 8, 7, 6, 5, 4, 3, 2, 10])).unwrap());
+        assert!(!is_newest_first(&list(&[1, 9, 8])).unwrap());
+        let mut with_remove = vec![Posting::add(b"a", 5), Posting::remove(b"a", 5)];
+        assert!(is_newest_first(&encode_postings(&with_remove)).unwrap());
+        with_remove.push(Posting::remove(b"b", 6));
+        assert!(!is_newest_first(&encode_postings(&with_remove)).unwrap());
+        // A newest-first list is read to its end: a cut or trailing byte is corruption.
+        let bytes = list(&[9, 8, 7]);
+        assert!(is_newest_first(&bytes[..bytes.len() - 1]).is_err());
+        let mut trailing = bytes.clone();
+        trailing.push(0);
+        assert!(is_newest_first(&trailing).is_err());
     }
 
     #[test]

@@ -42,7 +42,8 @@ pub struct Hit {
 pub struct QueryStats {
     /// Index entries (composite keys, postings, map entries) looked at. A lazy LOOKUP counts
     /// the postings it read up to and including the first one the top K could not accept
-    /// (postings cancelled by a remove are not counted); the rest of a list is not read.
+    /// (postings cancelled by a remove are not counted); the rest of a list is only checked
+    /// for order.
     pub candidates_examined: u64,
     /// Primary-tree reads made to validate candidates.
     pub validations: u64,

@@ -12,7 +12,7 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use sift_index::encoding::encode_value_to_vec;
 use sift_index::postings::{encode_postings, Posting};
-use sift_index::{AttrType, AttrValue, Database, IndexKind, IndexSpec};
+use sift_index::{AttrType, AttrValue, Database, IndexKind, IndexSpec, Maintenance, WriteOp};
 use std::collections::BTreeMap;
 
 const HEAVY: i64 = 7;
@@ -202,4 +202,319 @@ fn remove_listed_after_its_add_cancels_it() {
     // The index no longer lists that document under the value.
     model.remove(&newest_pk);
     check(&db, &model, seed, "remove after its add");
+}
+
+/// A list newest first except for one newer posting placed after the point where a top-K
+/// stream would stop: the order check must cover the unread rest, or the newest hit is lost.
+#[test]
+fn newer_posting_after_the_stop_point_is_found() {
+    let seed = 0x1a23_u64.wrapping_add(6);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let (db, trees) = setup(dir.path());
+    let (model, _) = load(&db, &mut rng, 2000);
+    let live = expected(&model, None);
+    assert!(
+        live.len() > 20,
+        "seed {seed}: a heavy value ({})",
+        live.len()
+    );
+    // Live versions newest first, with the newest moved to the very end (or to the middle).
+    for newest_at_end in [true, false] {
+        let mut list: Vec<Posting> = live
+            .iter()
+            .map(|(pk, seq)| Posting::add(pk.as_bytes(), *seq))
+            .collect();
+        let newest = list.remove(0);
+        let at = if newest_at_end {
+            list.len()
+        } else {
+            list.len() / 2
+        };
+        list.insert(at, newest);
+        let key = encode_value_to_vec(&AttrValue::Int(HEAVY));
+        for name in &trees {
+            let tree = db.engine().tree(name).unwrap();
+            db.engine()
+                .put(&tree, &key, &encode_postings(&list))
+                .unwrap();
+        }
+        check(&db, &model, seed, "newer posting late, memtable");
+        db.flush().unwrap();
+        check(&db, &model, seed, "newer posting late, L0 file");
+        db.compact_all().unwrap();
+        check(&db, &model, seed, "compacted again");
+    }
+}
+
+/// In a list that is not newest first, a remove placed after the unsorted point cancels an
+/// add that a stream would already have taken: the list must go through the general path
+/// before any of its adds is validated.
+#[test]
+fn remove_after_an_unsorted_point_cancels_an_earlier_add() {
+    let seed = 0x1a23_u64.wrapping_add(7);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let (db, trees) = setup(dir.path());
+    let (mut model, _) = load(&db, &mut rng, 2000);
+    let live = expected(&model, None);
+    assert!(
+        live.len() > 20,
+        "seed {seed}: a heavy value ({})",
+        live.len()
+    );
+    // Newest first, then the oldest live version moved to the front (unsorted), then a
+    // remove of the newest version at the end.
+    let mut list: Vec<Posting> = live
+        .iter()
+        .map(|(pk, seq)| Posting::add(pk.as_bytes(), *seq))
+        .collect();
+    let oldest = list.pop().unwrap();
+    list.insert(2, oldest);
+    let (newest_pk, newest_seq) = live[0].clone();
+    list.push(Posting::remove(newest_pk.as_bytes(), newest_seq));
+    let key = encode_value_to_vec(&AttrValue::Int(HEAVY));
+    for name in &trees {
+        let tree = db.engine().tree(name).unwrap();
+        db.engine()
+            .put(&tree, &key, &encode_postings(&list))
+            .unwrap();
+    }
+    model.remove(&newest_pk);
+    // Read repair would rewrite nothing here (no stale postings), so both rounds agree.
+    check(&db, &model, seed, "remove after unsorted point, memtable");
+    db.flush().unwrap();
+    check(&db, &model, seed, "remove after unsorted point, L0 file");
+}
+
+/// A document version of the model test.
+#[derive(Clone, Debug)]
+struct ModelDoc {
+    value: i64,
+    seq: u64,
+    doc: Vec<u8>,
+}
+
+common::impl_model_version!(ModelDoc);
+
+/// (name, maintenance, read repair) of the indexes of the model test; the last is created
+/// (back-filled) part-way through.
+const MODEL_INDEXES: [(&str, Maintenance, bool); 4] = [
+    ("lazy_insert", Maintenance::SyncInsert, false),
+    ("lazy_repair", Maintenance::SyncInsert, true),
+    ("lazy_full", Maintenance::SyncFull, false),
+    ("lazy_late", Maintenance::SyncInsert, true),
+];
+
+const MODEL_VALUES: i64 = 6;
+
+fn model_value(rng: &mut StdRng) -> i64 {
+    // Value 0 is heavy, so its lists are long and top-K streams stop early.
+    if rng.gen_bool(0.5) {
+        0
+    } else {
+        rng.gen_range(1..MODEL_VALUES)
+    }
+}
+
+fn model_doc(pk: &str, value: i64, rng: &mut StdRng) -> Vec<u8> {
+    let pad = "x".repeat(rng.gen_range(0..40));
+    format!(r#"{{"id": "{pk}", "n": {value}, "pad": "{pad}"}}"#).into_bytes()
+}
+
+/// Creates (back-fills) one index; returns its tree's name.
+fn create_model_index(
+    db: &Database,
+    (name, maintenance, repair): (&str, Maintenance, bool),
+) -> String {
+    let spec = IndexSpec::new(name, "n", AttrType::Int, IndexKind::Lazy)
+        .with_maintenance(maintenance)
+        .with_read_repair(repair);
+    db.create_index("docs", spec).unwrap().tree.unwrap()
+}
+
+/// Every live index, one value (or all), limits 0, 1, 2, 10 and none, against the model.
+fn check_model(
+    db: &Database,
+    model: &BTreeMap<Vec<u8>, ModelDoc>,
+    indexes: usize,
+    values: &[i64],
+    context: &str,
+) {
+    for &value in values {
+        for &(name, ..) in &MODEL_INDEXES[..indexes] {
+            for limit in [Some(0), Some(1), Some(2), Some(10), None] {
+                let result = db
+                    .lookup("docs", name, &AttrValue::Int(value), limit)
+                    .unwrap();
+                let got: Vec<(Vec<u8>, u64, Vec<u8>)> = result
+                    .hits
+                    .into_iter()
+                    .map(|hit| (hit.pk, hit.seq, hit.doc))
+                    .collect();
+                let want = common::newest_first(model, |doc| doc.value == value, limit);
+                assert_eq!(
+                    got, want,
+                    "{context}: index {name}, value {value}, limit {limit:?}"
+                );
+            }
+        }
+    }
+}
+
+fn handle(db: &Option<Database>) -> &Database {
+    db.as_ref().unwrap()
+}
+
+/// Random puts (new pks and re-puts of old ones), deletes, batches, flushes, partial and full
+/// compactions, reopens and held snapshots on lazy indexes (sync-insert with and without read
+/// repair, sync-full, and one back-filled part-way); every LOOKUP equals a brute-force filter
+/// over a BTreeMap model.
+#[test]
+fn lazy_lookup_model() {
+    let seed = common::seed();
+    let _guard = common::SeedGuard(seed);
+    let steps = common::steps(1500);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let mut db = Some(Database::open(dir.path(), small_options()).unwrap());
+    handle(&db).create_collection("docs", "id").unwrap();
+    let mut trees: Vec<String> = MODEL_INDEXES[..3]
+        .iter()
+        .map(|spec| create_model_index(handle(&db), *spec))
+        .collect();
+    let mut indexes = 3;
+    let mut model: BTreeMap<Vec<u8>, ModelDoc> = BTreeMap::new();
+    let mut snapshots = Vec::new();
+    let all_values: Vec<i64> = (0..MODEL_VALUES).collect();
+    for step in 0..steps {
+        let context = format!("seed {seed}, step {step}");
+        if indexes == 3 && step == steps / 3 {
+            trees.push(create_model_index(handle(&db), MODEL_INDEXES[3]));
+            indexes = 4;
+            check_model(handle(&db), &model, indexes, &all_values, &context);
+        }
+        let database = handle(&db);
+        match rng.gen_range(0..100) {
+            0..=54 => {
+                // A new or old pk; old pks move between values or get a new version.
+                let pk = format!("p{:03}", rng.gen_range(0..120));
+                let value = model_value(&mut rng);
+                let json = model_doc(&pk, value, &mut rng);
+                let seq = database.put("docs", &json).unwrap();
+                model.insert(
+                    pk.into_bytes(),
+                    ModelDoc {
+                        value,
+                        seq,
+                        doc: json,
+                    },
+                );
+            }
+            55..=64 => {
+                let pk = if rng.gen_bool(0.8) {
+                    common::random_entry(&model, &mut rng).map(|(pk, _)| pk)
+                } else {
+                    None
+                }
+                .unwrap_or_else(|| format!("p{:03}", rng.gen_range(0..120)).into_bytes());
+                let deleted = database.delete("docs", &pk).unwrap();
+                assert_eq!(
+                    deleted.is_some(),
+                    model.remove(&pk).is_some(),
+                    "{context}: delete"
+                );
+            }
+            65..=71 => {
+                // A batch, possibly naming one pk several times.
+                let count = rng.gen_range(2..6);
+                let mut planned: Vec<(String, Option<(i64, Vec<u8>)>)> = Vec::new();
+                for _ in 0..count {
+                    let pk = format!("p{:03}", rng.gen_range(0..30));
+                    if rng.gen_bool(0.2) {
+                        planned.push((pk, None));
+                    } else {
+                        let value = model_value(&mut rng);
+                        let json = model_doc(&pk, value, &mut rng);
+                        planned.push((pk, Some((value, json))));
+                    }
+                }
+                let ops: Vec<WriteOp<'_>> = planned
+                    .iter()
+                    .map(|(pk, put)| match put {
+                        Some((_, json)) => WriteOp::Put(json),
+                        None => WriteOp::Delete(pk.as_bytes()),
+                    })
+                    .collect();
+                let results = database.write("docs", &ops).unwrap();
+                // The last op of each pk decides its state; the batch gives ops their own seqs.
+                let mut last: BTreeMap<String, (Option<(i64, Vec<u8>)>, Option<u64>)> =
+                    BTreeMap::new();
+                for ((pk, put), result) in planned.into_iter().zip(results) {
+                    if put.is_some() {
+                        assert!(result.is_some(), "{context}: a put has a seq");
+                    }
+                    last.insert(pk, (put, result));
+                }
+                for (pk, (put, result)) in last {
+                    match put {
+                        Some((value, doc)) => {
+                            let seq = result.unwrap();
+                            model.insert(pk.into_bytes(), ModelDoc { value, seq, doc });
+                        }
+                        None => {
+                            model.remove(pk.as_bytes());
+                        }
+                    }
+                }
+            }
+            72..=77 => database.flush().unwrap(),
+            78..=81 => {
+                // Partial: one index tree, the keys between two values.
+                let tree_name = &trees[rng.gen_range(0..trees.len())];
+                let tree = database.engine().tree(tree_name).unwrap();
+                let mut bounds = [
+                    rng.gen_range(0..MODEL_VALUES),
+                    rng.gen_range(0..MODEL_VALUES),
+                ];
+                bounds.sort_unstable();
+                let low = encode_value_to_vec(&AttrValue::Int(bounds[0]));
+                let high = encode_value_to_vec(&AttrValue::Int(bounds[1]));
+                database
+                    .engine()
+                    .compact_range(&tree, Some(&low), Some(&high))
+                    .unwrap();
+            }
+            82..=83 => database.compact_all().unwrap(),
+            84..=85 => {
+                snapshots.clear();
+                db.take().unwrap().close().unwrap();
+                db = Some(Database::open(dir.path(), small_options()).unwrap());
+            }
+            86..=89 => {
+                if snapshots.len() < 3 && rng.gen_bool(0.6) {
+                    snapshots.push(database.engine().snapshot());
+                } else if !snapshots.is_empty() {
+                    let at = rng.gen_range(0..snapshots.len());
+                    snapshots.remove(at);
+                }
+            }
+            _ => {
+                let value = if rng.gen_bool(0.6) {
+                    0
+                } else {
+                    rng.gen_range(0..MODEL_VALUES)
+                };
+                check_model(database, &model, indexes, &[value], &context);
+            }
+        }
+    }
+    let context = format!("seed {seed}, end");
+    check_model(handle(&db), &model, indexes, &all_values, &context);
+    snapshots.clear();
+    handle(&db).compact_all().unwrap();
+    check_model(handle(&db), &model, indexes, &all_values, &context);
+    db.take().unwrap().close().unwrap();
+    let db = Database::open(dir.path(), small_options()).unwrap();
+    check_model(&db, &model, indexes, &all_values, &context);
 }
