@@ -5,9 +5,9 @@
 //! accept a posting.
 
 use super::Query;
-use crate::error::Result;
+use crate::error::{IndexError, Result};
 use crate::postings::{is_newest_first, PostingIter, PostingRef};
-use sift_lsm::{SeqNo, ValueKind};
+use sift_lsm::{ComponentId, SeqNo, ValueKind};
 use std::cmp::Reverse;
 use std::collections::{HashMap, HashSet};
 
@@ -84,15 +84,21 @@ impl Query<'_> {
             }
             drop(iter);
             if let [list] = lists[..] {
-                self.take_single_list(&arena, &keys, list, &mut removed)?;
+                self.take_single_list(id, &arena, &keys, list, &mut removed)?;
             } else {
-                self.take_lists(&arena, &keys, &lists, &mut removed)?;
+                self.take_lists(id, &arena, &keys, &lists, &mut removed)?;
             }
             if self.top.is_full() {
                 break;
             }
         }
         Ok(())
+    }
+
+    /// A malformed fragment: the error names the component it was read from (memtable, L0
+    /// file number or level) and the offset inside the fragment.
+    fn corrupt_fragment(&self, component: ComponentId, error: &IndexError) -> IndexError {
+        self.corrupt(&format!("posting fragment in {component:?}"), error)
     }
 
     /// The only list of a component. If it is newest first (what every writer of lazy lists
@@ -116,25 +122,26 @@ impl Query<'_> {
     /// removes of a seq after its adds.
     fn take_single_list(
         &mut self,
+        component: ComponentId,
         arena: &[u8],
         keys: &[Vec<u8>],
         list: ListSpan,
         removed: &mut RemovedPostings,
     ) -> Result<()> {
         let bytes = &arena[list.start..list.end];
-        if !is_newest_first(bytes).map_err(|e| self.corrupt("posting fragment", &e))? {
+        if !is_newest_first(bytes).map_err(|e| self.corrupt_fragment(component, &e))? {
             // Not newest first (say, written by an older version): the general path.
-            return self.take_lists(arena, keys, &[list], removed);
+            return self.take_lists(component, arena, keys, &[list], removed);
         }
         let value = keys[list.key].as_slice();
         let mut postings =
-            PostingIter::new(bytes).map_err(|e| self.corrupt("posting fragment", &e))?;
+            PostingIter::new(bytes).map_err(|e| self.corrupt_fragment(component, &e))?;
         let mut group: Vec<PostingRef<'_>> = Vec::new();
         loop {
             let next = postings
                 .next()
                 .transpose()
-                .map_err(|e| self.corrupt("posting fragment", &e))?;
+                .map_err(|e| self.corrupt_fragment(component, &e))?;
             let group_seq = group.first().map(|posting| posting.seq);
             if group_seq.is_some() && next.is_none_or(|posting| Some(posting.seq) != group_seq) {
                 for posting in group.iter().filter(|posting| posting.remove) {
@@ -163,6 +170,7 @@ impl Query<'_> {
     /// adds sorted newest first, validated until the top K cannot accept one.
     pub(super) fn take_lists(
         &mut self,
+        component: ComponentId,
         arena: &[u8],
         keys: &[Vec<u8>],
         lists: &[ListSpan],
@@ -171,9 +179,9 @@ impl Query<'_> {
         let mut adds: Vec<(SeqNo, &[u8], usize)> = Vec::new();
         for list in lists {
             let postings = PostingIter::new(&arena[list.start..list.end])
-                .map_err(|e| self.corrupt("posting fragment", &e))?;
+                .map_err(|e| self.corrupt_fragment(component, &e))?;
             for posting in postings {
-                let posting = posting.map_err(|e| self.corrupt("posting fragment", &e))?;
+                let posting = posting.map_err(|e| self.corrupt_fragment(component, &e))?;
                 if posting.remove {
                     removed.insert(posting.pk, posting.seq);
                 } else {

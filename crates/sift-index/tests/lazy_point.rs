@@ -518,3 +518,67 @@ fn lazy_lookup_model() {
     let db = Database::open(dir.path(), small_options()).unwrap();
     check_model(&db, &model, indexes, &all_values, &context);
 }
+
+/// Malformed list bytes in the index tree make a LOOKUP fail with a corruption error naming
+/// the component and the offset inside the fragment, never panic: as a single list (memtable,
+/// L0 file) and as one of several fragments of a component.
+#[test]
+fn malformed_lists_are_corruption_errors() {
+    let good = encode_postings(&[Posting::add(b"p0001", 3), Posting::add(b"p0002", 2)]);
+    let mut bad_kind = good.clone();
+    bad_kind[1] = 9;
+    let mut trailing = good.clone();
+    trailing.push(0);
+    let cut = good[..good.len() - 2].to_vec();
+    let huge_count = vec![0xFF, 0xFF, 0x03, 0, 1, b'a', 1];
+    // Newest first up to the last posting, whose pk runs past the end.
+    let mut late_cut = encode_postings(&[
+        Posting::add(b"p0001", 9),
+        Posting::add(b"p0002", 8),
+        Posting::add(b"p0003", 7),
+    ]);
+    let len = late_cut.len();
+    late_cut[len - 7] = 40;
+    let cases: [(&str, Vec<u8>); 6] = [
+        ("bad kind", bad_kind),
+        ("trailing byte", trailing),
+        ("cut", cut),
+        ("huge count", huge_count),
+        ("late cut", late_cut),
+        ("empty", Vec::new()),
+    ];
+    let key = encode_value_to_vec(&AttrValue::Int(HEAVY));
+    for (what, bytes) in cases {
+        for flush in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let (db, trees) = setup(dir.path());
+            for pk in ["p0001", "p0002", "p0003"] {
+                db.put("docs", &doc(pk, HEAVY)).unwrap();
+            }
+            db.flush().unwrap();
+            db.compact_all().unwrap();
+            let tree = db.engine().tree(&trees[0]).unwrap();
+            db.engine().put(&tree, &key, &bytes).unwrap();
+            if flush {
+                db.flush().unwrap();
+            } else {
+                // A second fragment above the bad list: the component's general path.
+                let fragment = encode_postings(&[Posting::add(b"p0003", 1)]);
+                db.engine().merge(&tree, &key, &fragment).unwrap();
+            }
+            for limit in [Some(1), Some(10), None] {
+                let error = db
+                    .lookup("docs", INDEXES[0], &AttrValue::Int(HEAVY), limit)
+                    .expect_err(what)
+                    .to_string();
+                let component = if flush { "Level0File" } else { "Memtable" };
+                assert!(
+                    error.contains("corrupt posting fragment in")
+                        && error.contains(component)
+                        && error.contains("offset"),
+                    "{what}, flush {flush}, limit {limit:?}: {error}"
+                );
+            }
+        }
+    }
+}
