@@ -308,6 +308,9 @@ const MODEL_INDEXES: [(&str, Maintenance, bool); 4] = [
 
 const MODEL_VALUES: i64 = 6;
 
+/// One op of a batch: the value and JSON of a put, or `None` for a delete.
+type PlannedPut = Option<(i64, Vec<u8>)>;
+
 fn model_value(rng: &mut StdRng) -> i64 {
     // Value 0 is heavy, so its lists are long and top-K streams stop early.
     if rng.gen_bool(0.5) {
@@ -362,8 +365,8 @@ fn check_model(
     }
 }
 
-fn handle(db: &Option<Database>) -> &Database {
-    db.as_ref().unwrap()
+fn handle(db: Option<&Database>) -> &Database {
+    db.unwrap()
 }
 
 /// Random puts (new pks and re-puts of old ones), deletes, batches, flushes, partial and full
@@ -378,10 +381,10 @@ fn lazy_lookup_model() {
     let mut rng = StdRng::seed_from_u64(seed);
     let dir = tempfile::tempdir().unwrap();
     let mut db = Some(Database::open(dir.path(), small_options()).unwrap());
-    handle(&db).create_collection("docs", "id").unwrap();
+    handle(db.as_ref()).create_collection("docs", "id").unwrap();
     let mut trees: Vec<String> = MODEL_INDEXES[..3]
         .iter()
-        .map(|spec| create_model_index(handle(&db), *spec))
+        .map(|spec| create_model_index(handle(db.as_ref()), *spec))
         .collect();
     let mut indexes = 3;
     let mut model: BTreeMap<Vec<u8>, ModelDoc> = BTreeMap::new();
@@ -390,11 +393,11 @@ fn lazy_lookup_model() {
     for step in 0..steps {
         let context = format!("seed {seed}, step {step}");
         if indexes == 3 && step == steps / 3 {
-            trees.push(create_model_index(handle(&db), MODEL_INDEXES[3]));
+            trees.push(create_model_index(handle(db.as_ref()), MODEL_INDEXES[3]));
             indexes = 4;
-            check_model(handle(&db), &model, indexes, &all_values, &context);
+            check_model(handle(db.as_ref()), &model, indexes, &all_values, &context);
         }
-        let database = handle(&db);
+        let database = handle(db.as_ref());
         match rng.gen_range(0..100) {
             0..=54 => {
                 // A new or old pk; old pks move between values or get a new version.
@@ -428,7 +431,7 @@ fn lazy_lookup_model() {
             65..=71 => {
                 // A batch, possibly naming one pk several times.
                 let count = rng.gen_range(2..6);
-                let mut planned: Vec<(String, Option<(i64, Vec<u8>)>)> = Vec::new();
+                let mut planned: Vec<(String, PlannedPut)> = Vec::new();
                 for _ in 0..count {
                     let pk = format!("p{:03}", rng.gen_range(0..30));
                     if rng.gen_bool(0.2) {
@@ -448,8 +451,7 @@ fn lazy_lookup_model() {
                     .collect();
                 let results = database.write("docs", &ops).unwrap();
                 // The last op of each pk decides its state; the batch gives ops their own seqs.
-                let mut last: BTreeMap<String, (Option<(i64, Vec<u8>)>, Option<u64>)> =
-                    BTreeMap::new();
+                let mut last: BTreeMap<String, (PlannedPut, Option<u64>)> = BTreeMap::new();
                 for ((pk, put), result) in planned.into_iter().zip(results) {
                     if put.is_some() {
                         assert!(result.is_some(), "{context}: a put has a seq");
@@ -510,10 +512,10 @@ fn lazy_lookup_model() {
         }
     }
     let context = format!("seed {seed}, end");
-    check_model(handle(&db), &model, indexes, &all_values, &context);
+    check_model(handle(db.as_ref()), &model, indexes, &all_values, &context);
     snapshots.clear();
-    handle(&db).compact_all().unwrap();
-    check_model(handle(&db), &model, indexes, &all_values, &context);
+    handle(db.as_ref()).compact_all().unwrap();
+    check_model(handle(db.as_ref()), &model, indexes, &all_values, &context);
     db.take().unwrap().close().unwrap();
     let db = Database::open(dir.path(), small_options()).unwrap();
     check_model(&db, &model, indexes, &all_values, &context);
