@@ -150,6 +150,11 @@ impl<'a> PostingIter<'a> {
         })
     }
 
+    /// Bytes of the list read so far (the offset of the next posting).
+    pub fn offset(&self) -> usize {
+        self.decoder.position()
+    }
+
     fn read_one(&mut self) -> Result<PostingRef<'a>> {
         let at = self.decoder.position();
         let index = self.index;
@@ -200,21 +205,6 @@ impl<'a> Iterator for PostingIter<'a> {
         }
         Some(posting)
     }
-}
-
-/// Whether an encoded list is newest first (its sequence numbers never increase). Reads the
-/// list up to its first increase, with the errors of [`decode_postings`] on the way; a list
-/// that is newest first is thus read (and checked) to its end.
-pub fn is_newest_first(bytes: &[u8]) -> Result<bool> {
-    let mut previous = SeqNo::MAX;
-    for posting in PostingIter::new(bytes)? {
-        let seq = posting?.seq;
-        if seq > previous {
-            return Ok(false);
-        }
-        previous = seq;
-    }
-    Ok(true)
 }
 
 /// Combines fragments (oldest first) into one list, newest first: a remove cancels the add with
@@ -368,33 +358,48 @@ mod tests {
         }
     }
 
-    /// The order check looks at the whole list (an increase at the very end counts), allows
-    /// equal seqs, and reports corruption anywhere before the first increase.
+    /// What the lazy LOOKUP's stream relies on (`lazy_point.rs`): every list the merge
+    /// operator writes, full or partial, is newest first, with the removes of a seq after its
+    /// adds — whatever order its operands came in.
     #[test]
-    fn newest_first_check_covers_the_whole_list() {
-        let list = |seqs: &[u64]| {
-            let postings: Vec<Posting> = seqs
-                .iter()
-                .enumerate()
-                .map(|(i, seq)| Posting::add(&[u8::try_from(i).unwrap()], *seq))
+    fn merge_operator_writes_lists_newest_first() {
+        use rand::rngs::StdRng;
+        use rand::{Rng, SeedableRng};
+        let seed = 0x5eed_0004;
+        let mut rng = StdRng::seed_from_u64(seed);
+        let operator = PostingMergeOperator;
+        for round in 0..500 {
+            let operands: Vec<Vec<u8>> = (0..rng.gen_range(1..6))
+                .map(|_| {
+                    let list: Vec<Posting> = (0..rng.gen_range(0..8))
+                        .map(|_| {
+                            let pk = [rng.gen_range(b'a'..b'f')];
+                            let seq = rng.gen_range(0..12);
+                            if rng.gen_bool(0.3) {
+                                Posting::remove(&pk, seq)
+                            } else {
+                                Posting::add(&pk, seq)
+                            }
+                        })
+                        .collect();
+                    encode_postings(&list) // any order: operands come from anywhere
+                })
                 .collect();
-            encode_postings(&postings)
-        };
-        assert!(is_newest_first(&list(&[])).unwrap());
-        assert!(is_newest_first(&list(&[7])).unwrap());
-        assert!(is_newest_first(&list(&[9, 9, 5, 5, 1])).unwrap());
-        assert!(!is_newest_first(&list(&[9, 8, 7, 6, 5, 4, 3, 2, 10])).unwrap());
-        assert!(!is_newest_first(&list(&[1, 9, 8])).unwrap());
-        let mut with_remove = vec![Posting::add(b"a", 5), Posting::remove(b"a", 5)];
-        assert!(is_newest_first(&encode_postings(&with_remove)).unwrap());
-        with_remove.push(Posting::remove(b"b", 6));
-        assert!(!is_newest_first(&encode_postings(&with_remove)).unwrap());
-        // A newest-first list is read to its end: a cut or trailing byte is corruption.
-        let bytes = list(&[9, 8, 7]);
-        assert!(is_newest_first(&bytes[..bytes.len() - 1]).is_err());
-        let mut trailing = bytes.clone();
-        trailing.push(0);
-        assert!(is_newest_first(&trailing).is_err());
+            let refs: Vec<&[u8]> = operands.iter().map(Vec::as_slice).collect();
+            let existing = rng.gen_bool(0.5).then(|| refs[0]);
+            let full = operator.full_merge(b"k", existing, &refs[1..]).unwrap();
+            let partial = operator.partial_merge(b"k", &refs).unwrap();
+            for merged in [full, partial] {
+                let postings = decode_postings(&merged).unwrap();
+                for pair in postings.windows(2) {
+                    let (a, b) = (&pair[0], &pair[1]);
+                    assert!(
+                        a.seq > b.seq || (a.seq == b.seq && (!a.remove || b.remove)),
+                        "seed {seed} round {round}: {postings:?}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
