@@ -31,6 +31,9 @@ mod deferred_query;
 #[path = "composite_bounded.rs"]
 mod composite_bounded;
 
+#[path = "lazy_point.rs"]
+mod lazy_point;
+
 /// One result: the document's live version.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hit {
@@ -43,7 +46,10 @@ pub struct Hit {
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct QueryStats {
-    /// Index entries (composite keys, postings, map entries) looked at.
+    /// Index entries (composite keys, postings, map entries) looked at. A lazy LOOKUP counts
+    /// the postings it read up to and including the first one the top K could not accept
+    /// (postings cancelled by a remove are not counted); the rest of a list is only checked
+    /// for order.
     pub candidates_examined: u64,
     /// Primary-tree reads made to validate candidates.
     pub validations: u64,
@@ -537,6 +543,9 @@ impl Query<'_> {
     /// component at which K valid hits are known; a RANGE (several keys) stops once the K-th
     /// hit is newer than every table left to read.
     fn run_lazy(&mut self) -> Result<()> {
+        if self.point {
+            return self.run_lazy_point();
+        }
         let tree = self.index.stand_alone_tree()?;
         let view = self.engine.components(tree, &self.read)?;
         let ids = view.ids();
