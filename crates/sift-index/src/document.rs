@@ -450,8 +450,18 @@ mod tests {
                 })
                 .collect::<Vec<_>>()
         };
-        let typed = [AttrType::Time, AttrType::String, AttrType::String, AttrType::Int];
-        let swapped = [AttrType::String, AttrType::Time, AttrType::Time, AttrType::Float];
+        let typed = [
+            AttrType::Time,
+            AttrType::String,
+            AttrType::String,
+            AttrType::Int,
+        ];
+        let swapped = [
+            AttrType::String,
+            AttrType::Time,
+            AttrType::Time,
+            AttrType::Float,
+        ];
         let parsers = [
             DocumentParser::new(AttrPath::parse("id").unwrap(), attributes(typed)).unwrap(),
             DocumentParser::new(AttrPath::parse("id").unwrap(), attributes(swapped))
@@ -459,7 +469,10 @@ mod tests {
                 .with_type_mismatch_policy(TypeMismatchPolicy::StoreUnindexed),
             DocumentParser::new(AttrPath::parse("u.name").unwrap(), attributes(typed)).unwrap(),
         ];
-        let long = format!("\"{}\"", "x".repeat(crate::error::MAX_STRING_VALUE_BYTES + 1));
+        let long = format!(
+            "\"{}\"",
+            "x".repeat(crate::error::MAX_STRING_VALUE_BYTES + 1)
+        );
         let values = [
             "\"2020-01-01T00:00:00Z\"",
             "\"2020-01-01T00:00:00.250Z\"",
@@ -509,7 +522,10 @@ mod tests {
                 let text = String::from_utf8_lossy(&json);
                 match (got, want) {
                     (Ok(got), Ok(want)) => {
-                        assert_eq!(got, want, "seed {seed} round {round} parser {which}: {text}");
+                        assert_eq!(
+                            got, want,
+                            "seed {seed} round {round} parser {which}: {text}"
+                        );
                         accepted += 1;
                     }
                     (Err(got), Err(want)) => {
@@ -517,7 +533,9 @@ mod tests {
                         rejected += 1;
                     }
                     (got, want) => {
-                        panic!("seed {seed} round {round} parser {which}: {got:?} vs {want:?}: {text}")
+                        panic!(
+                            "seed {seed} round {round} parser {which}: {got:?} vs {want:?}: {text}"
+                        )
                     }
                 }
             }

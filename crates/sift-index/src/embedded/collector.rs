@@ -55,16 +55,23 @@ const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
 
 /// The hash of an encoded value: FNV-1a 64 over the bytes, then MurmurHash3's `fmix64`
 /// finaliser (so the low bits mix well).
+#[inline]
 pub fn value_hash(encoded: &[u8]) -> u64 {
     let mut h = FNV_OFFSET_BASIS;
-    // An int or time value is 8 bytes: a loop of known length is unrolled.
-    let bytes = match encoded.first_chunk::<8>() {
-        Some(head) if encoded.len() == 8 => head.as_slice(),
-        _ => encoded,
-    };
-    for &byte in bytes {
-        h ^= u64::from(byte);
-        h = h.wrapping_mul(FNV_PRIME);
+    match encoded.first_chunk::<8>() {
+        // An int or time value is 8 bytes: a loop of known length is unrolled.
+        Some(head) if encoded.len() == 8 => {
+            for &byte in head {
+                h ^= u64::from(byte);
+                h = h.wrapping_mul(FNV_PRIME);
+            }
+        }
+        _ => {
+            for &byte in encoded {
+                h ^= u64::from(byte);
+                h = h.wrapping_mul(FNV_PRIME);
+            }
+        }
     }
     h ^= h >> 33;
     h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
@@ -348,7 +355,10 @@ struct AttrState {
 impl AttrState {
     /// Adds a value of the current block (the table's zone map takes the block's bounds when
     /// the block ends).
-    #[inline]
+    // Called for every entry of every table written; left to itself the compiler makes it a
+    // call whose register saves cost as much as its body.
+    #[allow(clippy::inline_always)]
+    #[inline(always)]
     fn add(&mut self, value: &[u8]) {
         let prefix = prefix_of(value);
         if value.len() == 8 {
@@ -1230,7 +1240,11 @@ mod tests {
             h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
             h ^= h >> 33;
             h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-            assert_eq!(value_hash(&value), h ^ (h >> 33), "seed {seed} length {length}");
+            assert_eq!(
+                value_hash(&value),
+                h ^ (h >> 33),
+                "seed {seed} length {length}"
+            );
         }
     }
 
