@@ -394,13 +394,13 @@ mod tests {
         );
     }
 
+    /// A primary key and the attributes, by id.
+    type PkAndAttrs = (Vec<u8>, Vec<(u32, AttrValue)>);
+
     /// The general path, written out: a full `Value` parse, `lookup`, `primary_key` and
     /// `AttrValue::from_json` per attribute. `None` when the text is not JSON (the error texts
     /// of the two parsers differ there).
-    fn reference_parse(
-        parser: &DocumentParser,
-        json: &[u8],
-    ) -> Option<Result<(Vec<u8>, Vec<(u32, AttrValue)>)>> {
+    fn reference_parse(parser: &DocumentParser, json: &[u8]) -> Option<Result<PkAndAttrs>> {
         let document: Value = serde_json::from_slice(json).ok()?;
         if !document.is_object() {
             return Some(Err(IndexError::NotAnObject {
