@@ -10,20 +10,11 @@
 //! error, or a root that is not an object) is the same as well. A string kept at the end of a
 //! path is borrowed from the document when it has no escapes ([`Kept::Str`]): a time or string
 //! attribute is then converted without allocating a `String` for the JSON value first.
-//!
-//! A member on the way to a path (`user` of `user.id`) is taken as raw text, checked by the
-//! same skip a member off every path gets, and then scanned for the path's members by a small
-//! scanner that relies on the text being valid JSON ([`scan_node`]): serde's visitor machinery
-//! costs several times more per member. Where the scanner meets what it does not handle (an
-//! escaped member name), the raw text is parsed the serde way instead.
 
 use crate::path::AttrPath;
 use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
-use serde::de::{
-    DeserializeSeed, Deserializer, Error as _, IgnoredAny, MapAccess, SeqAccess, Visitor,
-};
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
-use serde_json::value::RawValue;
 use serde_json::{Number, Value};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -474,17 +465,12 @@ impl<'de> Visitor<'de> for Slots<'_, '_, 'de> {
         while let Some(Key(name)) = members.next_key::<Key<'de>>()? {
             match self.trie.member(name.as_ref()) {
                 // A repeated name keeps its last value, as a full parse does.
-                Some(child) if child.whole => {
+                Some(child) => {
                     child.clear(self.slots);
                     members.next_value_seed(Slots {
                         trie: child,
                         slots: &mut *self.slots,
                     })?;
-                }
-                Some(child) => {
-                    child.clear(self.slots);
-                    let raw: &'de RawValue = members.next_value()?;
-                    fill_from_raw(child, raw.get(), self.slots).map_err(A::Error::custom)?;
                 }
                 None => {
                     members.next_value::<IgnoredAny>()?;
@@ -492,145 +478,6 @@ impl<'de> Visitor<'de> for Slots<'_, '_, 'de> {
             }
         }
         Ok(())
-    }
-}
-
-/// Fills the slots of `trie` (a node that is not whole, its slots cleared) from `text`, a JSON
-/// value already checked: by [`scan_node`], or, where it gives up, by the serde parse.
-fn fill_from_raw<'de>(
-    trie: &PathTrie,
-    text: &'de str,
-    slots: &mut [Option<Kept<'de>>],
-) -> serde_json::Result<()> {
-    if scan_node(trie, text, slots).is_some() {
-        return Ok(());
-    }
-    trie.clear(slots);
-    let mut deserializer = serde_json::Deserializer::from_str(text);
-    Slots { trie, slots }.deserialize(&mut deserializer)?;
-    deserializer.end()
-}
-
-/// Fills the slots of `trie` (not whole) from `text`, a valid JSON value: the members (or
-/// items) on a path are visited, the others skipped by their extent. `None` when it meets an
-/// escaped member name or anything it does not expect (the slots are then to be filled again
-/// by the serde parse).
-fn scan_node<'de>(trie: &PathTrie, text: &'de str, slots: &mut [Option<Kept<'de>>]) -> Option<()> {
-    let bytes = text.as_bytes();
-    let mut pos = skip_space(bytes, 0);
-    let (close, is_object) = match bytes.get(pos)? {
-        b'{' => (b'}', true),
-        b'[' => (b']', false),
-        // A scalar where a path goes on: the paths find nothing.
-        _ => return Some(()),
-    };
-    pos = skip_space(bytes, pos + 1);
-    if *bytes.get(pos)? == close {
-        return Some(());
-    }
-    let mut index = 0usize;
-    loop {
-        let child = if is_object {
-            if *bytes.get(pos)? != b'"' {
-                return None;
-            }
-            let start = pos + 1;
-            let end = start
-                + bytes
-                    .get(start..)?
-                    .iter()
-                    .position(|&byte| byte == b'"' || byte == b'\\')?;
-            if bytes[end] == b'\\' {
-                return None;
-            }
-            let name = text.get(start..end)?;
-            pos = skip_space(bytes, end + 1);
-            if *bytes.get(pos)? != b':' {
-                return None;
-            }
-            pos = skip_space(bytes, pos + 1);
-            trie.member(name)
-        } else {
-            let child = trie.item(index);
-            index = index.saturating_add(1);
-            child
-        };
-        let end = value_end(bytes, pos)?;
-        if let Some(child) = child {
-            let value = text.get(pos..end)?;
-            child.clear(slots);
-            if child.whole {
-                let mut deserializer = serde_json::Deserializer::from_str(value);
-                let kept = KeptSeed.deserialize(&mut deserializer).ok()?;
-                child.fill(kept, slots);
-            } else {
-                scan_node(child, value, slots)?;
-            }
-        }
-        pos = skip_space(bytes, end);
-        match *bytes.get(pos)? {
-            b',' => pos = skip_space(bytes, pos + 1),
-            byte if byte == close => return Some(()),
-            _ => return None,
-        }
-    }
-}
-
-/// The first position at or after `pos` that is not JSON whitespace.
-#[inline]
-fn skip_space(bytes: &[u8], mut pos: usize) -> usize {
-    while let Some(b' ' | b'\n' | b'\t' | b'\r') = bytes.get(pos) {
-        pos += 1;
-    }
-    pos
-}
-
-/// Where the valid JSON value starting at `pos` ends (exclusive).
-fn value_end(bytes: &[u8], pos: usize) -> Option<usize> {
-    match bytes.get(pos)? {
-        b'"' => string_end(bytes, pos),
-        b'{' | b'[' => {
-            let mut depth = 0usize;
-            let mut at = pos;
-            loop {
-                match bytes.get(at)? {
-                    b'"' => {
-                        at = string_end(bytes, at)?;
-                        continue;
-                    }
-                    b'{' | b'[' => depth += 1,
-                    b'}' | b']' => {
-                        depth = depth.checked_sub(1)?;
-                        if depth == 0 {
-                            return Some(at + 1);
-                        }
-                    }
-                    _ => {}
-                }
-                at += 1;
-            }
-        }
-        _ => {
-            let length = bytes.get(pos..)?.iter().position(|&byte| {
-                matches!(byte, b',' | b'}' | b']' | b' ' | b'\n' | b'\t' | b'\r')
-            });
-            Some(length.map_or(bytes.len(), |length| pos + length))
-        }
-    }
-}
-
-/// Where the string starting (with its quote) at `pos` ends, after its closing quote.
-fn string_end(bytes: &[u8], pos: usize) -> Option<usize> {
-    let mut at = pos + 1;
-    loop {
-        at += bytes
-            .get(at..)?
-            .iter()
-            .position(|&byte| byte == b'"' || byte == b'\\')?;
-        if bytes[at] == b'"' {
-            return Some(at + 1);
-        }
-        at += 2;
     }
 }
 
@@ -867,63 +714,6 @@ mod tests {
             }
         }
         assert!(scanned > 500, "only {scanned} nested values found");
-    }
-
-    /// `scan_node` on random valid values (objects, arrays, scalars, nesting, whitespace,
-    /// repeated and escaped names) fills the slots as the serde walk does, or gives up (only
-    /// where a name is escaped); it is the one answering most of the time.
-    #[test]
-    fn scanner_fills_what_the_serde_walk_fills() {
-        use rand::{Rng, SeedableRng};
-        let seed = 0x5CA2_u64;
-        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-        let path_sets: [&[&str]; 4] = [
-            &["x.id"],
-            &["x.id", "x.user.a", "/x/a\"b/id"],
-            &["x.0", "x.id", "/x/0/id", "/x/1"],
-            &["x.a.b.id", "/x/a/1", "x.b", "/x/user/id/a"],
-        ];
-        let (mut scanned, mut gave_up) = (0, 0);
-        for round in 0..4000 {
-            let mut text = String::new();
-            let depth = rng.gen_range(1..5);
-            random_json(&mut rng, depth, &mut text);
-            for paths in path_sets {
-                let paths: Vec<AttrPath> =
-                    paths.iter().map(|p| AttrPath::parse(p).unwrap()).collect();
-                let root = PathTrie::new(paths.iter());
-                let Some(node) = root.member("x") else {
-                    panic!("every path starts at x");
-                };
-                if node.whole {
-                    continue;
-                }
-                let mut want: Vec<Option<Kept<'_>>> = vec![None; paths.len()];
-                let mut deserializer = serde_json::Deserializer::from_str(&text);
-                Slots {
-                    trie: node,
-                    slots: &mut want,
-                }
-                .deserialize(&mut deserializer)
-                .unwrap_or_else(|e| panic!("seed {seed} round {round}: {e}: {text}"));
-                let mut got: Vec<Option<Kept<'_>>> = vec![None; paths.len()];
-                if scan_node(node, &text, &mut got).is_some() {
-                    scanned += 1;
-                    assert_eq!(got, want, "seed {seed} round {round}: {text}");
-                } else {
-                    gave_up += 1;
-                    assert!(text.contains('\\'), "seed {seed} round {round}: {text}");
-                }
-                let mut filled: Vec<Option<Kept<'_>>> = vec![Some(Kept::Str("stale")); paths.len()];
-                node.clear(&mut filled);
-                fill_from_raw(node, &text, &mut filled).unwrap();
-                assert_eq!(filled, want, "seed {seed} round {round}: {text}");
-            }
-        }
-        assert!(
-            scanned > 3000 && scanned > gave_up,
-            "seed {seed}: scanned {scanned}, gave up {gave_up}"
-        );
     }
 
     #[test]
