@@ -20,7 +20,7 @@ use serde_json::Value;
 use crate::envelope::{put_attr, Envelope, ENVELOPE_MAGIC, ENVELOPE_VERSION};
 use crate::error::{IndexError, Result, MAX_DOCUMENT_BYTES, MAX_PRIMARY_KEY_BYTES};
 use crate::path::AttrPath;
-use crate::projection::PathTrie;
+use crate::projection::{Kept, PathTrie};
 use crate::value::{describe_json, AttrType, AttrValue};
 
 /// Envelope bytes reserved per attribute (an int or time record takes 11).
@@ -168,9 +168,9 @@ impl DocumentParser {
         // the stack for a few paths).
         const INLINE_PATHS: usize = 4;
         let count = self.projection.path_count();
-        let mut inline: [Option<Value>; INLINE_PATHS] = Default::default();
-        let mut heap: Vec<Option<Value>>;
-        let values: &mut [Option<Value>] = if count <= INLINE_PATHS {
+        let mut inline: [Option<Kept<'_>>; INLINE_PATHS] = Default::default();
+        let mut heap: Vec<Option<Kept<'_>>>;
+        let values: &mut [Option<Kept<'_>>] = if count <= INLINE_PATHS {
             &mut inline[..count]
         } else {
             heap = vec![None; count];
@@ -194,7 +194,7 @@ impl DocumentParser {
             if json_value.is_null() {
                 continue;
             }
-            match AttrValue::from_json(json_value, attribute.attr_type, attribute.path.as_str()) {
+            match attr_value(json_value, attribute) {
                 Ok(value) => visit(attribute.id, value),
                 Err(error) => match self.on_type_mismatch {
                     TypeMismatchPolicy::Reject => return Err(error),
@@ -207,11 +207,23 @@ impl DocumentParser {
 
     /// The primary key bytes of a parsed document.
     pub fn primary_key(&self, document: &Value) -> Result<Vec<u8>> {
-        self.primary_key_at(self.pk_path.lookup(document))
+        self.primary_key_value(self.pk_path.lookup(document))
+    }
+
+    /// The primary key bytes given what the parse kept at the primary key's path.
+    fn primary_key_at(&self, value: Option<&Kept<'_>>) -> Result<Vec<u8>> {
+        match value {
+            Some(Kept::Str(text)) if !text.is_empty() && text.len() <= MAX_PRIMARY_KEY_BYTES => {
+                Ok(text.as_bytes().to_vec())
+            }
+            Some(Kept::Value(value)) => self.primary_key_value(Some(value)),
+            Some(kept) => self.primary_key_value(Some(&kept.to_value())),
+            None => self.primary_key_value(None),
+        }
     }
 
     /// The primary key bytes given the value at the primary key's path.
-    fn primary_key_at(&self, value: Option<&Value>) -> Result<Vec<u8>> {
+    fn primary_key_value(&self, value: Option<&Value>) -> Result<Vec<u8>> {
         let field = || self.pk_path.as_str().to_string();
         let value = value.ok_or_else(|| IndexError::MissingPrimaryKey { field: field() })?;
         let pk = match value {
@@ -234,6 +246,24 @@ impl DocumentParser {
             });
         }
         Ok(pk)
+    }
+}
+
+/// `AttrValue::from_json` of what the parse kept: a borrowed string that is a valid time is
+/// converted without building a `String` first; everything else goes through `from_json`
+/// (same values, same errors).
+fn attr_value(kept: &Kept<'_>, attribute: &IndexedAttribute) -> Result<AttrValue> {
+    let path = attribute.path.as_str();
+    match kept {
+        Kept::Value(json) => AttrValue::from_json(json, attribute.attr_type, path),
+        Kept::Str(text) => {
+            if attribute.attr_type == AttrType::Time {
+                if let Ok(epoch_ms) = crate::time::parse_rfc3339_ms(text) {
+                    return Ok(AttrValue::Time(epoch_ms));
+                }
+            }
+            AttrValue::from_json(&kept.to_value(), attribute.attr_type, path)
+        }
     }
 }
 
@@ -361,6 +391,158 @@ mod tests {
         assert!(
             compared_ok > 1000,
             "only {compared_ok} documents were accepted"
+        );
+    }
+
+    /// A primary key and the attributes, by id.
+    type PkAndAttrs = (Vec<u8>, Vec<(u32, AttrValue)>);
+
+    /// The general path, written out: a full `Value` parse, `lookup`, `primary_key` and
+    /// `AttrValue::from_json` per attribute. `None` when the text is not JSON (the error texts
+    /// of the two parsers differ there).
+    fn reference_parse(parser: &DocumentParser, json: &[u8]) -> Option<Result<PkAndAttrs>> {
+        let document: Value = serde_json::from_slice(json).ok()?;
+        if !document.is_object() {
+            return Some(Err(IndexError::NotAnObject {
+                found: describe_json(&document),
+            }));
+        }
+        let pk = match parser.primary_key(&document) {
+            Ok(pk) => pk,
+            Err(error) => return Some(Err(error)),
+        };
+        let mut attrs = Vec::new();
+        for attribute in parser.attributes() {
+            let Some(value) = attribute.path.lookup(&document) else {
+                continue;
+            };
+            if value.is_null() {
+                continue;
+            }
+            match AttrValue::from_json(value, attribute.attr_type, attribute.path.as_str()) {
+                Ok(value) => attrs.push((attribute.id, value)),
+                Err(error) => match parser.type_mismatch_policy() {
+                    TypeMismatchPolicy::Reject => return Some(Err(error)),
+                    TypeMismatchPolicy::StoreUnindexed => {}
+                },
+            }
+        }
+        Some(Ok((pk, attrs)))
+    }
+
+    /// `parse` (borrowed strings converted without a `String`, the RFC 3339 fast path) gives
+    /// what the general path gives — the same primary key and attributes or the same error —
+    /// for strings with and without escapes at every attribute type and at the primary key.
+    #[test]
+    fn parse_matches_the_general_path() {
+        use rand::{Rng, SeedableRng};
+        let seed = 0x57_2176_u64;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let attributes = |attr_types: [AttrType; 4]| {
+            ["t", "s", "u.name", "/n"]
+                .iter()
+                .zip(attr_types)
+                .enumerate()
+                .map(|(i, (path, attr_type))| IndexedAttribute {
+                    id: i as u32 + 1,
+                    path: AttrPath::parse(path).unwrap(),
+                    attr_type,
+                })
+                .collect::<Vec<_>>()
+        };
+        let typed = [
+            AttrType::Time,
+            AttrType::String,
+            AttrType::String,
+            AttrType::Int,
+        ];
+        let swapped = [
+            AttrType::String,
+            AttrType::Time,
+            AttrType::Time,
+            AttrType::Float,
+        ];
+        let parsers = [
+            DocumentParser::new(AttrPath::parse("id").unwrap(), attributes(typed)).unwrap(),
+            DocumentParser::new(AttrPath::parse("id").unwrap(), attributes(swapped))
+                .unwrap()
+                .with_type_mismatch_policy(TypeMismatchPolicy::StoreUnindexed),
+            DocumentParser::new(AttrPath::parse("u.name").unwrap(), attributes(typed)).unwrap(),
+        ];
+        let long = format!(
+            "\"{}\"",
+            "x".repeat(crate::error::MAX_STRING_VALUE_BYTES + 1)
+        );
+        let values = [
+            "\"2020-01-01T00:00:00Z\"",
+            "\"2020-01-01T00:00:00.250Z\"",
+            "\"2024-02-29T23:59:59.999+05:30\"",
+            "\"2020-01-01T00:00:00\\u005A\"",
+            "\"2020-02-30T00:00:00Z\"",
+            "\"2020-01-01 00:00:00Z\"",
+            "\"not a time\"",
+            "\"\"",
+            "\"plain\"",
+            "\"tab\\there\"",
+            "\"caf\u{e9}\"",
+            long.as_str(),
+            "1577836800000",
+            "-7",
+            "2.5",
+            "null",
+            "true",
+            "[\"2020-01-01T00:00:00Z\"]",
+            "{\"name\": \"x\"}",
+        ];
+        let pick = |rng: &mut rand::rngs::StdRng| values[rng.gen_range(0..values.len())];
+        let mut accepted = 0;
+        let mut rejected = 0;
+        for round in 0..3000 {
+            let mut members = Vec::new();
+            if rng.gen_bool(0.9) {
+                members.push(format!("\"id\": {}", pick(&mut rng)));
+            }
+            for name in ["t", "s", "n"] {
+                if rng.gen_bool(0.8) {
+                    members.push(format!("\"{name}\": {}", pick(&mut rng)));
+                }
+            }
+            if rng.gen_bool(0.8) {
+                members.push(format!("\"u\": {{\"name\": {}}}", pick(&mut rng)));
+            }
+            let json = format!("{{{}}}", members.join(", ")).into_bytes();
+            for (which, parser) in parsers.iter().enumerate() {
+                let Some(want) = reference_parse(parser, &json) else {
+                    assert!(parser.parse(&json).is_err(), "seed {seed} round {round}");
+                    continue;
+                };
+                let got = parser
+                    .parse(&json)
+                    .map(|parsed| (parsed.pk, parsed.envelope.attrs));
+                let text = String::from_utf8_lossy(&json);
+                match (got, want) {
+                    (Ok(got), Ok(want)) => {
+                        assert_eq!(
+                            got, want,
+                            "seed {seed} round {round} parser {which}: {text}"
+                        );
+                        accepted += 1;
+                    }
+                    (Err(got), Err(want)) => {
+                        assert_eq!(got.to_string(), want.to_string(), "seed {seed}: {text}");
+                        rejected += 1;
+                    }
+                    (got, want) => {
+                        panic!(
+                            "seed {seed} round {round} parser {which}: {got:?} vs {want:?}: {text}"
+                        )
+                    }
+                }
+            }
+        }
+        assert!(
+            accepted > 500 && rejected > 500,
+            "seed {seed}: {accepted} accepted, {rejected} rejected"
         );
     }
 

@@ -26,7 +26,13 @@ const SIGN_BIT: u64 = 1 << 63;
 const GEO_CELLS_PER_AXIS: f64 = 4_294_967_296.0;
 
 fn encode_i64(v: i64, out: &mut Vec<u8>) {
-    out.extend_from_slice(&((v as u64) ^ SIGN_BIT).to_be_bytes());
+    out.extend_from_slice(&encode_i64_bytes(v));
+}
+
+/// The encoding of an int or time value.
+#[inline]
+pub(crate) fn encode_i64_bytes(v: i64) -> [u8; 8] {
+    ((v as u64) ^ SIGN_BIT).to_be_bytes()
 }
 
 fn decode_i64(bits: u64) -> i64 {

@@ -386,6 +386,21 @@ fn parse_attr(bytes: &[u8], pos: usize) -> Result<(RawAttr<'_>, usize)> {
 /// Appends one attribute record: id, type byte, length, encoded value. The value is encoded in
 /// place after a one-byte length, which is widened in the rare case it does not fit.
 pub(crate) fn put_attr(out: &mut Vec<u8>, id: u32, value: &AttrValue) {
+    // An int or time of one-byte id (the usual record): its 11 bytes in one copy.
+    if let (AttrValue::Int(v) | AttrValue::Time(v), Ok(id @ 0..0x80)) = (value, u8::try_from(id)) {
+        let mut record = [0u8; 3 + FIXED_VALUE_BYTES];
+        record[0] = id;
+        record[1] = value.attr_type().type_byte();
+        record[2] = FIXED_VALUE_BYTES as u8;
+        record[3..].copy_from_slice(&crate::encoding::encode_i64_bytes(*v));
+        out.extend_from_slice(&record);
+        return;
+    }
+    put_attr_general(out, id, value);
+}
+
+/// [`put_attr`] for every record.
+fn put_attr_general(out: &mut Vec<u8>, id: u32, value: &AttrValue) {
     put_varint32(out, id);
     out.push(value.attr_type().type_byte());
     let length_at = out.len();
@@ -431,6 +446,29 @@ fn get_varint32(bytes: &[u8]) -> Option<(u32, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The one-copy int and time records are the general rule's bytes, for ids around the
+    /// one-byte limit and values of every sign and size.
+    #[test]
+    fn fixed_width_records_are_the_general_bytes() {
+        use rand::{Rng, SeedableRng};
+        let seed = 0x11_A77_u64;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        for _ in 0..2000 {
+            let id = [0, 1, 0x7F, 0x80, 300, rng.gen()][rng.gen_range(0..6)];
+            let v = [0, -1, 1, i64::MIN, i64::MAX, rng.gen()][rng.gen_range(0..6)];
+            let value = if rng.gen_bool(0.5) {
+                AttrValue::Int(v)
+            } else {
+                AttrValue::Time(v)
+            };
+            let mut got = vec![0xEE];
+            put_attr(&mut got, id, &value);
+            let mut want = vec![0xEE];
+            put_attr_general(&mut want, id, &value);
+            assert_eq!(got, want, "seed {seed}: id {id} {value:?}");
+        }
+    }
 
     #[test]
     fn varints() {

@@ -7,9 +7,12 @@
 //! everything else is checked for syntax and skipped. The result is the value at each path, the
 //! same `Value` a full parse then `AttrPath::lookup` would find, so the type checks that follow
 //! are unchanged; no object on the way is built. On any other input the answer (a syntax
-//! error, or a root that is not an object) is the same as well.
+//! error, or a root that is not an object) is the same as well. A string kept at the end of a
+//! path is borrowed from the document when it has no escapes ([`Kept::Str`]): a time or string
+//! attribute is then converted without allocating a `String` for the JSON value first.
 
 use crate::path::AttrPath;
+use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::{Number, Value};
@@ -47,19 +50,102 @@ struct Child {
 /// The first 8 bytes of `name`, zero-padded, as a number.
 #[inline]
 fn name_head(name: &str) -> u64 {
-    let mut head = [0u8; 8];
-    let n = name.len().min(8);
-    head[..n].copy_from_slice(&name.as_bytes()[..n]);
-    u64::from_le_bytes(head)
+    let bytes = name.as_bytes();
+    if let Some(head) = bytes.first_chunk::<8>() {
+        return u64::from_le_bytes(*head);
+    }
+    // A short name: byte by byte (a copy of variable length would be a call).
+    let mut head = 0u64;
+    for (i, &byte) in bytes.iter().enumerate() {
+        head |= u64::from(byte) << (8 * i);
+    }
+    head
+}
+
+/// The value kept at the end of a path.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Kept<'de> {
+    /// A JSON string without escapes, borrowed from the document.
+    Str(&'de str),
+    /// Any other value (a string with escapes included).
+    Value(Value),
+}
+
+impl Kept<'_> {
+    /// The value as a full parse gives it.
+    pub(crate) fn to_value(&self) -> Value {
+        match self {
+            Kept::Str(text) => Value::String((*text).to_string()),
+            Kept::Value(value) => value.clone(),
+        }
+    }
+
+    pub(crate) fn is_null(&self) -> bool {
+        matches!(self, Kept::Value(Value::Null))
+    }
+}
+
+/// Deserializes a [`Kept`]: the value a `Value` parse gives, a string without escapes borrowed.
+struct KeptSeed;
+
+impl<'de> DeserializeSeed<'de> for KeptSeed {
+    type Value = Kept<'de>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Kept<'de>, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeptSeed {
+    type Value = Kept<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, value: bool) -> Result<Kept<'de>, E> {
+        Ok(Kept::Value(Value::Bool(value)))
+    }
+    fn visit_i64<E>(self, value: i64) -> Result<Kept<'de>, E> {
+        Ok(Kept::Value(Value::Number(value.into())))
+    }
+    fn visit_u64<E>(self, value: u64) -> Result<Kept<'de>, E> {
+        Ok(Kept::Value(Value::Number(value.into())))
+    }
+    fn visit_f64<E>(self, value: f64) -> Result<Kept<'de>, E> {
+        Ok(Kept::Value(
+            Number::from_f64(value).map_or(Value::Null, Value::Number),
+        ))
+    }
+    fn visit_borrowed_str<E>(self, value: &'de str) -> Result<Kept<'de>, E> {
+        Ok(Kept::Str(value))
+    }
+    fn visit_str<E>(self, value: &str) -> Result<Kept<'de>, E> {
+        Ok(Kept::Value(Value::String(value.to_string())))
+    }
+    fn visit_string<E>(self, value: String) -> Result<Kept<'de>, E> {
+        Ok(Kept::Value(Value::String(value)))
+    }
+    fn visit_unit<E>(self) -> Result<Kept<'de>, E> {
+        Ok(Kept::Value(Value::Null))
+    }
+    fn visit_none<E>(self) -> Result<Kept<'de>, E> {
+        Ok(Kept::Value(Value::Null))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, items: A) -> Result<Kept<'de>, A::Error> {
+        Value::deserialize(SeqAccessDeserializer::new(items)).map(Kept::Value)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, members: A) -> Result<Kept<'de>, A::Error> {
+        Value::deserialize(MapAccessDeserializer::new(members)).map(Kept::Value)
+    }
 }
 
 /// A document parsed by [`PathTrie::parse_paths`].
 #[cfg(test)]
 #[derive(Debug)]
-pub(crate) enum Projected {
+pub(crate) enum Projected<'de> {
     /// The root is an object: the value at each path (by position), `None` where the path
     /// finds nothing (as `AttrPath::lookup` on a full parse).
-    Object(Vec<Option<Value>>),
+    Object(Vec<Option<Kept<'de>>>),
     /// The root is not an object: the value kept for the error message.
     NotAnObject(Value),
 }
@@ -126,7 +212,7 @@ impl PathTrie {
     }
 
     /// Forgets what the paths at and below this node found (a repeated member replaces it).
-    fn clear(&self, slots: &mut [Option<Value>]) {
+    fn clear(&self, slots: &mut [Option<Kept<'_>>]) {
         for (position, _) in &self.below {
             if let Some(slot) = slots.get_mut(*position) {
                 *slot = None;
@@ -135,7 +221,7 @@ impl PathTrie {
     }
 
     /// Answers the paths at and below this node from its whole value.
-    fn fill(&self, value: Value, slots: &mut [Option<Value>]) {
+    fn fill<'de>(&self, value: Kept<'de>, slots: &mut [Option<Kept<'de>>]) {
         if let [(position, rest)] = self.below.as_slice() {
             if rest.is_empty() {
                 if let Some(slot) = slots.get_mut(*position) {
@@ -145,16 +231,22 @@ impl PathTrie {
             }
         }
         for (position, rest) in &self.below {
-            let found = rest
-                .iter()
-                .try_fold(&value, |current, segment| match current {
-                    Value::Object(fields) => fields.get(segment.as_str()),
-                    Value::Array(items) => {
-                        crate::path::array_index(segment).and_then(|index| items.get(index))
-                    }
-                    _ => None,
-                })
-                .cloned();
+            let found = match &value {
+                _ if rest.is_empty() => Some(value.clone()),
+                // A string has no members or items.
+                Kept::Str(_) => None,
+                Kept::Value(value) => rest
+                    .iter()
+                    .try_fold(value, |current, segment| match current {
+                        Value::Object(fields) => fields.get(segment.as_str()),
+                        Value::Array(items) => {
+                            crate::path::array_index(segment).and_then(|index| items.get(index))
+                        }
+                        _ => None,
+                    })
+                    .cloned()
+                    .map(Kept::Value),
+            };
             if let Some(slot) = slots.get_mut(*position) {
                 *slot = found;
             }
@@ -171,8 +263,8 @@ impl PathTrie {
     /// checked) and returns the value at each path directly: no object is built on the way to
     /// them.
     #[cfg(test)]
-    pub(crate) fn parse_paths(&self, json: &[u8]) -> serde_json::Result<Projected> {
-        let mut values: Vec<Option<Value>> = vec![None; self.path_count()];
+    pub(crate) fn parse_paths<'de>(&self, json: &'de [u8]) -> serde_json::Result<Projected<'de>> {
+        let mut values: Vec<Option<Kept<'de>>> = vec![None; self.path_count()];
         Ok(match self.parse_paths_into(json, &mut values)? {
             Some(other) => Projected::NotAnObject(other),
             None => Projected::Object(values),
@@ -183,10 +275,10 @@ impl PathTrie {
     /// document with few paths needs no allocation for them): `values[i]` is the value at path
     /// `i` or `None`. Returns the root itself when it is not an object (`values` then says
     /// nothing).
-    pub(crate) fn parse_paths_into(
+    pub(crate) fn parse_paths_into<'de>(
         &self,
-        json: &[u8],
-        values: &mut [Option<Value>],
+        json: &'de [u8],
+        values: &mut [Option<Kept<'de>>],
     ) -> serde_json::Result<Option<Value>> {
         let text = match std::str::from_utf8(json) {
             Ok(text) => text,
@@ -240,12 +332,12 @@ impl<'de> Deserialize<'de> for Key<'de> {
 
 /// The root of a [`PathTrie::parse_paths`] parse: `None` for an object (its paths filled in),
 /// else the value itself.
-struct Root<'t, 's> {
+struct Root<'t, 's, 'de> {
     trie: &'t PathTrie,
-    slots: &'s mut [Option<Value>],
+    slots: &'s mut [Option<Kept<'de>>],
 }
 
-impl<'de> DeserializeSeed<'de> for Root<'_, '_> {
+impl<'de> DeserializeSeed<'de> for Root<'_, '_, 'de> {
     type Value = Option<Value>;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Option<Value>, D::Error> {
@@ -253,7 +345,7 @@ impl<'de> DeserializeSeed<'de> for Root<'_, '_> {
     }
 }
 
-impl<'de> Visitor<'de> for Root<'_, '_> {
+impl<'de> Visitor<'de> for Root<'_, '_, 'de> {
     type Value = Option<Value>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -303,17 +395,17 @@ impl<'de> Visitor<'de> for Root<'_, '_> {
 }
 
 /// A value below the root on the way to some paths: fills the slots of the paths it holds.
-struct Slots<'t, 's> {
+struct Slots<'t, 's, 'de> {
     trie: &'t PathTrie,
-    slots: &'s mut [Option<Value>],
+    slots: &'s mut [Option<Kept<'de>>],
 }
 
-impl<'de> DeserializeSeed<'de> for Slots<'_, '_> {
+impl<'de> DeserializeSeed<'de> for Slots<'_, '_, 'de> {
     type Value = ();
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
         if self.trie.whole {
-            let value = Value::deserialize(deserializer)?;
+            let value = KeptSeed.deserialize(deserializer)?;
             self.trie.fill(value, self.slots);
             Ok(())
         } else {
@@ -322,7 +414,7 @@ impl<'de> DeserializeSeed<'de> for Slots<'_, '_> {
     }
 }
 
-impl<'de> Visitor<'de> for Slots<'_, '_> {
+impl<'de> Visitor<'de> for Slots<'_, '_, 'de> {
     type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -411,14 +503,27 @@ mod tests {
         };
         for (path, value) in paths.iter().zip(&values) {
             let path = AttrPath::parse(path).unwrap();
-            assert_eq!(value.as_ref(), path.lookup(&full), "{path}");
+            assert_eq!(
+                value.as_ref().map(Kept::to_value).as_ref(),
+                path.lookup(&full),
+                "{path}"
+            );
         }
         assert_eq!(
             values[0],
-            Some(json!(42)),
+            Some(Kept::Value(json!(42))),
             "a repeated name keeps its last value"
         );
-        assert_eq!(values[3], Some(json!([1.5, -2.25])));
+        assert_eq!(values[3], Some(Kept::Value(json!([1.5, -2.25]))));
+        // Strings are borrowed from the text unless they have escapes.
+        let paths = ["a", "b", "c"];
+        let text = r#"{"a": "plain", "b": "esc\u0061ped", "c": ""}"#;
+        let Projected::Object(values) = trie(&paths).parse_paths(text.as_bytes()).unwrap() else {
+            panic!("an object root is an object");
+        };
+        assert_eq!(values[0], Some(Kept::Str("plain")));
+        assert_eq!(values[1], Some(Kept::Value(json!("escaped"))));
+        assert_eq!(values[2], Some(Kept::Str("")));
     }
 
     /// `parse_paths` answers every path as `lookup` on a full parse does: repeated members
@@ -457,7 +562,11 @@ mod tests {
             assert_eq!(values.len(), paths.len());
             for (path, value) in paths.iter().zip(&values) {
                 let path = AttrPath::parse(path).unwrap();
-                assert_eq!(value.as_ref(), path.lookup(&full), "{path} in {text}");
+                assert_eq!(
+                    value.as_ref().map(Kept::to_value).as_ref(),
+                    path.lookup(&full),
+                    "{path} in {text}"
+                );
             }
         }
         assert!(matches!(
@@ -597,7 +706,7 @@ mod tests {
                         scanned += 1;
                     }
                     assert_eq!(
-                        value.as_ref(),
+                        value.as_ref().map(Kept::to_value).as_ref(),
                         path.lookup(&full),
                         "seed {seed} round {round}: {path} in {text}"
                     );

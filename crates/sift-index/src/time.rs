@@ -89,10 +89,56 @@ impl Cursor<'_> {
 /// beyond milliseconds are truncated toward the past. A leap second (`:60`) counts as the first
 /// second of the next minute. Returns a reason on failure.
 pub(crate) fn parse_rfc3339_ms(text: &str) -> Result<i64, String> {
-    if let Some(epoch_ms) = parse_common_utc_ms(text.as_bytes()) {
+    if let Some(epoch_ms) = parse_common_utc_ms_remembering(text.as_bytes()) {
         return Ok(epoch_ms);
     }
     parse_general_ms(text)
+}
+
+thread_local! {
+    /// The minute the common form last parsed on this thread: its 16 bytes
+    /// `YYYY-MM-DDTHH:MM` (little-endian; never 0, as `-` is not a zero byte) and its epoch
+    /// milliseconds.
+    static LAST_MINUTE: std::cell::Cell<(u128, i64)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// [`parse_common_utc_ms`], remembering the last minute (per thread): documents written in
+/// time order repeat it, and then only the seconds and the fraction are read (the minute's
+/// fields were checked and converted when it was parsed in full).
+#[inline]
+fn parse_common_utc_ms_remembering(bytes: &[u8]) -> Option<i64> {
+    let head = bytes.first_chunk::<19>()?;
+    let minute_key = u128::from_le_bytes(*head.first_chunk::<16>()?);
+    let (last_key, last_minute_ms) = LAST_MINUTE.get();
+    if minute_key == last_key {
+        let millis = common_millis(&bytes[19..])?;
+        let tens = u32::from(head[17].wrapping_sub(b'0'));
+        let ones = u32::from(head[18].wrapping_sub(b'0'));
+        let second = tens * 10 + ones;
+        if head[16] != b':' || tens > 9 || ones > 9 || second > 60 {
+            return None;
+        }
+        return Some(last_minute_ms + i64::from(second * 1000 + millis));
+    }
+    let (minute_ms, second, millis) = common_parts(bytes)?;
+    LAST_MINUTE.set((minute_key, minute_ms));
+    Some(minute_ms + i64::from(second * 1000 + millis))
+}
+
+/// The milliseconds of the common forms' ending, `Z` or `.fffZ`.
+#[inline]
+fn common_millis(end: &[u8]) -> Option<u32> {
+    match *end {
+        [b'Z'] => Some(0),
+        [b'.', a, b, c, b'Z'] => {
+            let digits = [a, b, c].map(|byte| u32::from(byte.wrapping_sub(b'0')));
+            if digits.iter().any(|&value| value > 9) {
+                return None;
+            }
+            Some(digits[0] * 100 + digits[1] * 10 + digits[2])
+        }
+        _ => None,
+    }
 }
 
 /// The common forms' 19 bytes `YYYY-MM-DDTHH:MM:SS` as (year, month, day, hour, minute,
@@ -123,20 +169,17 @@ fn common_fields(head: &[u8; 19]) -> Option<(u32, u32, u32, u32, u32, u32)> {
 /// The write path's common forms, `YYYY-MM-DDTHH:MM:SSZ` and `YYYY-MM-DDTHH:MM:SS.fffZ`
 /// (upper-case `T` and `Z`, fields in range), without the general parser's cursor; `None`
 /// for anything else, which [`parse_general_ms`] then decides (so the answers are the same).
-#[inline]
+#[cfg(test)]
 fn parse_common_utc_ms(bytes: &[u8]) -> Option<i64> {
+    let (minute_ms, second, millis) = common_parts(bytes)?;
+    Some(minute_ms + i64::from(second * 1000 + millis))
+}
+
+/// The common forms as (epoch milliseconds of the minute, second, milliseconds).
+#[inline]
+fn common_parts(bytes: &[u8]) -> Option<(i64, u32, u32)> {
     let head = bytes.first_chunk::<19>()?;
-    let millis = match bytes[19..] {
-        [b'Z'] => 0,
-        [b'.', a, b, c, b'Z'] => {
-            let digits = [a, b, c].map(|byte| u32::from(byte.wrapping_sub(b'0')));
-            if digits.iter().any(|&value| value > 9) {
-                return None;
-            }
-            digits[0] * 100 + digits[1] * 10 + digits[2]
-        }
-        _ => return None,
-    };
+    let millis = common_millis(&bytes[19..])?;
     let (year, month, day, hour, minute, second) = common_fields(head)?;
     let year = i64::from(year);
     if !(1..=12).contains(&month)
@@ -149,8 +192,8 @@ fn parse_common_utc_ms(bytes: &[u8]) -> Option<i64> {
         return None;
     }
     let days = days_from_civil(year, month, day);
-    let seconds = days * 86_400 + i64::from(hour * 3600 + minute * 60 + second);
-    Some(seconds * 1000 + i64::from(millis))
+    let minute_seconds = days * 86_400 + i64::from(hour * 3600 + minute * 60);
+    Some((minute_seconds * 1000, second, millis))
 }
 
 /// [`parse_rfc3339_ms`] for every accepted form, with the reason on failure.
@@ -351,6 +394,57 @@ mod tests {
         assert_eq!(
             parse_common_utc_ms(b"2016-12-31T23:59:60Z"),
             parse_general_ms("2016-12-31T23:59:60Z").ok()
+        );
+    }
+
+    /// Runs of timestamps sharing their minute (as time-ordered documents do), some with a
+    /// byte of the seconds or the ending changed, then another minute: the remembered minute
+    /// gives what the general parser gives.
+    #[test]
+    fn remembered_minute_agrees_with_the_general_parser() {
+        use rand::{Rng, SeedableRng};
+        let seed = 0x3171_u64;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let alphabet = b"0123456789-:.TZz+ 9a";
+        let mut remembered = 0;
+        for _ in 0..2000 {
+            let minute_start =
+                rng.gen_range(-62_167_219_200_000i64..253_402_300_700_000) / 60_000 * 60_000;
+            for _ in 0..rng.gen_range(1..20) {
+                let ms = minute_start + rng.gen_range(0..60_000);
+                let mut text = format_rfc3339_ms(ms).into_bytes();
+                match rng.gen_range(0..6) {
+                    0 => {
+                        text.drain(19..23);
+                    }
+                    1 => {
+                        let position = rng.gen_range(16..text.len());
+                        text[position] = alphabet[rng.gen_range(0..alphabet.len())];
+                    }
+                    2 => {
+                        // A leap second or an out-of-range one.
+                        let second = [b"60", b"61", b"99"][rng.gen_range(0..3)];
+                        text[17..19].copy_from_slice(second);
+                    }
+                    _ => {}
+                }
+                let Ok(text) = String::from_utf8(text) else {
+                    continue;
+                };
+                let key = u128::from_le_bytes(*text.as_bytes().first_chunk::<16>().unwrap());
+                if LAST_MINUTE.get().0 == key {
+                    remembered += 1;
+                }
+                assert_eq!(
+                    parse_rfc3339_ms(&text),
+                    parse_general_ms(&text),
+                    "seed {seed}: {text}"
+                );
+            }
+        }
+        assert!(
+            remembered > 5000,
+            "the remembered minute was used {remembered} times"
         );
     }
 

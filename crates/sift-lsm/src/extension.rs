@@ -92,23 +92,60 @@ pub trait BlockPropertyCollectorFactory: Send + Sync {
 #[derive(Debug, Clone, Copy)]
 pub struct Properties<'a> {
     names: &'a [String],
-    values: &'a [Vec<u8>],
+    values: PropertyValues<'a>,
+}
+
+/// Where the collectors' bytes are.
+#[derive(Debug, Clone, Copy)]
+enum PropertyValues<'a> {
+    /// One vector per collector.
+    Vectors(&'a [Vec<u8>]),
+    /// `bytes[start..end]` per collector: a table's block properties share one buffer, so
+    /// opening a table costs no allocation per block.
+    Ranges {
+        bytes: &'a [u8],
+        ranges: &'a [(usize, usize)],
+    },
+}
+
+impl<'a> PropertyValues<'a> {
+    fn get(self, i: usize) -> Option<&'a [u8]> {
+        match self {
+            PropertyValues::Vectors(values) => values.get(i).map(Vec::as_slice),
+            PropertyValues::Ranges { bytes, ranges } => {
+                let &(start, end) = ranges.get(i)?;
+                bytes.get(start..end)
+            }
+        }
+    }
 }
 
 impl<'a> Properties<'a> {
     /// `names[i]` is the collector whose bytes are `values[i]`.
     pub fn new(names: &'a [String], values: &'a [Vec<u8>]) -> Self {
-        Properties { names, values }
+        Properties {
+            names,
+            values: PropertyValues::Vectors(values),
+        }
+    }
+    /// `names[i]` is the collector whose bytes are `bytes[ranges[i].0..ranges[i].1]` (a range
+    /// outside `bytes` reads as absent).
+    pub fn from_ranges(names: &'a [String], bytes: &'a [u8], ranges: &'a [(usize, usize)]) -> Self {
+        Properties {
+            names,
+            values: PropertyValues::Ranges { bytes, ranges },
+        }
     }
     pub fn get(&self, collector: &str) -> Option<&'a [u8]> {
         let i = self.names.iter().position(|n| n == collector)?;
-        self.values.get(i).map(Vec::as_slice)
+        self.values.get(i)
     }
     pub fn iter(&self) -> impl Iterator<Item = (&'a str, &'a [u8])> + 'a {
+        let values = self.values;
         self.names
             .iter()
-            .map(String::as_str)
-            .zip(self.values.iter().map(Vec::as_slice))
+            .enumerate()
+            .map_while(move |(i, name)| Some((name.as_str(), values.get(i)?)))
     }
 }
 

@@ -177,9 +177,20 @@ impl Buffer {
         self.records += 1;
         self.charge += charge_of(value, pk);
         self.bytes.reserve(8 + 10 + 10 + value.len() + pk.len());
-        self.bytes.extend_from_slice(&seq.to_le_bytes());
-        put_varint(&mut self.bytes, value.len() as u64);
-        put_varint(&mut self.bytes, pk.len() as u64);
+        if let (Ok(value_length @ 0..0x80), Ok(pk_length @ 0..0x80)) =
+            (u8::try_from(value.len()), u8::try_from(pk.len()))
+        {
+            // One-byte lengths (the usual record): the header in one copy.
+            let mut header = [0u8; 10];
+            header[..8].copy_from_slice(&seq.to_le_bytes());
+            header[8] = value_length;
+            header[9] = pk_length;
+            self.bytes.extend_from_slice(&header);
+        } else {
+            self.bytes.extend_from_slice(&seq.to_le_bytes());
+            put_varint(&mut self.bytes, value.len() as u64);
+            put_varint(&mut self.bytes, pk.len() as u64);
+        }
         self.bytes.extend_from_slice(value);
         self.bytes.extend_from_slice(pk);
     }

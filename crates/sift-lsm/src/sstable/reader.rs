@@ -91,9 +91,10 @@ pub struct Table {
     index_keys: Vec<u8>,
     index: Vec<IndexEntry>,
     /// Each collector's bytes (in `properties.collector_names` order) of data block 0, then
-    /// of block 1, …: one vector for the table, so opening a table of many blocks costs no
-    /// allocation per block (empty bytes, the common case, allocate nothing).
-    block_properties: Vec<Vec<u8>>,
+    /// of block 1, …, as ranges of `block_property_bytes`: two vectors for the table, so
+    /// opening a table of many blocks costs no allocation per block.
+    block_property_ranges: Vec<(usize, usize)>,
+    block_property_bytes: Vec<u8>,
     filter: Option<BloomFilter>,
     properties: TableProperties,
     metaindex: Vec<(String, BlockHandle)>,
@@ -254,7 +255,9 @@ impl Table {
             .min(iter_bytes_len);
         let mut index_keys = Vec::with_capacity(iter_bytes_len);
         let mut index = Vec::with_capacity(blocks_expected);
-        let mut block_properties = Vec::with_capacity(blocks_expected.saturating_mul(collectors));
+        let mut block_property_ranges =
+            Vec::with_capacity(blocks_expected.saturating_mul(collectors));
+        let mut block_property_bytes = Vec::new();
         iter.seek_to_first().map_err(block_fail)?;
         while iter.valid() {
             let key = iter.key();
@@ -291,7 +294,10 @@ impl Table {
                 )));
             }
             for _ in 0..collectors {
-                block_properties.push(decoder.length_prefixed().ok_or_else(bad)?.to_vec());
+                let value = decoder.length_prefixed().ok_or_else(bad)?;
+                let start = block_property_bytes.len();
+                block_property_bytes.extend_from_slice(value);
+                block_property_ranges.push((start, block_property_bytes.len()));
             }
             if !decoder.is_empty() {
                 return Err(bad());
@@ -322,7 +328,8 @@ impl Table {
             footer_offset,
             index_keys,
             index,
-            block_properties,
+            block_property_ranges,
+            block_property_bytes,
             filter,
             properties,
             metaindex,
@@ -369,18 +376,18 @@ impl Table {
 
     /// The collector properties stored with data block `ordinal`.
     pub fn block_properties(&self, ordinal: usize) -> Option<Properties<'_>> {
-        let values = self.block_values(ordinal)?;
-        Some(Properties::new(&self.properties.collector_names, values))
-    }
-
-    /// Each collector's bytes of data block `ordinal`.
-    fn block_values(&self, ordinal: usize) -> Option<&[Vec<u8>]> {
         if ordinal >= self.index.len() {
             return None;
         }
         let collectors = self.properties.collector_names.len();
-        self.block_properties
-            .get(ordinal * collectors..(ordinal + 1) * collectors)
+        let ranges = self
+            .block_property_ranges
+            .get(ordinal * collectors..(ordinal + 1) * collectors)?;
+        Some(Properties::from_ranges(
+            &self.properties.collector_names,
+            &self.block_property_bytes,
+            ranges,
+        ))
     }
 
     /// Bytes of memory held by the decoded index and filter.
@@ -505,11 +512,10 @@ impl Table {
         let Some(filter) = &ctx.block_filter else {
             return true;
         };
-        let Some(values) = self.block_values(ordinal) else {
+        let Some(properties) = self.block_properties(ordinal) else {
             return true;
         };
-        let pass =
-            filter.block_may_match(&Properties::new(&self.properties.collector_names, values));
+        let pass = filter.block_may_match(&properties);
         if !pass {
             if let Some(stats) = &ctx.stats {
                 stats.blocks_skipped.fetch_add(1, Relaxed);
