@@ -597,6 +597,22 @@ struct Bench<'a> {
 /// Waits until `at`: sleeps while far from it, then spins, so updates start on time even at
 /// tens of thousands per second (a yield could hand the core to another process for
 /// milliseconds on a busy machine).
+/// Names of [`Bench::writer_wait_counters`], in order (µs: microseconds).
+const WRITER_WAIT_COUNTERS: [&str; 12] = [
+    "stalls",
+    "stall_us",
+    "state_lock_wait_us",
+    "switches",
+    "switch_us",
+    "commit_waits",
+    "commit_wait_us",
+    "unqueued_commit_us",
+    "unqueued_syncs",
+    "manifest_writes",
+    "manifest_us",
+    "drain_us",
+];
+
 fn wait_until(at: Instant) {
     loop {
         let now = Instant::now();
@@ -774,6 +790,26 @@ impl Bench<'_> {
         ]
     }
 
+    /// Where writers waited (see [`WRITER_WAIT_COUNTERS`]), sampled around a target step.
+    fn writer_wait_counters(&self) -> [u64; 12] {
+        let engine = self.database.engine().stats();
+        let index = self.database.async_index_stats();
+        [
+            engine.write_stalls,
+            engine.write_stall_micros,
+            engine.write_state_lock_wait_micros,
+            engine.memtable_switches,
+            engine.memtable_switch_micros,
+            engine.commit_lock_waits,
+            engine.commit_lock_wait_micros,
+            engine.unqueued_commit_micros,
+            engine.unqueued_commit_syncs,
+            engine.manifest_writes,
+            engine.manifest_write_micros,
+            index.flush_drain_wait_us,
+        ]
+    }
+
     /// One open-loop step at `rate` updates per second.
     fn open_loop(
         &self,
@@ -922,6 +958,7 @@ impl Bench<'_> {
                     repeat + 1
                 ))?;
                 let before = bench.stall_counters();
+                let waits_before = bench.writer_wait_counters();
                 let seed = phase_seed(
                     self.settings,
                     bench.scheme,
@@ -936,6 +973,24 @@ impl Bench<'_> {
                     .wait_for_background_work()
                     .map_err(|e| BenchError::new(format!("background work: {e}")))?;
                 let mean = run.latencies.iter().sum::<f64>() / run.latencies.len().max(1) as f64;
+                let step = Latency::of(&mut run.latencies.clone());
+                let waits = bench.writer_wait_counters();
+                let delta: Vec<String> = WRITER_WAIT_COUNTERS
+                    .iter()
+                    .zip(waits.iter().zip(waits_before.iter()))
+                    .map(|(name, (after, before))| {
+                        format!("{name}={}", after.saturating_sub(*before))
+                    })
+                    .collect();
+                progress(&format!(
+                    "target {} step {}: mean {mean:.1} µs, p50 {:.1} µs, p99 {:.1} µs, max {:.0} µs; {}",
+                    self.scheme.name(),
+                    bench.scheme.name(),
+                    step.p50_us,
+                    step.p99_us,
+                    step.max_us,
+                    delta.join(" ")
+                ))?;
                 let side = if is_scheme {
                     means.0 = mean;
                     drains.0 += after[2].saturating_sub(before[2]);

@@ -167,6 +167,7 @@ impl Db {
                 compactions_paused: usize::from(options.compactions_paused_at_open),
                 running_jobs: std::collections::BTreeSet::new(),
                 next_job_ticket: 0,
+                manifest_writing: false,
             }),
             bg_cv: Condvar::new(),
             super_version: ArcSwap::from_pointee(SuperVersion {

@@ -227,14 +227,14 @@ impl DbInner {
         if batches.is_empty() {
             return Ok(vec![self.latest_sequence()]);
         }
-        let mut wal = self.wal.lock();
+        let mut wal = self.lock_commit();
         self.commit_locked(&mut wal, batches, sync, None)
     }
 
     /// The leader-only commit of a `Sequenced` writer.
     fn commit_sequenced(&self, sync: bool, build: BatchBuilder<'_>) -> Result<SeqNo> {
         self.make_room_for_write(false)?;
-        let mut wal = self.wal.lock();
+        let mut wal = self.lock_commit();
         let first = self.allocated_sequence.load(Ordering::Acquire) + 1;
         let batch = build(first)?;
         if batch.is_empty() {
@@ -328,9 +328,36 @@ impl DbInner {
     /// `hook` installs the job's edit, then the writes become visible.
     pub(crate) fn write_internal(&self, batch: WriteBatch, hook: CommitHook) -> Result<SeqNo> {
         let mut wal = self.wal.lock();
+        let held = Instant::now();
         let mut batches = [batch];
-        let firsts = self.commit_locked(&mut wal, &mut batches, true, Some(hook))?;
-        Ok(firsts.first().copied().unwrap_or(0))
+        let committed = self.commit_locked(&mut wal, &mut batches, true, Some(hook));
+        EngineCounters::add_micros_since(&self.counters.unqueued_commit_micros, held);
+        EngineCounters::add(&self.counters.unqueued_commit_syncs, 1);
+        Ok(committed?.first().copied().unwrap_or(0))
+    }
+
+    /// Takes the commit (WAL) lock for a queued write leader, counting the time spent waiting
+    /// for another committer (an unthrottled or internal write) to release it.
+    fn lock_commit(&self) -> parking_lot::MutexGuard<'_, Option<LogWriter>> {
+        if let Some(wal) = self.wal.try_lock() {
+            return wal;
+        }
+        let start = Instant::now();
+        let wal = self.wal.lock();
+        EngineCounters::add(&self.counters.commit_lock_waits, 1);
+        EngineCounters::add_micros_since(&self.counters.commit_lock_wait_micros, start);
+        wal
+    }
+
+    /// Takes the state lock on the write path, counting the time spent waiting for it.
+    pub(crate) fn lock_state_for_write(&self) -> parking_lot::MutexGuard<'_, DbState> {
+        if let Some(state) = self.state.try_lock() {
+            return state;
+        }
+        let start = Instant::now();
+        let state = self.state.lock();
+        EngineCounters::add_micros_since(&self.counters.write_state_lock_wait_micros, start);
+        state
     }
 
     /// Makes sure the active memtable has room, freezing it when full (or when `force`), and
@@ -350,7 +377,7 @@ impl DbInner {
         }
         let mut allow_delay = !force;
         loop {
-            let state = self.state.lock();
+            let state = self.lock_state_for_write();
             if let Some(e) = &state.bg_error {
                 return Err(Error::Closed(format!(
                     "writes stopped after a background error: {e}"
@@ -395,8 +422,12 @@ impl DbInner {
             }
             drop(state);
             // Lock order: WAL, then state.
-            let mut wal = self.wal.lock();
-            self.switch_memtable(&mut wal)?;
+            let mut wal = self.lock_commit();
+            let switch_started = Instant::now();
+            let switched = self.switch_memtable(&mut wal);
+            EngineCounters::add(&self.counters.memtable_switches, 1);
+            EngineCounters::add_micros_since(&self.counters.memtable_switch_micros, switch_started);
+            switched?;
             force = false;
         }
     }
@@ -422,7 +453,7 @@ impl DbInner {
         let (number, writer) = if let Some(spare) = spare {
             spare
         } else {
-            let number = self.state.lock().versions.new_file_number();
+            let number = self.lock_state_for_write().versions.new_file_number();
             let path = self.dir.join(wal_file_name(number));
             let file = self.fs.create(&path)?;
             self.fs.sync_dir(&self.dir)?;
@@ -439,7 +470,7 @@ impl DbInner {
             }
         }
         *wal = Some(writer);
-        let mut state = self.state.lock();
+        let mut state = self.lock_state_for_write();
         let frozen = std::mem::replace(&mut state.mem, Arc::new(Memtable::new(number)));
         state.imms.insert(0, frozen);
         self.install_super_version(&state);

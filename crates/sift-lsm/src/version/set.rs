@@ -12,6 +12,7 @@ use crate::version::edit::{NewFile, VersionEdit};
 use crate::version::{manifest_file_name, FileMetaData, FileReaper, CURRENT_FILE_NAME};
 use crate::wal::LogWriter;
 use crate::{Error, Result};
+use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -197,7 +198,8 @@ pub struct VersionSet {
     dir: PathBuf,
     fs: Arc<dyn FileSystem>,
     pub state: ManifestState,
-    manifest: LogWriter,
+    /// Shared with a [`PreparedEdit`], which writes to it without the engine's state lock.
+    manifest: Arc<Mutex<LogWriter>>,
     pub manifest_number: u64,
     levels_max: usize,
     reaper: Arc<dyn FileReaper>,
@@ -227,7 +229,7 @@ impl VersionSet {
             dir: dir.to_path_buf(),
             fs,
             state,
-            manifest,
+            manifest: Arc::new(Mutex::new(manifest)),
             manifest_number,
             levels_max,
             reaper,
@@ -244,21 +246,42 @@ impl VersionSet {
     /// Appends `edit` to the manifest (synced), then applies it to the state. Files the edit
     /// removes are marked obsolete: they are deleted once no version refers to them.
     pub fn log_and_apply(&mut self, edit: &mut VersionEdit) -> Result<()> {
+        let prepared = self.prepare(edit)?;
+        prepared.write()?;
+        self.install(prepared, edit)
+    }
+
+    /// The first step of [`VersionSet::log_and_apply`]: checks `edit` against the state and
+    /// encodes its manifest record. Between this call and [`VersionSet::install`] the caller
+    /// must let no other edit be prepared or installed (the engine keeps one manifest writer
+    /// at a time); file numbers may still be taken.
+    pub fn prepare(&mut self, edit: &mut VersionEdit) -> Result<PreparedEdit> {
         edit.next_file_number = Some(self.state.next_file_number);
         if edit.last_sequence.is_none() {
             edit.last_sequence = Some(self.state.last_sequence);
         }
         // Apply to a copy first: an edit that does not fit the state is refused before it
         // reaches the manifest, where it would make every later open fail.
-        let path = self.manifest.path().to_path_buf();
+        let path = self.manifest.lock().path().to_path_buf();
         let mut next = self.state.clone();
         next.apply(edit, self.levels_max, &path, 0).map_err(|e| {
             Error::InvalidArgument(format!("version edit refused, manifest unchanged: {e}"))
         })?;
-        let encoded = edit.encode();
-        self.manifest.add_record(&encoded)?;
-        self.manifest.sync()?;
+        Ok(PreparedEdit {
+            next,
+            encoded: edit.encode(),
+            manifest: Arc::clone(&self.manifest),
+        })
+    }
+
+    /// The last step of [`VersionSet::log_and_apply`], once `prepared` is written: makes its
+    /// state current.
+    pub fn install(&mut self, prepared: PreparedEdit, edit: &VersionEdit) -> Result<()> {
         let removed: Vec<Arc<FileMetaData>> = self.files_removed_by(edit);
+        let mut next = prepared.next;
+        // File numbers taken while the record was written are not in it, like every number
+        // taken after the latest edit: the next edit records them.
+        next.next_file_number = next.next_file_number.max(self.state.next_file_number);
         self.state = next;
         if let Some(last) = edit.last_sequence {
             self.state.last_sequence = self.state.last_sequence.max(last);
@@ -266,7 +289,8 @@ impl VersionSet {
         for f in removed {
             f.mark_obsolete(Arc::clone(&self.reaper));
         }
-        if self.manifest.file_bytes() > self.manifest_bytes_max {
+        let manifest_bytes = self.manifest.lock().file_bytes();
+        if manifest_bytes > self.manifest_bytes_max {
             self.roll_manifest()?;
         }
         Ok(())
@@ -283,7 +307,7 @@ impl VersionSet {
         manifest.sync()?;
         set_current(&self.dir, self.fs.as_ref(), number)?;
         let old = self.dir.join(manifest_file_name(self.manifest_number));
-        self.manifest = manifest;
+        self.manifest = Arc::new(Mutex::new(manifest));
         self.manifest_number = number;
         // The old manifest is no longer named by CURRENT; a failure to remove it is harmless
         // (the next open removes it).
@@ -326,6 +350,23 @@ impl VersionSet {
 
     pub fn file_system(&self) -> &Arc<dyn FileSystem> {
         &self.fs
+    }
+}
+
+/// An edit checked and encoded by [`VersionSet::prepare`], whose record can be written and
+/// synced without holding whatever guards the version set.
+pub struct PreparedEdit {
+    next: ManifestState,
+    encoded: Vec<u8>,
+    manifest: Arc<Mutex<LogWriter>>,
+}
+
+impl PreparedEdit {
+    /// Appends the record to the manifest and syncs it.
+    pub fn write(&self) -> Result<()> {
+        let mut manifest = self.manifest.lock();
+        manifest.add_record(&self.encoded)?;
+        manifest.sync()
     }
 }
 
