@@ -598,14 +598,16 @@ struct Bench<'a> {
 /// tens of thousands per second (a yield could hand the core to another process for
 /// milliseconds on a busy machine).
 /// Names of [`Bench::writer_wait_counters`], in order (µs: microseconds).
-const WRITER_WAIT_COUNTERS: [&str; 12] = [
+const WRITER_WAIT_COUNTERS: [&str; 14] = [
     "stalls",
     "stall_us",
     "state_lock_wait_us",
     "switches",
     "switch_us",
+    "switch_sync_us",
     "commit_waits",
     "commit_wait_us",
+    "unqueued_commits",
     "unqueued_commit_us",
     "unqueued_syncs",
     "manifest_writes",
@@ -791,7 +793,7 @@ impl Bench<'_> {
     }
 
     /// Where writers waited (see [`WRITER_WAIT_COUNTERS`]), sampled around a target step.
-    fn writer_wait_counters(&self) -> [u64; 12] {
+    fn writer_wait_counters(&self) -> [u64; 14] {
         let engine = self.database.engine().stats();
         let index = self.database.async_index_stats();
         [
@@ -800,8 +802,10 @@ impl Bench<'_> {
             engine.write_state_lock_wait_micros,
             engine.memtable_switches,
             engine.memtable_switch_micros,
+            engine.memtable_switch_wal_sync_micros,
             engine.commit_lock_waits,
             engine.commit_lock_wait_micros,
+            engine.unqueued_commits,
             engine.unqueued_commit_micros,
             engine.unqueued_commit_syncs,
             engine.manifest_writes,

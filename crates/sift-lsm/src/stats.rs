@@ -52,8 +52,11 @@ pub struct EngineCounters {
     pub commit_lock_waits: AtomicU64,
     pub commit_lock_wait_micros: AtomicU64,
     /// Time unthrottled and internal writes held the commit lock, and the log syncs among them.
+    pub unqueued_commits: AtomicU64,
     pub unqueued_commit_micros: AtomicU64,
     pub unqueued_commit_syncs: AtomicU64,
+    /// Time memtable switches spent syncing the log they closed (part of the switch time).
+    pub memtable_switch_wal_sync_micros: AtomicU64,
     /// Manifest records written and the time spent writing and syncing them.
     pub manifest_writes: AtomicU64,
     pub manifest_write_micros: AtomicU64,
@@ -110,8 +113,10 @@ pub struct Stats {
     pub memtable_switch_micros: u64,
     pub commit_lock_waits: u64,
     pub commit_lock_wait_micros: u64,
+    pub unqueued_commits: u64,
     pub unqueued_commit_micros: u64,
     pub unqueued_commit_syncs: u64,
+    pub memtable_switch_wal_sync_micros: u64,
     pub manifest_writes: u64,
     pub manifest_write_micros: u64,
     pub memtable_bytes: u64,
@@ -154,7 +159,9 @@ impl EngineCounters {
             memtable_switch_micros: self.memtable_switch_micros.load(Relaxed),
             commit_lock_waits: self.commit_lock_waits.load(Relaxed),
             commit_lock_wait_micros: self.commit_lock_wait_micros.load(Relaxed),
+            unqueued_commits: self.unqueued_commits.load(Relaxed),
             unqueued_commit_micros: self.unqueued_commit_micros.load(Relaxed),
+            memtable_switch_wal_sync_micros: self.memtable_switch_wal_sync_micros.load(Relaxed),
             unqueued_commit_syncs: self.unqueued_commit_syncs.load(Relaxed),
             manifest_writes: self.manifest_writes.load(Relaxed),
             manifest_write_micros: self.manifest_write_micros.load(Relaxed),

@@ -55,6 +55,7 @@ impl DbInner {
         // (`sync_log_unlocked`): queued writers then never wait for this fsync.
         let committed = self.commit_locked(&mut wal, &mut batches, false, None);
         let log = wal.as_ref().map(|writer| writer.path().to_path_buf());
+        EngineCounters::add(&self.counters.unqueued_commits, 1);
         EngineCounters::add_micros_since(&self.counters.unqueued_commit_micros, held);
         // Handed straight to a waiting writer: a worker that writes again at once must not
         // take the lock back before the writers queued behind it (parking_lot lets a thread

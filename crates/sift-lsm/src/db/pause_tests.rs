@@ -1,6 +1,5 @@
 //! Tests that writers are not paused by slow syncs they do not need: a manifest sync held by
-//! a flush, the log sync of a synced unthrottled write, and an unthrottled writer that keeps
-//! taking the commit lock.
+//! a flush, and the log sync of a synced unthrottled write.
 
 use crate::db::Db;
 use crate::fs::{FaultFileSystem, FileLock, FileSystem, RandomAccessFile, WritableFile};
@@ -9,7 +8,7 @@ use crate::write_batch::WriteBatch;
 use crate::Result;
 use parking_lot::{Condvar, Mutex};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
@@ -267,51 +266,4 @@ fn a_synced_unthrottled_write_syncs_its_log_outside_the_commit_lock() {
     let tree = db.default_tree();
     assert_eq!(db.get(&tree, b"synced").unwrap().unwrap().value, b"2");
     assert_eq!(db.get(&tree, b"before").unwrap().unwrap().value, b"1");
-}
-
-/// Old behaviour: an unthrottled writer committing in a loop (an index worker) could take the
-/// commit lock back right after releasing it, ahead of a queued writer, for up to half a
-/// millisecond at a time (parking_lot's fairness interval), so each of the writer's commits
-/// waited behind about a hundred of its commits. Now the lock is handed to the waiting writer:
-/// a typical write sees only a few of the other thread's commits.
-#[test]
-fn an_unthrottled_writer_hands_the_commit_lock_to_queued_writers() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), Options::default()).unwrap();
-    let tree = db.default_tree();
-    let stop = AtomicBool::new(false);
-    let commits = AtomicU64::new(0);
-    let mut seen = Vec::new();
-    std::thread::scope(|scope| {
-        scope.spawn(|| {
-            let mut i = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                let mut batch = WriteBatch::new();
-                batch.put(&tree, format!("worker{}", i % 1000).as_bytes(), b"w");
-                db.write_unthrottled(batch, &WriteOptions::default())
-                    .unwrap();
-                commits.fetch_add(1, Ordering::Relaxed);
-                i += 1;
-            }
-        });
-        // Let the other thread get going.
-        while commits.load(Ordering::Relaxed) < 1000 {
-            std::thread::yield_now();
-        }
-        for i in 0..2000u32 {
-            let before = commits.load(Ordering::Relaxed);
-            db.put(&tree, format!("user{i:05}").as_bytes(), b"u")
-                .unwrap();
-            seen.push(commits.load(Ordering::Relaxed) - before);
-        }
-        stop.store(true, Ordering::Relaxed);
-    });
-    seen.sort_unstable();
-    let median = seen[seen.len() / 2];
-    assert!(
-        median <= 8,
-        "a write saw a median of {median} commits of the other writer (distribution tail: {:?})",
-        &seen[seen.len() - 5..]
-    );
-    assert_eq!(db.get(&tree, b"user01999").unwrap().unwrap().value, b"u");
 }
