@@ -51,58 +51,20 @@ impl DbInner {
         let mut wal = self.wal.lock();
         let held = std::time::Instant::now();
         let mut batches = [batch];
-        // A synced write is logged under the commit lock but synced after it is released
-        // (`sync_log_unlocked`): queued writers then never wait for this fsync.
-        let committed = self.commit_locked(&mut wal, &mut batches, false, None);
-        let log = wal.as_ref().map(|writer| writer.path().to_path_buf());
+        // A synced write syncs its log under the commit lock, before it is published: a write
+        // that a reader can see, or that is acknowledged, is durable. (Syncing through another
+        // descriptor after releasing the lock could miss a writeback error already reported to
+        // the writer's descriptor, and would publish the write before it is durable.)
+        let committed = self.commit_locked(&mut wal, &mut batches, sync, None);
         EngineCounters::add(&self.counters.unqueued_commits, 1);
         EngineCounters::add_micros_since(&self.counters.unqueued_commit_micros, held);
+        if sync {
+            EngineCounters::add(&self.counters.unqueued_commit_syncs, 1);
+        }
         // Handed straight to a waiting writer: a worker that writes again at once must not
         // take the lock back before the writers queued behind it (parking_lot lets a thread
         // barge in for up to half a millisecond otherwise).
         parking_lot::MutexGuard::unlock_fair(wal);
-        let first = committed?.first().copied().unwrap_or(0);
-        if sync {
-            EngineCounters::add(&self.counters.unqueued_commit_syncs, 1);
-            if let Some(log) = log {
-                self.sync_log_unlocked(&log)?;
-            }
-        }
-        Ok(first)
-    }
-
-    /// Makes durable what was logged to `log` so far, without the commit lock. If `log` is no
-    /// longer the active log, the memtable switch that closed it synced it before the next
-    /// log got any write (and it is only deleted once its writes are in synced tables); if it
-    /// is, it is synced through a handle of its own while writers go on appending. A failure
-    /// stops writes, as a failed sync under the lock does.
-    fn sync_log_unlocked(&self, log: &std::path::Path) -> Result<()> {
-        let synced = if self.fs.exists(log) {
-            self.fs.sync_file(log)
-        } else {
-            Ok(true)
-        };
-        let result = match synced {
-            Ok(true) => Ok(()),
-            Ok(false) => {
-                // The file system cannot sync by path: sync through the writer, under the lock.
-                let mut wal = self.wal.lock();
-                match wal.as_mut() {
-                    Some(writer) if writer.path() == log => writer.sync(),
-                    _ => Ok(()),
-                }
-            }
-            // Removed meanwhile: its writes are in synced tables.
-            Err(_) if !self.fs.exists(log) => Ok(()),
-            Err(e) => Err(e),
-        };
-        if result.is_ok() {
-            EngineCounters::add(&self.counters.wal_syncs, 1);
-        }
-        if let Err(e) = &result {
-            let mut state = self.state.lock();
-            self.set_bg_error(&mut state, e);
-        }
-        result
+        Ok(committed?.first().copied().unwrap_or(0))
     }
 }

@@ -1,8 +1,9 @@
-//! Tests that writers are not paused by slow syncs they do not need: a manifest sync held by
-//! a flush, and the log sync of a synced unthrottled write.
+//! Tests that writers are not paused by a manifest sync held by a flush, that synced
+//! unthrottled writes are durable and published only once synced, and that manifest write
+//! failures and panics leave the engine in a state that fails cleanly rather than hangs.
 
 use crate::db::Db;
-use crate::fs::{FaultFileSystem, FileLock, FileSystem, RandomAccessFile, WritableFile};
+use crate::fs::{FaultFileSystem, FaultKind, FileLock, FileSystem, RandomAccessFile, WritableFile};
 use crate::options::{Options, WriteOptions};
 use crate::write_batch::WriteBatch;
 use crate::Result;
@@ -13,7 +14,7 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 /// Holds the syncs of the files whose name starts with `prefix` or ends with `suffix` while
-/// closed (`WritableFile::sync` and `FileSystem::sync_file` alike).
+/// closed.
 struct SyncGate {
     prefix: &'static str,
     suffix: &'static str,
@@ -130,10 +131,6 @@ impl FileSystem for GatedFileSystem {
     fn sync_dir(&self, dir: &Path) -> Result<()> {
         self.inner.sync_dir(dir)
     }
-    fn sync_file(&self, path: &Path) -> Result<bool> {
-        self.gate.pass(path);
-        self.inner.sync_file(path)
-    }
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
         self.inner.lock(path)
     }
@@ -219,45 +216,34 @@ fn a_memtable_switch_completes_while_a_flush_holds_its_manifest_sync() {
     assert!(db.get(&tree, b"new00000").unwrap().is_some());
 }
 
-/// Old behaviour: `write_unthrottled` with `sync` synced the log under the commit lock, so
-/// every writer waited for that fsync (the index layer's watermark write after each flush
-/// drain). Now a plain write completes while that sync is held, and the synced write is
-/// durable once it returns: it survives a crash that drops everything unsynced.
+/// A synced unthrottled write syncs its log under the commit lock before it is published: it
+/// survives a crash that drops everything unsynced, and when the sync fails it is neither
+/// acknowledged nor visible, and writes stop.
 #[test]
-fn a_synced_unthrottled_write_syncs_its_log_outside_the_commit_lock() {
+fn a_synced_unthrottled_write_is_durable_and_hidden_when_its_sync_fails() {
     let fs = FaultFileSystem::new();
     let gate = SyncGate::new("", ".wal");
     let dir = Path::new("/unthrottled-sync");
     let db = Db::open(dir, gated_options(&fs, &gate)).unwrap();
     let tree = db.default_tree();
     db.put(&tree, b"before", b"1").unwrap();
-    gate.set_closed(true);
-    std::thread::scope(|scope| {
-        let synced = scope.spawn(|| {
-            let mut batch = WriteBatch::new();
-            batch.put(&tree, b"synced", b"2");
-            db.write_unthrottled(batch, &WriteOptions { sync: true })
-        });
-        gate.wait_for_a_held_sync();
-        let (sender, receiver) = mpsc::channel();
-        let (db, tree) = (&db, &tree);
-        scope.spawn(move || {
-            sender.send(db.put(tree, b"plain", b"3").is_ok()).unwrap();
-        });
-        let outcome = receiver.recv_timeout(Duration::from_secs(10));
-        let still_held = gate.waiting.load(Ordering::SeqCst) > 0;
-        gate.set_closed(false);
-        synced.join().unwrap().unwrap();
-        assert_eq!(
-            outcome,
-            Ok(true),
-            "a plain write waited for the sync of a synced unthrottled write"
-        );
-        assert!(
-            still_held,
-            "the sync was released before the plain write was done"
-        );
-    });
+    let mut batch = WriteBatch::new();
+    batch.put(&tree, b"synced", b"2");
+    db.write_unthrottled(batch, &WriteOptions { sync: true })
+        .unwrap();
+    assert_eq!(db.stats().unqueued_commit_syncs, 1);
+    fs.fail_always(FaultKind::Sync);
+    let mut batch = WriteBatch::new();
+    batch.put(&tree, b"unsynced", b"3");
+    assert!(db
+        .write_unthrottled(batch, &WriteOptions { sync: true })
+        .is_err());
+    assert!(
+        db.get(&tree, b"unsynced").unwrap().is_none(),
+        "a write whose sync failed was published"
+    );
+    assert!(db.put(&tree, b"after", b"4").is_err(), "writes went on");
+    fs.heal();
     // Power loss: only synced bytes survive. The synced write (and what the log held before
     // it) must be there.
     fs.crash();

@@ -569,21 +569,6 @@ impl FileSystem for FaultFileSystem {
         Ok(state.names_in(dir))
     }
 
-    fn sync_file(&self, path: &Path) -> Result<bool> {
-        // Bytes still in a writer's buffer (not flushed) are not the file's yet, as for a real
-        // second descriptor.
-        let mut state = self.state(path)?;
-        state.operation(FaultKind::Sync, path)?;
-        let inode = state
-            .live
-            .get(path)
-            .cloned()
-            .ok_or_else(|| not_found(path))?;
-        let mut data = inode.lock();
-        data.synced_len = data.bytes.len();
-        Ok(true)
-    }
-
     fn sync_dir(&self, dir: &Path) -> Result<()> {
         let mut state = self.state(dir)?;
         if !state.directory_exists(dir) {

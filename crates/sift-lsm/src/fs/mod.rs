@@ -73,13 +73,6 @@ pub trait FileSystem: Send + Sync {
     /// nothing (durability still comes from `WritableFile::sync`); failures are ignored. The
     /// default does nothing.
     fn sync_data_hint(&self, _path: &Path) {}
-    /// Makes durable every byte handed to the file at `path` so far (appended and flushed, by
-    /// any handle), through a handle of its own: a log can then be synced while its writer
-    /// keeps appending. `Ok(false)`: not supported (the default), nothing was done; the
-    /// caller syncs through the writer instead.
-    fn sync_file(&self, _path: &Path) -> Result<bool> {
-        Ok(false)
-    }
     /// Takes an exclusive lock on `path`, creating it; `Error::Locked` if someone holds it.
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>>;
     fn file_size(&self, path: &Path) -> Result<u64>;

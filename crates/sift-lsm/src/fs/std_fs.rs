@@ -124,13 +124,6 @@ impl FileSystem for StdFileSystem {
         }
     }
 
-    fn sync_file(&self, path: &Path) -> Result<bool> {
-        // fdatasync through a second descriptor makes the file's data durable, whoever wrote it.
-        let file = File::open(path).map_err(|e| Error::io(path, e))?;
-        file.sync_data().map_err(|e| Error::io(path, e))?;
-        Ok(true)
-    }
-
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
         // A POSIX record lock (`fcntl`), not `flock`: an `flock` belongs to the open file
         // description, which a child process spawned by any thread shares until it execs, so
