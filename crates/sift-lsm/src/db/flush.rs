@@ -21,6 +21,26 @@ use parking_lot::MutexGuard;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+/// Clears `DbState::manifest_writing` if the unlocked manifest write unwinds. `lock_api`
+/// re-locks the state on unwind, so the flag would otherwise stay set and every later edit,
+/// tree drop and close would wait for it forever. Runs with the state unlocked (it is dropped
+/// inside the closure given to `MutexGuard::unlocked`). Writes stop: the edit was not
+/// installed, and the manifest may hold part of its record.
+struct ManifestWritingOnPanic<'a>(&'a DbInner);
+
+impl Drop for ManifestWritingOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let mut state = self.0.state.lock();
+            state.manifest_writing = false;
+            self.0.set_bg_error(
+                &mut state,
+                &crate::Error::Closed("a manifest write panicked".into()),
+            );
+        }
+    }
+}
+
 impl DbInner {
     /// Applies `edit` (manifest first), installs the new version and super version, and tells
     /// the version listeners what changed. Call with the state locked.
@@ -50,13 +70,23 @@ impl DbInner {
         let prepared = state.versions.prepare(edit)?;
         state.manifest_writing = true;
         let manifest_started = std::time::Instant::now();
-        let written = MutexGuard::unlocked(state, || prepared.write());
-        EngineCounters::add(&self.counters.manifest_writes, 1);
-        EngineCounters::add_micros_since(&self.counters.manifest_write_micros, manifest_started);
+        let written = MutexGuard::unlocked(state, || {
+            let _on_panic = ManifestWritingOnPanic(self);
+            prepared.write()
+        });
         state.manifest_writing = false;
         self.bg_cv.notify_all();
-        written?;
-        state.versions.install(prepared, edit)?;
+        if let Err(e) = written {
+            self.set_bg_error(state, &e);
+            return Err(e);
+        }
+        EngineCounters::add(&self.counters.manifest_writes, 1);
+        EngineCounters::add_micros_since(&self.counters.manifest_write_micros, manifest_started);
+        if let Err(e) = state.versions.install(prepared, edit) {
+            // The version set holds the edit but the engine's version does not.
+            self.set_bg_error(state, &e);
+            return Err(e);
+        }
         let after = Arc::new(state.versions.version());
         state.version = Arc::clone(&after);
         self.install_super_version(state);

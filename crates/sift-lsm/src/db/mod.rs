@@ -244,7 +244,14 @@ impl Db {
             next_tree_id: Some(id + 1),
             ..Default::default()
         };
-        state.versions.log_and_apply(&mut edit)?;
+        if let Err(e) = state.versions.log_and_apply(&mut edit) {
+            if state.versions.write_failed() {
+                // The manifest takes no more edits: no flush could be recorded either.
+                self.inner.set_bg_error(&mut state, &e);
+            }
+            return Err(e);
+        }
+        crate::stats::EngineCounters::add(&self.inner.counters.manifest_writes, 1);
         state.version = Arc::new(state.versions.version());
         let mut trees = (*state.trees).clone();
         let name: Arc<str> = Arc::from(name);

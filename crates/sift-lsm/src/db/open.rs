@@ -222,6 +222,7 @@ impl Db {
             edit.log_number = Some(wal_number);
             edit.last_sequence = Some(last);
             state.versions.log_and_apply(&mut edit)?;
+            EngineCounters::add(&inner.counters.manifest_writes, 1);
             state.version = Arc::new(state.versions.version());
             inner.install_super_version(&state);
             inner

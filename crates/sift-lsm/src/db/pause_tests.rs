@@ -4,12 +4,12 @@
 
 use crate::db::Db;
 use crate::fs::{FaultFileSystem, FaultKind, FileLock, FileSystem, RandomAccessFile, WritableFile};
-use crate::options::{Options, WriteOptions};
+use crate::options::{Options, TreeOptions, WriteOptions};
 use crate::write_batch::WriteBatch;
-use crate::Result;
+use crate::{Error, Result};
 use parking_lot::{Condvar, Mutex};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
@@ -22,6 +22,9 @@ struct SyncGate {
     opened: Condvar,
     /// Syncs waiting at the gate now.
     waiting: AtomicUsize,
+    /// Gated syncs fail, or panic, while set.
+    failing: AtomicBool,
+    panicking: AtomicBool,
 }
 
 impl SyncGate {
@@ -32,6 +35,8 @@ impl SyncGate {
             closed: Mutex::new(false),
             opened: Condvar::new(),
             waiting: AtomicUsize::new(0),
+            failing: AtomicBool::new(false),
+            panicking: AtomicBool::new(false),
         })
     }
 
@@ -40,7 +45,7 @@ impl SyncGate {
         self.opened.notify_all();
     }
 
-    fn pass(&self, path: &Path) {
+    fn pass(&self, path: &Path) -> Result<()> {
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -48,7 +53,17 @@ impl SyncGate {
         let gated = (!self.prefix.is_empty() && name.starts_with(self.prefix))
             || (!self.suffix.is_empty() && name.ends_with(self.suffix));
         if !gated {
-            return;
+            return Ok(());
+        }
+        assert!(
+            !self.panicking.load(Ordering::SeqCst),
+            "injected panic in a sync"
+        );
+        if self.failing.load(Ordering::SeqCst) {
+            return Err(Error::io(
+                path,
+                std::io::Error::other("injected sync failure"),
+            ));
         }
         let mut closed = self.closed.lock();
         self.waiting.fetch_add(1, Ordering::SeqCst);
@@ -56,6 +71,7 @@ impl SyncGate {
             self.opened.wait(&mut closed);
         }
         self.waiting.fetch_sub(1, Ordering::SeqCst);
+        Ok(())
     }
 
     /// Waits until a sync is held at the gate.
@@ -91,7 +107,7 @@ impl WritableFile for GatedFile {
         self.inner.flush()
     }
     fn sync(&mut self) -> Result<()> {
-        self.gate.pass(&self.path);
+        self.gate.pass(&self.path)?;
         self.inner.sync()
     }
     fn len(&self) -> u64 {
@@ -252,4 +268,101 @@ fn a_synced_unthrottled_write_is_durable_and_hidden_when_its_sync_fails() {
     let tree = db.default_tree();
     assert_eq!(db.get(&tree, b"synced").unwrap().unwrap().value, b"2");
     assert_eq!(db.get(&tree, b"before").unwrap().unwrap().value, b"1");
+}
+
+/// A panic inside the manifest write, which runs with the state unlocked, used to leave
+/// `manifest_writing` set: every later edit, tree drop and close then waited forever. Now the
+/// panic stops writes and everything after it fails or completes promptly.
+#[test]
+fn a_panic_in_a_manifest_write_does_not_hang_later_edits_or_close() {
+    let fs = FaultFileSystem::new();
+    let gate = SyncGate::new("MANIFEST-", "");
+    let dir = Path::new("/manifest-write-panics");
+    let db = Db::open(dir, gated_options(&fs, &gate)).unwrap();
+    let tree = db.default_tree();
+    db.put(&tree, b"kept", b"1").unwrap();
+    db.create_tree("first", TreeOptions::default()).unwrap();
+    db.create_tree("second", TreeOptions::default()).unwrap();
+    gate.panicking.store(true, Ordering::SeqCst);
+    // `drop_tree` writes its edit through `apply_edit` on this thread.
+    let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| db.drop_tree("first")));
+    assert!(dropped.is_err(), "the injected panic did not happen");
+    gate.panicking.store(false, Ordering::SeqCst);
+    let (sender, receiver) = mpsc::channel();
+    std::thread::spawn(move || {
+        let dropped = db.drop_tree("second");
+        let written = db.put(&db.default_tree(), b"later", b"2");
+        drop(db);
+        sender.send((dropped.is_err(), written.is_err())).unwrap();
+    });
+    let (drop_failed, write_failed) = receiver
+        .recv_timeout(Duration::from_secs(10))
+        .expect("an edit or close after a panicked manifest write hung");
+    assert!(
+        drop_failed,
+        "an edit was appended after a panicked manifest write"
+    );
+    assert!(
+        write_failed,
+        "writes went on after a panicked manifest write"
+    );
+    let db = Db::open(dir, gated_options(&fs, &gate)).unwrap();
+    assert_eq!(
+        db.get(&db.default_tree(), b"kept").unwrap().unwrap().value,
+        b"1"
+    );
+}
+
+/// After a manifest record was appended but its sync failed, later edits were still appended
+/// after it, and an edit failing outside a background job (manual compaction, tree creation
+/// or drop) did not stop writes. Now the version set refuses every later edit with a clear
+/// error, writes stop, and a reopen finds the data intact.
+#[test]
+fn a_failed_manifest_sync_refuses_later_edits_and_reopen_recovers() {
+    let fs = FaultFileSystem::new();
+    let gate = SyncGate::new("MANIFEST-", "");
+    let dir = Path::new("/manifest-sync-fails");
+    let db = Db::open(dir, gated_options(&fs, &gate)).unwrap();
+    let tree = db.default_tree();
+    for i in 0..50u32 {
+        db.put(&tree, format!("key{i:03}").as_bytes(), b"v")
+            .unwrap();
+    }
+    let manifest_writes = db.stats().manifest_writes;
+    gate.failing.store(true, Ordering::SeqCst);
+    assert!(
+        db.create_tree("refused", TreeOptions::default()).is_err(),
+        "a manifest sync failure was not reported"
+    );
+    gate.failing.store(false, Ordering::SeqCst);
+    let refused = db
+        .create_tree("later", TreeOptions::default())
+        .expect_err("an edit was appended after a failed manifest sync");
+    assert!(
+        refused
+            .to_string()
+            .contains("earlier manifest write failed"),
+        "{refused}"
+    );
+    assert!(
+        db.flush().is_err(),
+        "a flush was recorded after a failed manifest sync"
+    );
+    assert!(db.put(&tree, b"after", b"v").is_err(), "writes went on");
+    assert_eq!(db.stats().manifest_writes, manifest_writes);
+    drop(db);
+    let db = Db::open(dir, gated_options(&fs, &gate)).unwrap();
+    let tree = db.default_tree();
+    for i in 0..50u32 {
+        assert_eq!(
+            db.get(&tree, format!("key{i:03}").as_bytes())
+                .unwrap()
+                .unwrap()
+                .value,
+            b"v"
+        );
+    }
+    db.create_tree("after-reopen", TreeOptions::default())
+        .unwrap();
+    db.flush().unwrap();
 }

@@ -200,6 +200,11 @@ pub struct VersionSet {
     pub state: ManifestState,
     /// Shared with a [`PreparedEdit`], which writes to it without the engine's state lock.
     manifest: Arc<Mutex<LogWriter>>,
+    /// Set once a manifest record may have been appended without being made durable (a failed
+    /// append or sync, a panic while writing, CURRENT not switched to a new manifest). The
+    /// manifest may then end in a record that is not in the state, or not be the one CURRENT
+    /// names: no later edit may be appended after it. Shared with [`PreparedEdit`].
+    write_failure: Arc<Mutex<Option<String>>>,
     pub manifest_number: u64,
     levels_max: usize,
     reaper: Arc<dyn FileReaper>,
@@ -230,6 +235,7 @@ impl VersionSet {
             fs,
             state,
             manifest: Arc::new(Mutex::new(manifest)),
+            write_failure: Arc::new(Mutex::new(None)),
             manifest_number,
             levels_max,
             reaper,
@@ -256,6 +262,12 @@ impl VersionSet {
     /// must let no other edit be prepared or installed (the engine keeps one manifest writer
     /// at a time); file numbers may still be taken.
     pub fn prepare(&mut self, edit: &mut VersionEdit) -> Result<PreparedEdit> {
+        if let Some(failure) = &*self.write_failure.lock() {
+            return Err(Error::Closed(format!(
+                "version edit refused: an earlier manifest write failed ({failure}); \
+                 reopen the database"
+            )));
+        }
         edit.next_file_number = Some(self.state.next_file_number);
         if edit.last_sequence.is_none() {
             edit.last_sequence = Some(self.state.last_sequence);
@@ -271,7 +283,14 @@ impl VersionSet {
             next,
             encoded: edit.encode(),
             manifest: Arc::clone(&self.manifest),
+            write_failure: Arc::clone(&self.write_failure),
         })
+    }
+
+    /// Whether a manifest write failed: every later edit is refused until the database is
+    /// reopened.
+    pub fn write_failed(&self) -> bool {
+        self.write_failure.lock().is_some()
     }
 
     /// The last step of [`VersionSet::log_and_apply`], once `prepared` is written: makes its
@@ -305,7 +324,11 @@ impl VersionSet {
         let mut manifest = LogWriter::new(file, path);
         manifest.add_record(&self.state.snapshot_edit().encode())?;
         manifest.sync()?;
-        set_current(&self.dir, self.fs.as_ref(), number)?;
+        if let Err(e) = set_current(&self.dir, self.fs.as_ref(), number) {
+            // CURRENT may already name the new manifest, which later edits would not reach.
+            record_failure(&self.write_failure, e.to_string());
+            return Err(e);
+        }
         let old = self.dir.join(manifest_file_name(self.manifest_number));
         self.manifest = Arc::new(Mutex::new(manifest));
         self.manifest_number = number;
@@ -359,14 +382,38 @@ pub struct PreparedEdit {
     next: ManifestState,
     encoded: Vec<u8>,
     manifest: Arc<Mutex<LogWriter>>,
+    write_failure: Arc<Mutex<Option<String>>>,
 }
 
 impl PreparedEdit {
-    /// Appends the record to the manifest and syncs it.
+    /// Appends the record to the manifest and syncs it. On failure (or a panic) the version
+    /// set refuses every later edit: the record may be in the manifest without being durable.
     pub fn write(&self) -> Result<()> {
+        let _on_panic = RecordFailureOnPanic(&self.write_failure);
         let mut manifest = self.manifest.lock();
-        manifest.add_record(&self.encoded)?;
-        manifest.sync()
+        let written = manifest
+            .add_record(&self.encoded)
+            .and_then(|()| manifest.sync());
+        if let Err(e) = &written {
+            record_failure(&self.write_failure, e.to_string());
+        }
+        written
+    }
+}
+
+/// Keeps the first failure: it is the one that explains the state of the manifest.
+fn record_failure(write_failure: &Mutex<Option<String>>, failure: String) {
+    write_failure.lock().get_or_insert(failure);
+}
+
+/// Records a failure if the manifest write unwinds.
+struct RecordFailureOnPanic<'a>(&'a Mutex<Option<String>>);
+
+impl Drop for RecordFailureOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            record_failure(self.0, "a manifest write panicked".to_owned());
+        }
     }
 }
 
