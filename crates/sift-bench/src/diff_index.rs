@@ -594,9 +594,6 @@ struct Bench<'a> {
     measured: bool,
 }
 
-/// Waits until `at`: sleeps while far from it, then spins, so updates start on time even at
-/// tens of thousands per second (a yield could hand the core to another process for
-/// milliseconds on a busy machine).
 /// Names of [`Bench::writer_wait_counters`], in order (µs: microseconds).
 const WRITER_WAIT_COUNTERS: [&str; 14] = [
     "stalls",
@@ -615,6 +612,9 @@ const WRITER_WAIT_COUNTERS: [&str; 14] = [
     "drain_us",
 ];
 
+/// Waits until `at`: sleeps while far from it, then spins, so updates start on time even at
+/// tens of thousands per second (a yield could hand the core to another process for
+/// milliseconds on a busy machine).
 fn wait_until(at: Instant) {
     loop {
         let now = Instant::now();

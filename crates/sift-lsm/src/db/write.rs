@@ -446,10 +446,9 @@ impl DbInner {
             // Lock order: WAL, then state.
             let mut wal = self.lock_commit();
             let switch_started = Instant::now();
-            let switched = self.switch_memtable(&mut wal);
+            self.switch_memtable(&mut wal)?;
             EngineCounters::add(&self.counters.memtable_switches, 1);
             EngineCounters::add_micros_since(&self.counters.memtable_switch_micros, switch_started);
-            switched?;
             force = false;
         }
     }
