@@ -963,6 +963,7 @@ impl Bench<'_> {
                 ))?;
                 let before = bench.stall_counters();
                 let waits_before = bench.writer_wait_counters();
+                let index_before = bench.database.async_index_stats();
                 let seed = phase_seed(
                     self.settings,
                     bench.scheme,
@@ -978,7 +979,9 @@ impl Bench<'_> {
                     .map_err(|e| BenchError::new(format!("background work: {e}")))?;
                 let mean = run.latencies.iter().sum::<f64>() / run.latencies.len().max(1) as f64;
                 let step = Latency::of(&mut run.latencies.clone());
+                let service = Latency::of(&mut run.services.clone());
                 let waits = bench.writer_wait_counters();
+                let index_after = bench.database.async_index_stats();
                 let delta: Vec<String> = WRITER_WAIT_COUNTERS
                     .iter()
                     .zip(waits.iter().zip(waits_before.iter()))
@@ -986,13 +989,34 @@ impl Bench<'_> {
                         format!("{name}={}", after.saturating_sub(*before))
                     })
                     .collect();
+                // What the asynchronous workers did in the step: engine writes of index
+                // entries (`index_batches`; each a commit unless split), updates applied and
+                // their lag (log2 bucket bounds).
+                let worker = if bench.scheme.is_async() {
+                    let lag = Lag::between(&index_before.lag_histogram, &index_after.lag_histogram);
+                    format!(
+                        " index_batches={} index_updates={} lag_p50_us={} lag_p99_us={}",
+                        index_after
+                            .batches_written
+                            .saturating_sub(index_before.batches_written),
+                        index_after
+                            .updates_applied
+                            .saturating_sub(index_before.updates_applied),
+                        lag.p50_us,
+                        lag.p99_us
+                    )
+                } else {
+                    String::new()
+                };
                 progress(&format!(
-                    "target {} step {}: mean {mean:.1} µs, p50 {:.1} µs, p99 {:.1} µs, max {:.0} µs; {}",
+                    "target {} step {}: mean {mean:.1} µs, p50 {:.1} µs, p99 {:.1} µs, max {:.0} µs; service mean {:.2} µs, p50 {:.2} µs; {}{worker}",
                     self.scheme.name(),
                     bench.scheme.name(),
                     step.p50_us,
                     step.p99_us,
                     step.max_us,
+                    service.mean_us,
+                    service.p50_us,
                     delta.join(" ")
                 ))?;
                 let side = if is_scheme {
