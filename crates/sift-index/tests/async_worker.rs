@@ -183,7 +183,7 @@ fn open_coalescing(dir: &std::path::Path, coalesce_wait: Duration) -> Database {
 /// Polls the stats until `applied` updates are applied (without `wait_until_indexed`, which
 /// makes the workers stop coalescing).
 fn wait_applied(db: &Database, applied: u64) {
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_mins(1);
     while db.async_index_stats().updates_applied < applied {
         assert!(
             Instant::now() < deadline,
@@ -223,11 +223,11 @@ fn a_worker_gathers_updates_that_arrive_close_together_into_one_batch() {
 #[test]
 fn waiting_for_an_update_cuts_the_coalescing_delay_short() {
     let dir = tempfile::tempdir().unwrap();
-    let db = open_coalescing(dir.path(), Duration::from_secs(3600));
+    let db = open_coalescing(dir.path(), Duration::from_hours(1));
     let seq = db.put(COLLECTION, br#"{"id":"a","v":1}"#).unwrap();
     let started = Instant::now();
     assert!(db
-        .wait_until_indexed_for(Some(Duration::from_secs(60)))
+        .wait_until_indexed_for(Some(Duration::from_mins(1)))
         .unwrap());
     assert!(
         started.elapsed() < Duration::from_secs(30),
@@ -254,7 +254,7 @@ fn waiting_for_an_update_cuts_the_coalescing_delay_short() {
 fn close_or_drop_with_a_worker_holding_updates_back_loses_none() {
     for close in [true, false] {
         let dir = tempfile::tempdir().unwrap();
-        let db = open_coalescing(dir.path(), Duration::from_secs(3600));
+        let db = open_coalescing(dir.path(), Duration::from_hours(1));
         db.put(COLLECTION, br#"{"id":"a","v":1}"#).unwrap();
         db.wait_until_indexed().unwrap();
         let seq = db.put(COLLECTION, br#"{"id":"a","v":2}"#).unwrap();
@@ -292,11 +292,11 @@ fn close_or_drop_with_a_worker_holding_updates_back_loses_none() {
 fn drains_write_the_watermark_at_most_once_per_interval() {
     let dir = tempfile::tempdir().unwrap();
     let mut options = small_options();
-    options.async_index.watermark_interval = Duration::from_secs(3600);
+    options.async_index.watermark_interval = Duration::from_hours(1);
     let db = open_with(dir.path(), options);
     db.put(COLLECTION, br#"{"id":"a","v":1}"#).unwrap();
     db.flush().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_mins(1);
     while db.async_index_stats().durable_watermark == 0 {
         assert!(
             Instant::now() < deadline,
