@@ -594,6 +594,24 @@ struct Bench<'a> {
     measured: bool,
 }
 
+/// Names of [`Bench::writer_wait_counters`], in order (µs: microseconds).
+const WRITER_WAIT_COUNTERS: [&str; 14] = [
+    "stalls",
+    "stall_us",
+    "state_lock_wait_us",
+    "switches",
+    "switch_us",
+    "switch_sync_us",
+    "commit_waits",
+    "commit_wait_us",
+    "unqueued_commits",
+    "unqueued_commit_us",
+    "unqueued_syncs",
+    "manifest_writes",
+    "manifest_us",
+    "drain_us",
+];
+
 /// Waits until `at`: sleeps while far from it, then spins, so updates start on time even at
 /// tens of thousands per second (a yield could hand the core to another process for
 /// milliseconds on a busy machine).
@@ -774,6 +792,28 @@ impl Bench<'_> {
         ]
     }
 
+    /// Where writers waited (see [`WRITER_WAIT_COUNTERS`]), sampled around a target step.
+    fn writer_wait_counters(&self) -> [u64; 14] {
+        let engine = self.database.engine().stats();
+        let index = self.database.async_index_stats();
+        [
+            engine.write_stalls,
+            engine.write_stall_micros,
+            engine.write_state_lock_wait_micros,
+            engine.memtable_switches,
+            engine.memtable_switch_micros,
+            engine.memtable_switch_wal_sync_micros,
+            engine.commit_lock_waits,
+            engine.commit_lock_wait_micros,
+            engine.unqueued_commits,
+            engine.unqueued_commit_micros,
+            engine.unqueued_commit_syncs,
+            engine.manifest_writes,
+            engine.manifest_write_micros,
+            index.flush_drain_wait_us,
+        ]
+    }
+
     /// One open-loop step at `rate` updates per second.
     fn open_loop(
         &self,
@@ -922,6 +962,8 @@ impl Bench<'_> {
                     repeat + 1
                 ))?;
                 let before = bench.stall_counters();
+                let waits_before = bench.writer_wait_counters();
+                let index_before = bench.database.async_index_stats();
                 let seed = phase_seed(
                     self.settings,
                     bench.scheme,
@@ -936,6 +978,47 @@ impl Bench<'_> {
                     .wait_for_background_work()
                     .map_err(|e| BenchError::new(format!("background work: {e}")))?;
                 let mean = run.latencies.iter().sum::<f64>() / run.latencies.len().max(1) as f64;
+                let step = Latency::of(&mut run.latencies.clone());
+                let service = Latency::of(&mut run.services.clone());
+                let waits = bench.writer_wait_counters();
+                let index_after = bench.database.async_index_stats();
+                let delta: Vec<String> = WRITER_WAIT_COUNTERS
+                    .iter()
+                    .zip(waits.iter().zip(waits_before.iter()))
+                    .map(|(name, (after, before))| {
+                        format!("{name}={}", after.saturating_sub(*before))
+                    })
+                    .collect();
+                // What the asynchronous workers did in the step: engine writes of index
+                // entries (`index_batches`; each a commit unless split), updates applied and
+                // their lag (log2 bucket bounds).
+                let worker = if bench.scheme.is_async() {
+                    let lag = Lag::between(&index_before.lag_histogram, &index_after.lag_histogram);
+                    format!(
+                        " index_batches={} index_updates={} lag_p50_us={} lag_p99_us={}",
+                        index_after
+                            .batches_written
+                            .saturating_sub(index_before.batches_written),
+                        index_after
+                            .updates_applied
+                            .saturating_sub(index_before.updates_applied),
+                        lag.p50_us,
+                        lag.p99_us
+                    )
+                } else {
+                    String::new()
+                };
+                progress(&format!(
+                    "target {} step {}: mean {mean:.1} µs, p50 {:.1} µs, p99 {:.1} µs, max {:.0} µs; service mean {:.2} µs, p50 {:.2} µs; {}{worker}",
+                    self.scheme.name(),
+                    bench.scheme.name(),
+                    step.p50_us,
+                    step.p99_us,
+                    step.max_us,
+                    service.mean_us,
+                    service.p50_us,
+                    delta.join(" ")
+                ))?;
                 let side = if is_scheme {
                     means.0 = mean;
                     drains.0 += after[2].saturating_sub(before[2]);

@@ -13,6 +13,7 @@ use sift_index::{
 };
 use sift_lsm::ReadOptions;
 use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
 
 const COLLECTION: &str = "docs";
 
@@ -171,4 +172,146 @@ fn a_write_the_engine_refuses_queues_no_index_update() {
         index_entries(&db),
         BTreeSet::from([(1, "a".to_owned(), seq)])
     );
+}
+
+fn open_coalescing(dir: &std::path::Path, coalesce_wait: Duration) -> Database {
+    let mut options = small_options();
+    options.async_index.coalesce_wait = coalesce_wait;
+    open_with(dir, options)
+}
+
+/// Polls the stats until `applied` updates are applied (without `wait_until_indexed`, which
+/// makes the workers stop coalescing).
+fn wait_applied(db: &Database, applied: u64) {
+    let deadline = Instant::now() + Duration::from_mins(1);
+    while db.async_index_stats().updates_applied < applied {
+        assert!(
+            Instant::now() < deadline,
+            "updates not applied: {:?}",
+            db.async_index_stats()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A worker lets a few updates gather into one batch (one engine write) instead of applying
+/// each as it arrives.
+#[test]
+fn a_worker_gathers_updates_that_arrive_close_together_into_one_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    // Long enough that a busy machine does not split the ten writes below.
+    let db = open_coalescing(dir.path(), Duration::from_secs(3));
+    let mut seqs = Vec::new();
+    for pk in 0..10 {
+        let doc = format!(r#"{{"id":"d{pk}","v":{pk}}}"#);
+        seqs.push(db.put(COLLECTION, doc.as_bytes()).unwrap());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    wait_applied(&db, 10);
+    let stats = db.async_index_stats();
+    assert_eq!(stats.batches_written, 1, "{stats:?}");
+    let expected: BTreeSet<(i64, String, u64)> = (0..10)
+        .zip(seqs)
+        .map(|(pk, seq)| (pk, format!("d{pk}"), seq))
+        .collect();
+    assert_eq!(index_entries(&db), expected);
+    db.close().unwrap();
+}
+
+/// Someone waiting for an update (here `wait_until_indexed`, as a flush drain or close would)
+/// never waits for the coalescing delay, even for a single update.
+#[test]
+fn waiting_for_an_update_cuts_the_coalescing_delay_short() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open_coalescing(dir.path(), Duration::from_hours(1));
+    let seq = db.put(COLLECTION, br#"{"id":"a","v":1}"#).unwrap();
+    let started = Instant::now();
+    assert!(db
+        .wait_until_indexed_for(Some(Duration::from_mins(1)))
+        .unwrap());
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "waited {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        index_entries(&db),
+        BTreeSet::from([(1, "a".to_owned(), seq)])
+    );
+    // A memtable flush drains the queue the same way.
+    let seq = db.put(COLLECTION, br#"{"id":"a","v":2}"#).unwrap();
+    db.flush().unwrap();
+    assert_eq!(
+        index_entries(&db),
+        BTreeSet::from([(2, "a".to_owned(), seq)])
+    );
+    db.close().unwrap();
+}
+
+/// Close applies the updates a coalescing worker holds back; dropping the database does not
+/// wait for the coalescing delay either, and what it leaves is queued again at the next open.
+#[test]
+fn close_or_drop_with_a_worker_holding_updates_back_loses_none() {
+    for close in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open_coalescing(dir.path(), Duration::from_hours(1));
+        db.put(COLLECTION, br#"{"id":"a","v":1}"#).unwrap();
+        db.wait_until_indexed().unwrap();
+        let seq = db.put(COLLECTION, br#"{"id":"a","v":2}"#).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(db.async_index_stats().queue_length, 1, "held back");
+        let started = Instant::now();
+        if close {
+            db.close().unwrap();
+        } else {
+            drop(db);
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "close {close}: took {:?}",
+            started.elapsed()
+        );
+        let db = Database::open(dir.path(), small_options()).unwrap();
+        db.wait_until_indexed().unwrap();
+        assert_eq!(
+            index_entries(&db),
+            BTreeSet::from([(2, "a".to_owned(), seq)]),
+            "close {close}"
+        );
+        if close {
+            // Applied and recorded by close, not queued again.
+            assert_eq!(db.async_index_stats().updates_recovered, 0);
+        }
+        db.close().unwrap();
+    }
+}
+
+/// Flush drains ask for a watermark write (a log sync under the engine's commit lock) at most
+/// once per `watermark_interval`; close always writes it.
+#[test]
+fn drains_write_the_watermark_at_most_once_per_interval() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = small_options();
+    options.async_index.watermark_interval = Duration::from_hours(1);
+    let db = open_with(dir.path(), options);
+    db.put(COLLECTION, br#"{"id":"a","v":1}"#).unwrap();
+    db.flush().unwrap();
+    let deadline = Instant::now() + Duration::from_mins(1);
+    while db.async_index_stats().durable_watermark == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "no watermark after the first drain"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let first = db.async_index_stats().durable_watermark;
+    let last = db.put(COLLECTION, br#"{"id":"b","v":2}"#).unwrap();
+    db.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(db.async_index_stats().durable_watermark, first);
+    db.close().unwrap();
+    let db = Database::open(dir.path(), small_options()).unwrap();
+    assert!(db.async_index_stats().durable_watermark >= last);
+    assert_eq!(db.async_index_stats().updates_recovered, 0);
+    db.close().unwrap();
 }

@@ -42,11 +42,37 @@ pub struct EngineCounters {
     pub write_stall_micros: AtomicU64,
     pub write_stalls: AtomicU64,
     pub write_slowdowns: AtomicU64,
+    /// Time write leaders waited for the state lock (memtable switch, full-memtable checks).
+    pub write_state_lock_wait_micros: AtomicU64,
+    /// Memtable switches by writers, and their total time (old log sync and swap included).
+    pub memtable_switches: AtomicU64,
+    pub memtable_switch_micros: AtomicU64,
+    /// Time queued (user) write leaders waited for the commit lock held by another committer
+    /// (an unthrottled or internal write), and how many such waits.
+    pub commit_lock_waits: AtomicU64,
+    pub commit_lock_wait_micros: AtomicU64,
+    /// Time unthrottled and internal writes held the commit lock, and the log syncs among them.
+    pub unqueued_commits: AtomicU64,
+    pub unqueued_commit_micros: AtomicU64,
+    pub unqueued_commit_syncs: AtomicU64,
+    /// Time memtable switches spent syncing the log they closed (part of the switch time).
+    pub memtable_switch_wal_sync_micros: AtomicU64,
+    /// Manifest records written and the time spent writing and syncing them.
+    pub manifest_writes: AtomicU64,
+    pub manifest_write_micros: AtomicU64,
 }
 
 impl EngineCounters {
     pub fn add(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Relaxed);
+    }
+
+    /// Adds the microseconds since `start`.
+    pub fn add_micros_since(counter: &AtomicU64, start: std::time::Instant) {
+        counter.fetch_add(
+            u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX),
+            Relaxed,
+        );
     }
 }
 
@@ -82,6 +108,17 @@ pub struct Stats {
     pub write_stall_micros: u64,
     pub write_stalls: u64,
     pub write_slowdowns: u64,
+    pub write_state_lock_wait_micros: u64,
+    pub memtable_switches: u64,
+    pub memtable_switch_micros: u64,
+    pub commit_lock_waits: u64,
+    pub commit_lock_wait_micros: u64,
+    pub unqueued_commits: u64,
+    pub unqueued_commit_micros: u64,
+    pub unqueued_commit_syncs: u64,
+    pub memtable_switch_wal_sync_micros: u64,
+    pub manifest_writes: u64,
+    pub manifest_write_micros: u64,
     pub memtable_bytes: u64,
     pub immutable_memtables: usize,
     pub block_cache_bytes: u64,
@@ -117,6 +154,17 @@ impl EngineCounters {
             write_stall_micros: self.write_stall_micros.load(Relaxed),
             write_stalls: self.write_stalls.load(Relaxed),
             write_slowdowns: self.write_slowdowns.load(Relaxed),
+            write_state_lock_wait_micros: self.write_state_lock_wait_micros.load(Relaxed),
+            memtable_switches: self.memtable_switches.load(Relaxed),
+            memtable_switch_micros: self.memtable_switch_micros.load(Relaxed),
+            commit_lock_waits: self.commit_lock_waits.load(Relaxed),
+            commit_lock_wait_micros: self.commit_lock_wait_micros.load(Relaxed),
+            unqueued_commits: self.unqueued_commits.load(Relaxed),
+            unqueued_commit_micros: self.unqueued_commit_micros.load(Relaxed),
+            memtable_switch_wal_sync_micros: self.memtable_switch_wal_sync_micros.load(Relaxed),
+            unqueued_commit_syncs: self.unqueued_commit_syncs.load(Relaxed),
+            manifest_writes: self.manifest_writes.load(Relaxed),
+            manifest_write_micros: self.manifest_write_micros.load(Relaxed),
             ..Stats::default()
         }
     }

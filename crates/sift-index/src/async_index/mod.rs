@@ -21,7 +21,8 @@
 //! - Replay: the engine writes the logs it replays at open straight into L0 tables before the
 //!   index layer can run, so instead of observing the replay, the index layer keeps a durable
 //!   watermark `W` in the catalog tree (every base write `<= W` is indexed; written by a
-//!   worker after each drain, after the workers' entries, and at close) and, at open, queues again every primary
+//!   worker after a drain (at most one per `watermark_interval`), after the workers' entries,
+//!   and at close) and, at open, queues again every primary
 //!   entry with a sequence number above `W` (found by reading only the components whose
 //!   sequence range reaches above `W`). Entries applied twice are harmless (see above).
 //!   The watermark is written with a log sync, so it never claims more than survived.
@@ -46,7 +47,7 @@ pub mod worker;
 use crate::catalog::IndexKind;
 use crate::database::{Collection, Database};
 use crate::error::{IndexError, Result};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use queue::{Item, LagHistogram, RecoveredVersions, UpdateQueue};
 use sift_lsm::hooks::{FlushInfo, FlushListener};
 use sift_lsm::{
@@ -73,6 +74,18 @@ pub struct AsyncIndexOptions {
     /// Most queued updates a worker takes at once (applied in engine writes of a few dozen
     /// entries each, see `worker.rs`).
     pub batch_items_max: usize,
+    /// How long a worker lets updates gather before it applies fewer than a shard's wake-up
+    /// count (64) of them, counted from when the oldest was queued; nobody waiting for them
+    /// (`wait_until_indexed`, a flush drain, close) waits for this. Each batch is a commit that
+    /// writers may have to wait for, so fewer, larger batches disturb them less; the cost is up
+    /// to this much more index lag.
+    pub coalesce_wait: Duration,
+    /// Least time between two watermark writes requested by flush drains (each is a log sync
+    /// under the engine's commit lock, which writers wait for); close always writes it.
+    pub watermark_interval: Duration,
+    /// Most index entries a worker commits per engine write (each write holds the engine's
+    /// commit lock, which writers need too, while its entries go into the memtable).
+    pub write_entries_max: usize,
     /// First retry delay after a failed batch; doubled per failure up to `retry_backoff_max`.
     pub retry_backoff_initial: Duration,
     pub retry_backoff_max: Duration,
@@ -116,6 +129,9 @@ impl Default for AsyncIndexOptions {
         AsyncIndexOptions {
             workers: 1,
             batch_items_max: 256,
+            coalesce_wait: Duration::from_millis(1),
+            watermark_interval: Duration::from_secs(1),
+            write_entries_max: 64,
             retry_backoff_initial: Duration::from_millis(1),
             retry_backoff_max: Duration::from_secs(1),
             failures_reported_after: 5,
@@ -238,9 +254,11 @@ impl AsyncCore {
         let deadline = timeout.map(|t| Instant::now() + t);
         let mut state = self.queue.state.lock();
         let attempts_before = state.attempts();
-        loop {
+        // Counted while waiting: workers do not hold back (coalesce) updates someone waits for.
+        state.progress_waiters += 1;
+        let outcome = loop {
             if state.pending_up_to(seq) == 0 {
-                return Ok(true);
+                break Ok(true);
             }
             if report_failures {
                 if let Some(failure) = state.failure_up_to(
@@ -248,17 +266,19 @@ impl AsyncCore {
                     self.options.failures_reported_after.max(1),
                     &attempts_before,
                 ) {
-                    return Err(failure);
+                    break Err(failure);
                 }
             }
             if state.shutting_down || deadline.is_some_and(|d| Instant::now() >= d) {
-                return Ok(false);
+                break Ok(false);
             }
             self.queue.wake_workers();
             self.queue
                 .progress
                 .wait_for(&mut state, Duration::from_millis(20));
-        }
+        };
+        state.progress_waiters -= 1;
+        outcome
     }
 
     /// Writes the watermark to the catalog tree if it moved (never blocks on a flush).
@@ -359,6 +379,8 @@ impl FlushListener for DrainBeforeFlush {
 pub(crate) struct AsyncIndexer {
     pub core: Arc<AsyncCore>,
     workers: Mutex<Vec<JoinHandle<()>>>,
+    /// Names of the collections that queued items (see `collection_name`).
+    collection_names: RwLock<Vec<Arc<str>>>,
 }
 
 impl std::fmt::Debug for AsyncIndexer {
@@ -376,6 +398,7 @@ impl AsyncIndexer {
             AsyncIndexer {
                 core,
                 workers: Mutex::new(Vec::new()),
+                collection_names: RwLock::new(Vec::new()),
             },
             listener,
         )
@@ -384,7 +407,7 @@ impl AsyncIndexer {
     /// Queues the documents of a write whose batch is being built (under the commit lock).
     /// Each item: (primary key, sequence number, the stored envelope; `None`: a delete).
     pub fn enqueue(&self, collection: &str, items: Vec<QueuedWrite>) {
-        let collection: Arc<str> = Arc::from(collection);
+        let collection = self.collection_name(collection);
         let now = Instant::now();
         self.core.active.store(true, Ordering::Release);
         let pushed = self
@@ -404,6 +427,27 @@ impl AsyncIndexer {
             .counters
             .queued
             .fetch_add(pushed as u64, Ordering::Relaxed);
+    }
+
+    /// The shared name of a collection for its queued items: one allocation per collection,
+    /// not per write (writes queue under the engine's commit lock, and the worker would free
+    /// each copy on another thread).
+    fn collection_name(&self, collection: &str) -> Arc<str> {
+        if let Some(name) = self
+            .collection_names
+            .read()
+            .iter()
+            .find(|name| ***name == *collection)
+        {
+            return Arc::clone(name);
+        }
+        let mut names = self.collection_names.write();
+        if let Some(name) = names.iter().find(|name| ***name == *collection) {
+            return Arc::clone(name);
+        }
+        let name: Arc<str> = Arc::from(collection);
+        names.push(Arc::clone(&name));
+        name
     }
 
     /// The write holding `first..=last` failed: its items never committed.

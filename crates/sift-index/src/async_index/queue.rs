@@ -9,9 +9,8 @@
 
 use parking_lot::{Condvar, Mutex};
 use sift_lsm::SeqNo;
-use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, VecDeque};
-use std::hash::{Hash, Hasher};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -53,7 +52,7 @@ pub(crate) struct Shard {
     pub items: VecDeque<Arc<Item>>,
     /// Items per key hash: an item whose hash counts 1 is the only pending write of its
     /// document (a collision only makes the worker take the careful path).
-    pub pending_per_key: HashMap<u64, u32>,
+    pub pending_per_key: PendingPerKey,
     /// Failed attempts of the batch at the front, since its last success.
     pub attempts: u32,
     pub last_error: Option<String>,
@@ -65,6 +64,9 @@ pub(crate) struct QueueState {
     pub shutting_down: bool,
     /// Workers sleeping until woken (idle for a while): a write must wake them.
     pub workers_parked: usize,
+    /// Threads waiting for updates to be applied (`AsyncCore::wait_for`): workers then take
+    /// what is ready at once instead of letting it gather.
+    pub progress_waiters: usize,
 }
 
 impl QueueState {
@@ -137,11 +139,23 @@ impl UpdateQueue {
         queue
     }
 
+    /// A hash of (collection, pk): FNV-1a, then mixed (splitmix64's finalizer) so that its
+    /// low bits, which pick the shard, depend on every byte. Cheaper than SipHash, and run by
+    /// every write under the engine's commit lock; nothing depends on it being unguessable (a
+    /// collision only sends an update down the careful path).
     pub fn key_hash(collection: &str, pk: &[u8]) -> u64 {
-        let mut hasher = DefaultHasher::new();
-        collection.hash(&mut hasher);
-        pk.hash(&mut hasher);
-        hasher.finish()
+        const FNV_PRIME: u64 = 0x0100_0000_01b3;
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        let separated = collection.as_bytes().iter().chain(&[0xff]).chain(pk.iter());
+        for byte in separated {
+            hash ^= u64::from(*byte);
+            hash = hash.wrapping_mul(FNV_PRIME);
+        }
+        hash ^= hash >> 30;
+        hash = hash.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        hash ^= hash >> 27;
+        hash = hash.wrapping_mul(0x94d0_49bb_1331_11eb);
+        hash ^ (hash >> 31)
     }
 
     pub fn shard_of(shards: usize, key_hash: u64) -> usize {
@@ -150,20 +164,17 @@ impl UpdateQueue {
 
     /// Queues items given in sequence-number order.
     pub fn push(&self, items: impl IntoIterator<Item = Item>) -> usize {
-        // Hashing and allocating before the lock: writers push under the engine's commit lock,
-        // and the workers and drains take this lock too.
-        let items: Vec<Arc<Item>> = items
-            .into_iter()
-            .map(|mut item| {
-                item.key_hash = Self::key_hash(&item.collection, &item.pk);
-                Arc::new(item)
-            })
-            .collect();
+        // Hashed and allocated under the lock, without a vector to gather them first: a write
+        // usually queues one item, and writers push under the engine's commit lock, where an
+        // allocation more costs more than holding this lock a little longer.
         let mut state = self.state.lock();
         let shards = state.shards.len();
-        let pushed = items.len();
+        let mut pushed = 0;
         let mut wake = state.workers_parked > 0;
-        for item in items {
+        for mut item in items {
+            item.key_hash = Self::key_hash(&item.collection, &item.pk);
+            let item = Arc::new(item);
+            pushed += 1;
             let shard = &mut state.shards[Self::shard_of(shards, item.key_hash)];
             *shard.pending_per_key.entry(item.key_hash).or_insert(0) += 1;
             shard.items.push_back(item);
@@ -208,8 +219,32 @@ impl UpdateQueue {
     }
 }
 
+/// Pending items per key hash; the keys are hashes already, so the map uses them as they are.
+pub(crate) type PendingPerKey = HashMap<u64, u32, BuildHasherDefault<KeyHashHasher>>;
+
+/// A hasher for keys that are [`UpdateQueue::key_hash`]es: passes the `u64` through.
+#[derive(Debug, Default)]
+pub(crate) struct KeyHashHasher(u64);
+
+impl Hasher for KeyHashHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is used (the keys are `u64`); fold anything else in anyway.
+        for byte in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*byte);
+        }
+    }
+
+    fn write_u64(&mut self, value: u64) {
+        self.0 = value;
+    }
+}
+
 /// Counts one pending item of `key_hash` less.
-pub(crate) fn forget_key(pending_per_key: &mut HashMap<u64, u32>, key_hash: u64) {
+pub(crate) fn forget_key(pending_per_key: &mut PendingPerKey, key_hash: u64) {
     if let Some(count) = pending_per_key.get_mut(&key_hash) {
         *count -= 1;
         if *count == 0 {

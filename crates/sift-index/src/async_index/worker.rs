@@ -1,7 +1,14 @@
 //! A background worker of asynchronous maintenance (Diff-Index Algorithm 4): takes the updates
 //! of its shard in sequence-number order, does their sync-full work in a few engine writes (at most
-//! `WRITE_ENTRIES_MAX` entries each, so the commit lock that writers need is held briefly), and
+//! `write_entries_max` entries each, so the commit lock that writers need is held briefly), and
 //! retries a failed batch with exponential backoff until it succeeds.
+//!
+//! Interference with writers: every engine write of the worker takes the commit lock, and a
+//! writer that finds it held waits. So a worker that finds only a few updates ready lets them
+//! gather (up to `coalesce_wait` after the oldest was queued; at once when someone waits for
+//! them) instead of committing the one or two that arrived while it applied its previous batch,
+//! which at moderate load made nearly every update a commit of its own. The watermark write a
+//! flush drain asks for is a log sync under that lock: at most one per `watermark_interval`.
 //!
 //! For an update of document `pk` at sequence number `s`, for each asynchronous index:
 //! 1. read the version written at `s` (BA1), the version before it (`s - 1`, BA2) and the live
@@ -32,7 +39,7 @@
 //! in a memtable. Updates queued again at open carry both versions, read when they were queued
 //! (the recovered tables may be compacted before the updates are applied).
 
-use super::queue::{forget_key, Item};
+use super::queue::{forget_key, Item, WAKE_ITEMS};
 use super::AsyncCore;
 use crate::database::{Catalog, Index};
 use crate::encoding::encode_pk;
@@ -40,7 +47,7 @@ use crate::envelope::EnvelopeRef;
 use crate::error::{IndexError, Result};
 use parking_lot::RwLock;
 use sift_lsm::{Db, SeqNo, Tree, TreeId, WriteBatch, WriteOptions};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -53,8 +60,6 @@ const POLL_WAIT: Duration = Duration::from_millis(1);
 /// looking again after `PARKED_WAIT` at the latest.
 const ACTIVE_WINDOW: Duration = Duration::from_millis(50);
 const PARKED_WAIT: Duration = Duration::from_millis(100);
-/// Index entries a worker commits per engine write (see `Worker::apply`).
-const WRITE_ENTRIES_MAX: usize = 64;
 /// Approximate bytes a worker's [`RecentVersions`] may hold before it starts over (enough for
 /// the values of a few hundred thousand documents).
 const RECENT_VERSIONS_BYTES_MAX: usize = 16 << 20;
@@ -183,6 +188,9 @@ impl Worker {
         sift_lsm::db::lower_current_thread_priority(self.core.options.worker_nice);
         let queue = &self.core.queue;
         let mut last_work = Instant::now();
+        // Watermark writes (first worker only): the last one, and one put off until then.
+        let mut watermark_written: Option<Instant> = None;
+        let mut watermark_due: Option<Instant> = None;
         loop {
             // Each item with whether it is the only pending write of its document.
             let batch: Vec<(Arc<Item>, bool)> = {
@@ -191,23 +199,44 @@ impl Worker {
                     if state.shutting_down {
                         return;
                     }
-                    if self.shard == 0 && self.core.watermark_requested.load(Ordering::Acquire) {
+                    if self.shard == 0
+                        && (self.core.watermark_requested.load(Ordering::Acquire)
+                            || watermark_due.is_some_and(|due| Instant::now() >= due))
+                    {
                         break Vec::new();
                     }
                     let visible = self.engine.latest_sequence();
                     let shard = &state.shards[self.shard];
-                    let ready: Vec<(Arc<Item>, bool)> = shard
-                        .items
-                        .iter()
-                        .take_while(|item| item.seq <= visible)
-                        .take(self.core.options.batch_items_max.max(1))
-                        .map(|item| {
-                            let alone = shard.pending_per_key.get(&item.key_hash) == Some(&1);
-                            (Arc::clone(item), alone)
-                        })
-                        .collect();
-                    if !ready.is_empty() {
-                        break ready;
+                    let ready = shard.items.partition_point(|item| item.seq <= visible);
+                    if ready > 0 {
+                        // Coalesce: a batch of a few updates costs the writers nearly as much as
+                        // a full one (each is a commit they may wait for), so a worker that
+                        // finds only a few updates ready (say those that arrived while it
+                        // applied the previous batch) lets them gather for up to
+                        // `coalesce_wait` after the oldest was queued. Not when someone
+                        // waits for them (a drain, `wait_until_indexed`, close).
+                        let items_max = self.core.options.batch_items_max.max(1);
+                        let gather_until = shard
+                            .items
+                            .front()
+                            .map(|oldest| oldest.queued_at + self.core.options.coalesce_wait);
+                        let coalescing = ready < items_max.min(WAKE_ITEMS)
+                            && state.progress_waiters == 0
+                            && gather_until.is_some_and(|until| Instant::now() < until);
+                        if let (true, Some(until)) = (coalescing, gather_until) {
+                            queue.work.wait_until(&mut state, until);
+                            continue;
+                        }
+                        let shard = &state.shards[self.shard];
+                        break shard
+                            .items
+                            .iter()
+                            .take(ready.min(items_max))
+                            .map(|item| {
+                                let alone = shard.pending_per_key.get(&item.key_hash) == Some(&1);
+                                (Arc::clone(item), alone)
+                            })
+                            .collect();
                     }
                     // Items not visible yet, or recent work: poll soon. Otherwise park, so the
                     // next write wakes this worker (`UpdateQueue::push`).
@@ -227,6 +256,16 @@ impl Worker {
                 self.core
                     .watermark_requested
                     .store(false, Ordering::Release);
+                // The write is synced under the engine's commit lock, which every writer waits
+                // for meanwhile: at most one per `watermark_interval` (a later one only means a
+                // longer replay after a crash, and that versions are kept a little longer).
+                let interval = self.core.options.watermark_interval;
+                if let Some(written) = watermark_written.filter(|at| at.elapsed() < interval) {
+                    watermark_due = Some(written + interval);
+                    continue;
+                }
+                watermark_written = Some(Instant::now());
+                watermark_due = None;
                 let visible = self.engine.latest_sequence();
                 if let Err(error) = self.core.persist_watermark(&self.engine, visible) {
                     self.core
@@ -279,17 +318,26 @@ impl Worker {
                 .lag
                 .record(now.saturating_duration_since(item.queued_at));
         }
-        let done: HashSet<SeqNo> = batch.iter().map(|(item, _)| item.seq).collect();
         {
             let mut state = self.core.queue.state.lock();
             let shard = &mut state.shards[self.shard];
-            while shard
-                .items
-                .front()
-                .is_some_and(|item| done.contains(&item.seq))
-            {
-                if let Some(item) = shard.items.pop_front() {
-                    forget_key(&mut shard.pending_per_key, item.key_hash);
+            // The batch was taken from the front of the shard in order, and only `cancel`
+            // removes items meanwhile (never a committed one, but no matter): pop the batch's
+            // items while they lead the shard.
+            let mut applied = batch.iter().map(|(item, _)| item.seq).peekable();
+            while let (Some(front), Some(&next)) = (shard.items.front(), applied.peek()) {
+                match front.seq.cmp(&next) {
+                    std::cmp::Ordering::Equal => {
+                        applied.next();
+                        if let Some(item) = shard.items.pop_front() {
+                            forget_key(&mut shard.pending_per_key, item.key_hash);
+                        }
+                    }
+                    // Removed meanwhile.
+                    std::cmp::Ordering::Greater => {
+                        applied.next();
+                    }
+                    std::cmp::Ordering::Less => break,
                 }
             }
             shard.attempts = 0;
@@ -303,7 +351,7 @@ impl Worker {
         self.core.queue.progress.notify_all();
     }
 
-    /// The sync-full work of `items`, in engine writes of at most `WRITE_ENTRIES_MAX` entries
+    /// The sync-full work of `items`, in engine writes of at most `write_entries_max` entries
     /// (an item's entries always in one write). Returns what [`RecentVersions`] should learn
     /// once the whole batch is applied.
     fn apply(&self, items: &[(Arc<Item>, bool)]) -> Result<Vec<RecentUpdate>> {
@@ -321,7 +369,7 @@ impl Worker {
         let mut written: HashMap<(TreeId, Vec<u8>), Option<SeqNo>> = HashMap::new();
         let mut learned = Vec::new();
         for (item, alone) in items {
-            if batch.len() >= WRITE_ENTRIES_MAX {
+            if batch.len() >= self.core.options.write_entries_max.max(1) {
                 // Commit in slices: the engine's commit lock, which writers need too, is then
                 // held only briefly (each item's entries stay together; applying twice is
                 // harmless, so a retry after a partial failure is too).

@@ -17,18 +17,49 @@ use crate::version::set::Version;
 use crate::version::wal_file_name;
 use crate::write_batch::WriteBatch;
 use crate::Result;
+use parking_lot::MutexGuard;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+/// Clears `DbState::manifest_writing` if the unlocked manifest write unwinds. `lock_api`
+/// re-locks the state on unwind, so the flag would otherwise stay set and every later edit,
+/// tree drop and close would wait for it forever. Runs with the state unlocked (it is dropped
+/// inside the closure given to `MutexGuard::unlocked`). Writes stop: the edit was not
+/// installed, and the manifest may hold part of its record.
+struct ManifestWritingOnPanic<'a>(&'a DbInner);
+
+impl Drop for ManifestWritingOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let mut state = self.0.state.lock();
+            state.manifest_writing = false;
+            self.0.set_bg_error(
+                &mut state,
+                &crate::Error::Closed("a manifest write panicked".into()),
+            );
+        }
+    }
+}
 
 impl DbInner {
     /// Applies `edit` (manifest first), installs the new version and super version, and tells
     /// the version listeners what changed. Call with the state locked.
+    ///
+    /// The state lock is released while the manifest record is written and synced (as LevelDB
+    /// does), so writers that switch memtables, readers taking snapshots and other jobs are not
+    /// held up by the fsync. One manifest writer at a time (`DbState::manifest_writing`): the
+    /// next edit is prepared only once this one is installed, so each edit is checked against,
+    /// and applied to, the state it was written after. Meanwhile the state is the one before
+    /// the edit, as it is while the job is still running, and the files the job removes stay
+    /// marked as being compacted. Callers that check the state before calling this should
+    /// first call [`DbInner::wait_for_manifest`], so the checks and the edit see the same state.
     pub(crate) fn apply_edit(
         &self,
-        state: &mut DbState,
+        state: &mut MutexGuard<'_, DbState>,
         edit: &mut VersionEdit,
         reason: ChangeReason,
     ) -> Result<()> {
+        self.wait_for_manifest(state);
         let before = Arc::clone(&state.version);
         // Every sequence number handed out so far is at most this; recovery resumes above it
         // even when the logs holding the newest writes are gone.
@@ -36,7 +67,26 @@ impl DbInner {
             .allocated_sequence
             .load(std::sync::atomic::Ordering::Acquire);
         edit.last_sequence = Some(edit.last_sequence.unwrap_or(0).max(allocated));
-        state.versions.log_and_apply(edit)?;
+        let prepared = state.versions.prepare(edit)?;
+        state.manifest_writing = true;
+        let manifest_started = std::time::Instant::now();
+        let written = MutexGuard::unlocked(state, || {
+            let _on_panic = ManifestWritingOnPanic(self);
+            prepared.write()
+        });
+        state.manifest_writing = false;
+        self.bg_cv.notify_all();
+        if let Err(e) = written {
+            self.set_bg_error(state, &e);
+            return Err(e);
+        }
+        EngineCounters::add(&self.counters.manifest_writes, 1);
+        EngineCounters::add_micros_since(&self.counters.manifest_write_micros, manifest_started);
+        if let Err(e) = state.versions.install(prepared, edit) {
+            // The version set holds the edit but the engine's version does not.
+            self.set_bg_error(state, &e);
+            return Err(e);
+        }
         let after = Arc::new(state.versions.version());
         state.version = Arc::clone(&after);
         self.install_super_version(state);
@@ -50,6 +100,13 @@ impl DbInner {
         }
         self.bg_cv.notify_all();
         Ok(())
+    }
+
+    /// Waits until no manifest record is being written (see [`DbInner::apply_edit`]).
+    pub(crate) fn wait_for_manifest(&self, state: &mut MutexGuard<'_, DbState>) {
+        while state.manifest_writing {
+            self.bg_cv.wait(state);
+        }
     }
 
     /// Writes the entries of `input` (already in internal-key order, already filtered) into
@@ -180,6 +237,7 @@ impl DbInner {
             let imm = Arc::clone(&imm);
             move |inner: &DbInner| -> Result<()> {
                 let mut state = inner.state.lock();
+                inner.wait_for_manifest(&mut state);
                 // A tree dropped while this flush ran gets no files: they would name a tree
                 // the manifest no longer has.
                 let (live, dropped): (Vec<_>, Vec<_>) = std::mem::take(&mut edit.new_files)

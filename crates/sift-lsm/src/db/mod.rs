@@ -16,6 +16,8 @@ mod compact;
 mod flush;
 mod hooks;
 mod open;
+#[cfg(test)]
+mod pause_tests;
 mod read;
 mod state;
 mod write;
@@ -232,6 +234,7 @@ impl Db {
             )));
         }
         let mut state = self.inner.state.lock();
+        self.inner.wait_for_manifest(&mut state);
         if state.trees.values().any(|t| &*t.name == name) {
             return Err(Error::TreeExists(name.to_owned()));
         }
@@ -241,7 +244,14 @@ impl Db {
             next_tree_id: Some(id + 1),
             ..Default::default()
         };
-        state.versions.log_and_apply(&mut edit)?;
+        if let Err(e) = state.versions.log_and_apply(&mut edit) {
+            if state.versions.write_failed() {
+                // The manifest takes no more edits: no flush could be recorded either.
+                self.inner.set_bg_error(&mut state, &e);
+            }
+            return Err(e);
+        }
+        crate::stats::EngineCounters::add(&self.inner.counters.manifest_writes, 1);
         state.version = Arc::new(state.versions.version());
         let mut trees = (*state.trees).clone();
         let name: Arc<str> = Arc::from(name);
@@ -279,8 +289,9 @@ impl Db {
         }
         let tree = self.tree(name)?;
         let mut state = self.inner.state.lock();
-        while state.compactions_running > 0 {
-            // A running compaction of this tree would re-add files to it.
+        while state.compactions_running > 0 || state.manifest_writing {
+            // A running compaction of this tree would re-add files to it; an edit being
+            // written must be installed before this one is checked.
             self.inner.bg_cv.wait(&mut state);
         }
         let mut edit = crate::version::edit::VersionEdit {

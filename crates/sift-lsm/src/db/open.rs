@@ -167,6 +167,7 @@ impl Db {
                 compactions_paused: usize::from(options.compactions_paused_at_open),
                 running_jobs: std::collections::BTreeSet::new(),
                 next_job_ticket: 0,
+                manifest_writing: false,
             }),
             bg_cv: Condvar::new(),
             super_version: ArcSwap::from_pointee(SuperVersion {
@@ -221,6 +222,7 @@ impl Db {
             edit.log_number = Some(wal_number);
             edit.last_sequence = Some(last);
             state.versions.log_and_apply(&mut edit)?;
+            EngineCounters::add(&inner.counters.manifest_writes, 1);
             state.version = Arc::new(state.versions.version());
             inner.install_super_version(&state);
             inner

@@ -59,6 +59,9 @@ pub(crate) struct DbState {
     pub running_jobs: BTreeSet<u64>,
     /// The ticket the next job gets.
     pub next_job_ticket: u64,
+    /// A version edit's manifest record is being written with the state unlocked (see
+    /// `DbInner::apply_edit`); no other edit may be prepared until it is installed.
+    pub manifest_writing: bool,
 }
 
 /// Marks a flush or compaction job as running from before its compaction observers first run

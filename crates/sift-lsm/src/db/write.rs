@@ -59,6 +59,10 @@ pub(crate) struct WriteQueue {
     cv: Condvar,
 }
 
+/// How long a write leader spins for the commit lock held by an unthrottled commit before it
+/// parks (see `lock_commit`).
+const COMMIT_LOCK_SPIN: Duration = Duration::from_micros(200);
+
 /// Group size limits, as in LevelDB: a small leader does not make itself wait for a big group.
 const GROUP_BYTES_MAX: usize = 1 << 20;
 const SMALL_BATCH_BYTES: usize = 128 << 10;
@@ -227,14 +231,14 @@ impl DbInner {
         if batches.is_empty() {
             return Ok(vec![self.latest_sequence()]);
         }
-        let mut wal = self.wal.lock();
+        let mut wal = self.lock_commit();
         self.commit_locked(&mut wal, batches, sync, None)
     }
 
     /// The leader-only commit of a `Sequenced` writer.
     fn commit_sequenced(&self, sync: bool, build: BatchBuilder<'_>) -> Result<SeqNo> {
         self.make_room_for_write(false)?;
-        let mut wal = self.wal.lock();
+        let mut wal = self.lock_commit();
         let first = self.allocated_sequence.load(Ordering::Acquire) + 1;
         let batch = build(first)?;
         if batch.is_empty() {
@@ -328,9 +332,54 @@ impl DbInner {
     /// `hook` installs the job's edit, then the writes become visible.
     pub(crate) fn write_internal(&self, batch: WriteBatch, hook: CommitHook) -> Result<SeqNo> {
         let mut wal = self.wal.lock();
+        let held = Instant::now();
         let mut batches = [batch];
-        let firsts = self.commit_locked(&mut wal, &mut batches, true, Some(hook))?;
-        Ok(firsts.first().copied().unwrap_or(0))
+        let committed = self.commit_locked(&mut wal, &mut batches, true, Some(hook));
+        EngineCounters::add(&self.counters.unqueued_commits, 1);
+        EngineCounters::add_micros_since(&self.counters.unqueued_commit_micros, held);
+        EngineCounters::add(&self.counters.unqueued_commit_syncs, 1);
+        Ok(committed?.first().copied().unwrap_or(0))
+    }
+
+    /// Takes the commit (WAL) lock for a queued write leader, counting the time spent waiting
+    /// for another committer (an unthrottled or internal write) to release it.
+    fn lock_commit(&self) -> parking_lot::MutexGuard<'_, Option<LogWriter>> {
+        if let Some(wal) = self.wal.try_lock() {
+            return wal;
+        }
+        let start = Instant::now();
+        // Spin first: the holder is an unthrottled commit (an index worker's group of entries,
+        // tens of microseconds), and a leader that parks pays a wake-up on top, which on a busy
+        // machine takes far longer than the commit it waited for.
+        let mut spins = 0u32;
+        while start.elapsed() < COMMIT_LOCK_SPIN {
+            if let Some(wal) = self.wal.try_lock() {
+                EngineCounters::add(&self.counters.commit_lock_waits, 1);
+                EngineCounters::add_micros_since(&self.counters.commit_lock_wait_micros, start);
+                return wal;
+            }
+            spins += 1;
+            if spins.is_multiple_of(64) {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+        let wal = self.wal.lock();
+        EngineCounters::add(&self.counters.commit_lock_waits, 1);
+        EngineCounters::add_micros_since(&self.counters.commit_lock_wait_micros, start);
+        wal
+    }
+
+    /// Takes the state lock on the write path, counting the time spent waiting for it.
+    pub(crate) fn lock_state_for_write(&self) -> parking_lot::MutexGuard<'_, DbState> {
+        if let Some(state) = self.state.try_lock() {
+            return state;
+        }
+        let start = Instant::now();
+        let state = self.state.lock();
+        EngineCounters::add_micros_since(&self.counters.write_state_lock_wait_micros, start);
+        state
     }
 
     /// Makes sure the active memtable has room, freezing it when full (or when `force`), and
@@ -350,7 +399,7 @@ impl DbInner {
         }
         let mut allow_delay = !force;
         loop {
-            let state = self.state.lock();
+            let state = self.lock_state_for_write();
             if let Some(e) = &state.bg_error {
                 return Err(Error::Closed(format!(
                     "writes stopped after a background error: {e}"
@@ -395,8 +444,11 @@ impl DbInner {
             }
             drop(state);
             // Lock order: WAL, then state.
-            let mut wal = self.wal.lock();
+            let mut wal = self.lock_commit();
+            let switch_started = Instant::now();
             self.switch_memtable(&mut wal)?;
+            EngineCounters::add(&self.counters.memtable_switches, 1);
+            EngineCounters::add_micros_since(&self.counters.memtable_switch_micros, switch_started);
             force = false;
         }
     }
@@ -422,7 +474,7 @@ impl DbInner {
         let (number, writer) = if let Some(spare) = spare {
             spare
         } else {
-            let number = self.state.lock().versions.new_file_number();
+            let number = self.lock_state_for_write().versions.new_file_number();
             let path = self.dir.join(wal_file_name(number));
             let file = self.fs.create(&path)?;
             self.fs.sync_dir(&self.dir)?;
@@ -432,14 +484,20 @@ impl DbInner {
             // Older logs are complete on disk before newer ones get writes, so recovery
             // never sees a gap (see docs/format/wal.md). If that cannot be ensured, acknowledged
             // writes may be missing after a power loss: stop taking writes.
-            if let Err(e) = old.sync() {
+            let sync_started = Instant::now();
+            let synced = old.sync();
+            EngineCounters::add_micros_since(
+                &self.counters.memtable_switch_wal_sync_micros,
+                sync_started,
+            );
+            if let Err(e) = synced {
                 let mut state = self.state.lock();
                 self.set_bg_error(&mut state, &e);
                 return Err(e);
             }
         }
         *wal = Some(writer);
-        let mut state = self.state.lock();
+        let mut state = self.lock_state_for_write();
         let frozen = std::mem::replace(&mut state.mem, Arc::new(Memtable::new(number)));
         state.imms.insert(0, frozen);
         self.install_super_version(&state);

@@ -12,6 +12,7 @@ use crate::version::edit::{NewFile, VersionEdit};
 use crate::version::{manifest_file_name, FileMetaData, FileReaper, CURRENT_FILE_NAME};
 use crate::wal::LogWriter;
 use crate::{Error, Result};
+use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -197,7 +198,13 @@ pub struct VersionSet {
     dir: PathBuf,
     fs: Arc<dyn FileSystem>,
     pub state: ManifestState,
-    manifest: LogWriter,
+    /// Shared with a [`PreparedEdit`], which writes to it without the engine's state lock.
+    manifest: Arc<Mutex<LogWriter>>,
+    /// Set once a manifest record may have been appended without being made durable (a failed
+    /// append or sync, a panic while writing, CURRENT not switched to a new manifest). The
+    /// manifest may then end in a record that is not in the state, or not be the one CURRENT
+    /// names: no later edit may be appended after it. Shared with [`PreparedEdit`].
+    write_failure: Arc<Mutex<Option<String>>>,
     pub manifest_number: u64,
     levels_max: usize,
     reaper: Arc<dyn FileReaper>,
@@ -227,7 +234,8 @@ impl VersionSet {
             dir: dir.to_path_buf(),
             fs,
             state,
-            manifest,
+            manifest: Arc::new(Mutex::new(manifest)),
+            write_failure: Arc::new(Mutex::new(None)),
             manifest_number,
             levels_max,
             reaper,
@@ -244,21 +252,55 @@ impl VersionSet {
     /// Appends `edit` to the manifest (synced), then applies it to the state. Files the edit
     /// removes are marked obsolete: they are deleted once no version refers to them.
     pub fn log_and_apply(&mut self, edit: &mut VersionEdit) -> Result<()> {
+        let prepared = self.prepare(edit)?;
+        prepared.write()?;
+        self.install(prepared, edit)
+    }
+
+    /// The first step of [`VersionSet::log_and_apply`]: checks `edit` against the state and
+    /// encodes its manifest record. Between this call and [`VersionSet::install`] the caller
+    /// must let no other edit be prepared or installed (the engine keeps one manifest writer
+    /// at a time); file numbers may still be taken.
+    pub fn prepare(&mut self, edit: &mut VersionEdit) -> Result<PreparedEdit> {
+        if let Some(failure) = &*self.write_failure.lock() {
+            return Err(Error::Closed(format!(
+                "version edit refused: an earlier manifest write failed ({failure}); \
+                 reopen the database"
+            )));
+        }
         edit.next_file_number = Some(self.state.next_file_number);
         if edit.last_sequence.is_none() {
             edit.last_sequence = Some(self.state.last_sequence);
         }
         // Apply to a copy first: an edit that does not fit the state is refused before it
         // reaches the manifest, where it would make every later open fail.
-        let path = self.manifest.path().to_path_buf();
+        let path = self.manifest.lock().path().to_path_buf();
         let mut next = self.state.clone();
         next.apply(edit, self.levels_max, &path, 0).map_err(|e| {
             Error::InvalidArgument(format!("version edit refused, manifest unchanged: {e}"))
         })?;
-        let encoded = edit.encode();
-        self.manifest.add_record(&encoded)?;
-        self.manifest.sync()?;
+        Ok(PreparedEdit {
+            next,
+            encoded: edit.encode(),
+            manifest: Arc::clone(&self.manifest),
+            write_failure: Arc::clone(&self.write_failure),
+        })
+    }
+
+    /// Whether a manifest write failed: every later edit is refused until the database is
+    /// reopened.
+    pub fn write_failed(&self) -> bool {
+        self.write_failure.lock().is_some()
+    }
+
+    /// The last step of [`VersionSet::log_and_apply`], once `prepared` is written: makes its
+    /// state current.
+    pub fn install(&mut self, prepared: PreparedEdit, edit: &VersionEdit) -> Result<()> {
         let removed: Vec<Arc<FileMetaData>> = self.files_removed_by(edit);
+        let mut next = prepared.next;
+        // File numbers taken while the record was written are not in it, like every number
+        // taken after the latest edit: the next edit records them.
+        next.next_file_number = next.next_file_number.max(self.state.next_file_number);
         self.state = next;
         if let Some(last) = edit.last_sequence {
             self.state.last_sequence = self.state.last_sequence.max(last);
@@ -266,7 +308,8 @@ impl VersionSet {
         for f in removed {
             f.mark_obsolete(Arc::clone(&self.reaper));
         }
-        if self.manifest.file_bytes() > self.manifest_bytes_max {
+        let manifest_bytes = self.manifest.lock().file_bytes();
+        if manifest_bytes > self.manifest_bytes_max {
             self.roll_manifest()?;
         }
         Ok(())
@@ -281,9 +324,13 @@ impl VersionSet {
         let mut manifest = LogWriter::new(file, path);
         manifest.add_record(&self.state.snapshot_edit().encode())?;
         manifest.sync()?;
-        set_current(&self.dir, self.fs.as_ref(), number)?;
+        if let Err(e) = set_current(&self.dir, self.fs.as_ref(), number) {
+            // CURRENT may already name the new manifest, which later edits would not reach.
+            record_failure(&self.write_failure, e.to_string());
+            return Err(e);
+        }
         let old = self.dir.join(manifest_file_name(self.manifest_number));
-        self.manifest = manifest;
+        self.manifest = Arc::new(Mutex::new(manifest));
         self.manifest_number = number;
         // The old manifest is no longer named by CURRENT; a failure to remove it is harmless
         // (the next open removes it).
@@ -326,6 +373,47 @@ impl VersionSet {
 
     pub fn file_system(&self) -> &Arc<dyn FileSystem> {
         &self.fs
+    }
+}
+
+/// An edit checked and encoded by [`VersionSet::prepare`], whose record can be written and
+/// synced without holding whatever guards the version set.
+pub struct PreparedEdit {
+    next: ManifestState,
+    encoded: Vec<u8>,
+    manifest: Arc<Mutex<LogWriter>>,
+    write_failure: Arc<Mutex<Option<String>>>,
+}
+
+impl PreparedEdit {
+    /// Appends the record to the manifest and syncs it. On failure (or a panic) the version
+    /// set refuses every later edit: the record may be in the manifest without being durable.
+    pub fn write(&self) -> Result<()> {
+        let _on_panic = RecordFailureOnPanic(&self.write_failure);
+        let mut manifest = self.manifest.lock();
+        let written = manifest
+            .add_record(&self.encoded)
+            .and_then(|()| manifest.sync());
+        if let Err(e) = &written {
+            record_failure(&self.write_failure, e.to_string());
+        }
+        written
+    }
+}
+
+/// Keeps the first failure: it is the one that explains the state of the manifest.
+fn record_failure(write_failure: &Mutex<Option<String>>, failure: String) {
+    write_failure.lock().get_or_insert(failure);
+}
+
+/// Records a failure if the manifest write unwinds.
+struct RecordFailureOnPanic<'a>(&'a Mutex<Option<String>>);
+
+impl Drop for RecordFailureOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            record_failure(self.0, "a manifest write panicked".to_owned());
+        }
     }
 }
 
