@@ -333,6 +333,7 @@ impl DbInner {
 
     /// Deletes WAL files older than `log_number` (their contents are in tables).
     pub(crate) fn delete_obsolete_wals(&self, log_number: u64) {
+        self.forget_obsolete_closed_logs(log_number);
         if let Ok(names) = self.fs.list(&self.dir) {
             for name in names {
                 if let Some(crate::version::FileKind::Wal(n)) =
