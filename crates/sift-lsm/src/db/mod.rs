@@ -20,6 +20,8 @@ mod open;
 mod pause_tests;
 mod read;
 mod state;
+#[cfg(test)]
+mod switch_sync_tests;
 mod write;
 
 pub use read::{ComponentIterator, ComponentView};

@@ -245,9 +245,7 @@ impl DbInner {
             EngineCounters::add_micros_since(micros, started);
             // The marker is queued before the log counts as synced: a synced write that finds
             // the log synced must also find its marker to append ahead of its own records.
-            self.synced_log_markers
-                .lock()
-                .push((log.number, log.bytes));
+            self.synced_log_markers.lock().push((log.number, log.bytes));
             self.synced_log_markers_due.store(true, Ordering::Release);
             *writer = None;
             drop(writer);
