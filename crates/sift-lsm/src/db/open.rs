@@ -186,6 +186,7 @@ impl Db {
             wal_presync_cv: Condvar::new(),
             wal_presyncs: AtomicU64::new(0),
             closed_logs: Mutex::new(Vec::new()),
+            previous_log_due: Mutex::new(None),
             synced_log_markers: Mutex::new(Vec::new()),
             synced_log_markers_due: AtomicBool::new(false),
             snapshots: Arc::new(SnapshotList::default()),

@@ -146,6 +146,10 @@ pub(crate) struct DbInner {
     /// sync the log it closes under the commit lock: the presync thread syncs it, or the next
     /// synced write does first if it comes sooner (see `sync_closed_logs`).
     pub closed_logs: Mutex<Vec<Arc<ClosedLog>>>,
+    /// The `PreviousLog` record the active log still has to start with, as (number, bytes) of
+    /// the log closed before it; written by the first commit into the active log. Only
+    /// touched under the commit lock.
+    pub previous_log_due: Mutex<Option<(u64, u64)>>,
     /// Closed logs synced since the last commit, as (number, bytes): the next commit appends
     /// a `LogSynced` record for each to the active log, before its own records.
     pub synced_log_markers: Mutex<Vec<(u64, u64)>>,

@@ -279,6 +279,9 @@ impl DbInner {
             .ok_or_else(|| Error::Closed("no write-ahead log open".into()))?;
         let before = writer.file_bytes();
         let logged = (|| {
+            if let Some((number, bytes)) = self.previous_log_due.lock().take() {
+                writer.add_record(&ControlRecord::PreviousLog { number, bytes }.encode())?;
+            }
             if sync && !self.closed_logs.lock().is_empty() {
                 // A synced write is durable only with everything before it: older logs first.
                 self.sync_closed_logs(ClosedLogSyncer::Writer)?;
@@ -487,24 +490,16 @@ impl DbInner {
             self.fs.sync_dir(&self.dir)?;
             (number, LogWriter::new(file, path))
         };
-        let mut writer = writer;
         if let Some(old) = wal.as_ref() {
             // The old log is not synced here, under the commit lock: the presync thread syncs
-            // it, or the next synced write if it comes first. The new log starts by naming
-            // it and its length, so recovery can tell that it was cut short by a crash
-            // before that sync and then replays nothing newer (docs/format/wal.md).
-            let previous = ControlRecord::PreviousLog {
-                number: active,
-                bytes: old.file_bytes(),
-            };
-            let started = writer
-                .add_record(&previous.encode())
-                .and_then(|()| writer.flush());
-            if let Err(e) = started {
-                let mut state = self.state.lock();
-                self.set_bg_error(&mut state, &e);
-                return Err(e);
-            }
+            // it, or the next synced write if it comes first. The new log's first record
+            // (written by the first commit into it, so the switch itself writes nothing) names
+            // the old log and its length, so recovery can tell that it was cut short by a crash
+            // before that sync and then replays nothing newer (docs/format/wal.md). If the old
+            // log never got a record, the record still to write names the log before it.
+            self.previous_log_due
+                .lock()
+                .get_or_insert((active, old.file_bytes()));
         }
         if let Some(old) = wal.take() {
             self.closed_logs.lock().push(Arc::new(ClosedLog {
