@@ -791,8 +791,6 @@ impl Bench<'_> {
             engine.write_stall_micros,
             index.flush_drains,
             index.flush_drain_wait_us,
-            engine.closed_wal_sync_by_writer_micros,
-            engine.closed_wal_sync_micros,
         ]
     }
 
