@@ -166,6 +166,10 @@ impl DbInner {
 
     /// Flushes the oldest frozen memtable. Returns false if there was none.
     pub(crate) fn flush_oldest_memtable(self: &Arc<Self>) -> Result<bool> {
+        // The switch that froze this memtable took the spare log: make the next one before the
+        // flush, not after it, or a switch that comes while the flush runs creates its log and
+        // syncs the directory itself, under the commit lock.
+        self.prepare_spare_wal();
         if !self.options.flush_listeners.is_empty() {
             // Before anything of the flush is decided: a listener may block (see `hooks.rs`),
             // and only this thread removes frozen memtables, so the oldest stays the same.
