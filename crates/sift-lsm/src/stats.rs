@@ -56,6 +56,7 @@ pub struct EngineCounters {
     pub unqueued_commit_micros: AtomicU64,
     pub unqueued_commit_syncs: AtomicU64,
     /// Time memtable switches spent syncing the log they closed (part of the switch time).
+    /// Zero since switches leave that sync to the presync thread (see `closed_wal_syncs`).
     pub memtable_switch_wal_sync_micros: AtomicU64,
     /// Manifest records written and the time spent writing and syncing them.
     pub manifest_writes: AtomicU64,

@@ -135,9 +135,9 @@ pub(crate) struct DbInner {
     /// manifest.
     pub writes_stopped: AtomicBool,
     /// Set (and signalled) by the write leader each time `WAL_PRESYNC_BYTES` more log bytes
-    /// were written: the WAL presync thread then syncs the active log through a second handle,
-    /// so the sync of a full log when its memtable is frozen (on the writer's thread, under the
-    /// commit lock) finds little left to write.
+    /// were written, and by each memtable switch: the WAL presync thread then syncs the closed
+    /// logs (`closed_logs`) and the active log through a second handle, so a synced write
+    /// finds little left to sync.
     pub wal_presync_due: Mutex<bool>,
     pub wal_presync_cv: Condvar,
     /// Presyncs done (for tests).
