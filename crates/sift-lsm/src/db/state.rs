@@ -171,6 +171,10 @@ pub(crate) struct ClosedLog {
     /// `None` once synced (or given up because the log became obsolete). Held while syncing,
     /// so a second syncer waits for the first and then finds nothing left to do.
     pub writer: Mutex<Option<LogWriter>>,
+    /// Why a sync of this log failed, if one did (touched only with `writer` locked). A
+    /// failed fsync may have dropped the dirty pages while a retry reports success, so the
+    /// log can never count as synced after that: every later syncer gets the error again.
+    pub sync_failed: Mutex<Option<String>>,
 }
 
 /// Who syncs a closed log, for the counters.
@@ -233,8 +237,20 @@ impl DbInner {
             let Some(open) = writer.as_mut() else {
                 continue;
             };
+            if let Some(message) = log.sync_failed.lock().as_ref() {
+                return Err(Error::io(
+                    open.path(),
+                    std::io::Error::other(format!(
+                        "an earlier sync of closed log {} failed: {message}",
+                        log.number
+                    )),
+                ));
+            }
             let started = std::time::Instant::now();
-            open.sync()?;
+            if let Err(e) = open.sync() {
+                *log.sync_failed.lock() = Some(e.to_string());
+                return Err(e);
+            }
             let (count, micros) = match syncer {
                 ClosedLogSyncer::Background => (
                     &self.counters.closed_wal_syncs,

@@ -3,8 +3,9 @@
 //! of the acknowledged ones, a synced write survives with everything before it, and damage in a
 //! log recorded as synced is still reported as corruption.
 
+use crate::db::state::ClosedLogSyncer;
 use crate::db::Db;
-use crate::fs::{FaultFileSystem, FileLock, FileSystem, RandomAccessFile, WritableFile};
+use crate::fs::{FaultFileSystem, FaultKind, FileLock, FileSystem, RandomAccessFile, WritableFile};
 use crate::options::{Options, WalRecovery, WriteOptions};
 use crate::version::wal_file_name;
 use crate::wal::{ControlRecord, LogWriter};
@@ -506,4 +507,63 @@ fn control_records_round_trip_and_unknown_kinds_are_corruption() {
         Err(Error::Corruption { offset: 40, .. })
     ));
     assert!(ControlRecord::decode(&unknown[..20], path, 0).is_err());
+}
+
+/// A failed fsync may drop the dirty pages and let a retry report success (Linux does), so a
+/// closed log whose sync failed must never count as synced: a retry, a later synced write and
+/// close all fail rather than acknowledge writes that may be gone.
+#[test]
+fn a_closed_log_whose_sync_failed_is_never_taken_as_synced() {
+    let fs = FaultFileSystem::new();
+    let dir = Path::new("/switch-sync-failed");
+    let hint_gate = Arc::new(HintGate::default());
+    let flush_gate = Arc::new(FlushGate::default());
+    hint_gate.set_closed(true);
+    flush_gate.set_closed(true);
+    let options = Options {
+        file_system: Arc::new(HintGatedFileSystem {
+            inner: fs.clone(),
+            gate: Arc::clone(&hint_gate),
+        }),
+        memtable_bytes_max: 8 << 10,
+        immutable_memtables_max: 64,
+        flush_listeners: vec![flush_gate.clone()],
+        ..Options::default()
+    };
+    let db = Db::open(dir, options).unwrap();
+    let tree = db.default_tree();
+    let switches = |db: &Db| db.inner.counters.memtable_switches.load(Ordering::Relaxed);
+    let mut i = 0;
+    let mut put = |db: &Db, sync: bool| {
+        let mut batch = WriteBatch::new();
+        batch.put(&tree, &key(i), &value(i, 200));
+        i += 1;
+        db.write(batch, &WriteOptions { sync })
+    };
+    while switches(&db) == 0 {
+        put(&db, false).unwrap();
+    }
+    // From here on the presync thread syncs nothing: the next switch leaves an unsynced log.
+    hint_gate.wait_for_the_presync_thread();
+    while switches(&db) < 2 {
+        put(&db, false).unwrap();
+    }
+    assert!(!db.inner.closed_logs.lock().is_empty());
+
+    fs.fail_always(FaultKind::Sync);
+    assert!(db
+        .inner
+        .sync_closed_logs(ClosedLogSyncer::Background)
+        .is_err());
+    fs.heal();
+    let retried = db.inner.sync_closed_logs(ClosedLogSyncer::Background);
+    assert!(
+        retried.is_err(),
+        "a closed log counted as synced after its sync failed"
+    );
+    assert!(put(&db, true).is_err(), "a synced write was acknowledged");
+    assert!(db.inner.synced_log_markers.lock().is_empty());
+    hint_gate.set_closed(false);
+    flush_gate.set_closed(false);
+    assert!(db.close().is_err(), "close reported the closed log synced");
 }

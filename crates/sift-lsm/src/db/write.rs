@@ -506,6 +506,7 @@ impl DbInner {
                 number: active,
                 bytes: old.file_bytes(),
                 writer: Mutex::new(Some(old)),
+                sync_failed: Mutex::new(None),
             }));
             self.request_wal_presync();
         }
