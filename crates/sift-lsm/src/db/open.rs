@@ -6,7 +6,7 @@ use crate::db::write::insert_into_memtable;
 use crate::db::{Db, DEFAULT_TREE};
 use crate::extension::{ChangeReason, TableReason};
 use crate::iterator::InternalIterator;
-use crate::key::TreeId;
+use crate::key::{TreeId, SEQ_MAX};
 use crate::memtable::Memtable;
 use crate::options::{Options, WalRecovery};
 use crate::snapshot::SnapshotList;
@@ -448,8 +448,26 @@ impl DbInner {
                     continue;
                 }
                 let batch = WriteBatch::decode(&record, &path, offset)?;
+                // Sequence numbers start at 1 and stay at most `SEQ_MAX`; a batch outside that
+                // (its checksum valid) would overflow the sum or make every later write fail.
+                let batch_last = batch
+                    .sequence()
+                    .checked_add(batch.len() as u64)
+                    .and_then(|end| end.checked_sub(1))
+                    .filter(|&batch_last| batch.sequence() >= 1 && batch_last <= SEQ_MAX)
+                    .ok_or_else(|| {
+                        Error::corruption(
+                            &path,
+                            offset,
+                            format!(
+                                "write batch of {} entries at sequence {} is outside 1..={SEQ_MAX}",
+                                batch.len(),
+                                batch.sequence()
+                            ),
+                        )
+                    })?;
                 insert_into_memtable(&mem, &batch);
-                last = last.max(batch.sequence() + batch.len() as u64 - 1);
+                last = last.max(batch_last);
                 if mem.approximate_bytes() >= self.options.memtable_bytes_max {
                     self.flush_recovered(mem, edit)?;
                     mem = Memtable::new(number);

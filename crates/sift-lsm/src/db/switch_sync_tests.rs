@@ -567,3 +567,28 @@ fn a_closed_log_whose_sync_failed_is_never_taken_as_synced() {
     flush_gate.set_closed(false);
     assert!(db.close().is_err(), "close reported the closed log synced");
 }
+
+/// A checksummed batch whose sequence numbers are impossible (0, or past `SEQ_MAX`) is
+/// corruption at its file and offset, not an overflow or a database that cannot write.
+#[test]
+fn a_logged_batch_with_impossible_sequence_numbers_is_corruption() {
+    for sequence in [0u64, crate::key::SEQ_MAX + 1, u64::MAX - 1] {
+        let fs = FaultFileSystem::new();
+        let dir = Path::new("/impossible-sequence");
+        let active = empty_database(&fs, dir);
+        let (path, ends) = write_log(
+            &fs,
+            dir,
+            active + 10,
+            &[batch_record(1, "a1"), batch_record(sequence, "bad")],
+        );
+        match Db::open(dir, memory_options(&fs, WalRecovery::TolerateTornTail)) {
+            Err(Error::Corruption { file, offset, .. }) => {
+                assert_eq!(file, path, "sequence {sequence}");
+                assert_eq!(offset, ends[0], "sequence {sequence}");
+            }
+            Err(e) => panic!("sequence {sequence}: unexpected error {e}"),
+            Ok(_) => panic!("sequence {sequence}: opened"),
+        }
+    }
+}
