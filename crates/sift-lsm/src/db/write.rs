@@ -547,7 +547,18 @@ impl DbInner {
             Ok(file)
         });
         match created {
-            Ok(file) => *self.spare_wal.lock() = Some((number, LogWriter::new(file, path))),
+            Ok(file) => {
+                // Never replace a spare stored meanwhile (by another caller): the replaced one
+                // would stay on disk unused.
+                let mut spare = self.spare_wal.lock();
+                if spare.is_none() {
+                    *spare = Some((number, LogWriter::new(file, path)));
+                } else {
+                    drop(spare);
+                    drop(file);
+                    let _ = self.fs.remove(&path);
+                }
+            }
             // Not an error of any write: the switch creates its log itself, and reports it if
             // that fails too.
             Err(_) => {
