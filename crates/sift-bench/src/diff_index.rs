@@ -595,7 +595,7 @@ struct Bench<'a> {
 }
 
 /// Names of [`Bench::writer_wait_counters`], in order (µs: microseconds).
-const WRITER_WAIT_COUNTERS: [&str; 14] = [
+const WRITER_WAIT_COUNTERS: [&str; 16] = [
     "stalls",
     "stall_us",
     "state_lock_wait_us",
@@ -610,6 +610,8 @@ const WRITER_WAIT_COUNTERS: [&str; 14] = [
     "manifest_writes",
     "manifest_us",
     "drain_us",
+    "closed_log_sync_by_writer_us",
+    "closed_log_sync_bg_us",
 ];
 
 /// Waits until `at`: sleeps while far from it, then spins, so updates start on time even at
@@ -793,7 +795,7 @@ impl Bench<'_> {
     }
 
     /// Where writers waited (see [`WRITER_WAIT_COUNTERS`]), sampled around a target step.
-    fn writer_wait_counters(&self) -> [u64; 14] {
+    fn writer_wait_counters(&self) -> [u64; 16] {
         let engine = self.database.engine().stats();
         let index = self.database.async_index_stats();
         [
@@ -811,6 +813,8 @@ impl Bench<'_> {
             engine.manifest_writes,
             engine.manifest_write_micros,
             index.flush_drain_wait_us,
+            engine.closed_wal_sync_by_writer_micros,
+            engine.closed_wal_sync_micros,
         ]
     }
 

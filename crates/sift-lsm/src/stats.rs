@@ -56,10 +56,24 @@ pub struct EngineCounters {
     pub unqueued_commit_micros: AtomicU64,
     pub unqueued_commit_syncs: AtomicU64,
     /// Time memtable switches spent syncing the log they closed (part of the switch time).
+    /// Zero since switches leave that sync to the presync thread (see `closed_wal_syncs`).
     pub memtable_switch_wal_sync_micros: AtomicU64,
     /// Manifest records written and the time spent writing and syncing them.
     pub manifest_writes: AtomicU64,
     pub manifest_write_micros: AtomicU64,
+    /// Logs closed by a memtable switch and synced afterwards by the WAL presync thread (off
+    /// the commit lock), and the time those syncs took.
+    pub closed_wal_syncs: AtomicU64,
+    pub closed_wal_sync_micros: AtomicU64,
+    /// Closed logs a synced write had to sync itself, under the commit lock, and that time.
+    pub closed_wal_syncs_by_writers: AtomicU64,
+    pub closed_wal_sync_by_writer_micros: AtomicU64,
+    /// Closed logs never synced because their memtable was flushed first.
+    pub closed_wal_syncs_skipped: AtomicU64,
+    /// Records and log bytes recovery dropped at the last open because an older log was cut
+    /// short by a crash before it was synced (they hold only writes made without sync).
+    pub wal_recovery_dropped_records: AtomicU64,
+    pub wal_recovery_dropped_bytes: AtomicU64,
 }
 
 impl EngineCounters {
@@ -119,6 +133,13 @@ pub struct Stats {
     pub memtable_switch_wal_sync_micros: u64,
     pub manifest_writes: u64,
     pub manifest_write_micros: u64,
+    pub closed_wal_syncs: u64,
+    pub closed_wal_sync_micros: u64,
+    pub closed_wal_syncs_by_writers: u64,
+    pub closed_wal_sync_by_writer_micros: u64,
+    pub closed_wal_syncs_skipped: u64,
+    pub wal_recovery_dropped_records: u64,
+    pub wal_recovery_dropped_bytes: u64,
     pub memtable_bytes: u64,
     pub immutable_memtables: usize,
     pub block_cache_bytes: u64,
@@ -165,6 +186,13 @@ impl EngineCounters {
             unqueued_commit_syncs: self.unqueued_commit_syncs.load(Relaxed),
             manifest_writes: self.manifest_writes.load(Relaxed),
             manifest_write_micros: self.manifest_write_micros.load(Relaxed),
+            closed_wal_syncs: self.closed_wal_syncs.load(Relaxed),
+            closed_wal_sync_micros: self.closed_wal_sync_micros.load(Relaxed),
+            closed_wal_syncs_by_writers: self.closed_wal_syncs_by_writers.load(Relaxed),
+            closed_wal_sync_by_writer_micros: self.closed_wal_sync_by_writer_micros.load(Relaxed),
+            closed_wal_syncs_skipped: self.closed_wal_syncs_skipped.load(Relaxed),
+            wal_recovery_dropped_records: self.wal_recovery_dropped_records.load(Relaxed),
+            wal_recovery_dropped_bytes: self.wal_recovery_dropped_bytes.load(Relaxed),
             ..Stats::default()
         }
     }

@@ -166,6 +166,10 @@ impl DbInner {
 
     /// Flushes the oldest frozen memtable. Returns false if there was none.
     pub(crate) fn flush_oldest_memtable(self: &Arc<Self>) -> Result<bool> {
+        // The switch that froze this memtable took the spare log: make the next one before the
+        // flush, not after it, or a switch that comes while the flush runs creates its log and
+        // syncs the directory itself, under the commit lock.
+        self.prepare_spare_wal();
         if !self.options.flush_listeners.is_empty() {
             // Before anything of the flush is decided: a listener may block (see `hooks.rs`),
             // and only this thread removes frozen memtables, so the oldest stays the same.
@@ -333,6 +337,7 @@ impl DbInner {
 
     /// Deletes WAL files older than `log_number` (their contents are in tables).
     pub(crate) fn delete_obsolete_wals(&self, log_number: u64) {
+        self.forget_obsolete_closed_logs(log_number);
         if let Ok(names) = self.fs.list(&self.dir) {
             for name in names {
                 if let Some(crate::version::FileKind::Wal(n)) =

@@ -20,6 +20,8 @@ mod open;
 mod pause_tests;
 mod read;
 mod state;
+#[cfg(test)]
+mod switch_sync_tests;
 mod write;
 
 pub use read::{ComponentIterator, ComponentView};
@@ -199,11 +201,15 @@ impl Db {
         for handle in self.threads.lock().drain(..) {
             let _ = handle.join();
         }
-        // Make everything acknowledged so far durable, even writes made without sync.
-        let synced = match self.inner.wal.lock().as_mut() {
-            Some(wal) => wal.sync(),
-            None => Ok(()),
-        };
+        // Make everything acknowledged so far durable, even writes made without sync (the
+        // logs closed by memtable switches first).
+        let synced = self
+            .inner
+            .sync_closed_logs(crate::db::state::ClosedLogSyncer::Background)
+            .and_then(|()| match self.inner.wal.lock().as_mut() {
+                Some(wal) => wal.sync(),
+                None => Ok(()),
+            });
         *self.inner.directory_lock.lock() = None;
         synced
     }

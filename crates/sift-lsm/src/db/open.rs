@@ -6,7 +6,7 @@ use crate::db::write::insert_into_memtable;
 use crate::db::{Db, DEFAULT_TREE};
 use crate::extension::{ChangeReason, TableReason};
 use crate::iterator::InternalIterator;
-use crate::key::TreeId;
+use crate::key::{TreeId, SEQ_MAX};
 use crate::memtable::Memtable;
 use crate::options::{Options, WalRecovery};
 use crate::snapshot::SnapshotList;
@@ -15,13 +15,13 @@ use crate::stats::EngineCounters;
 use crate::version::edit::VersionEdit;
 use crate::version::set::{read_current, ManifestState, Version, VersionSet};
 use crate::version::{parse_file_name, wal_file_name, FileKind, LOCK_FILE_NAME};
-use crate::wal::{LogReader, LogWriter};
+use crate::wal::{ControlRecord, LogReader, LogWriter};
 use crate::write_batch::WriteBatch;
 use crate::{Error, Result};
 use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex};
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
@@ -185,6 +185,10 @@ impl Db {
             wal_presync_due: Mutex::new(false),
             wal_presync_cv: Condvar::new(),
             wal_presyncs: AtomicU64::new(0),
+            closed_logs: Mutex::new(Vec::new()),
+            previous_log_due: Mutex::new(None),
+            synced_log_markers: Mutex::new(Vec::new()),
+            synced_log_markers_due: AtomicBool::new(false),
             snapshots: Arc::new(SnapshotList::default()),
             block_cache,
             counters,
@@ -367,46 +371,124 @@ fn check_manifest_tail(bytes: &[u8], damaged_at: usize, path: &Path) -> Result<(
 impl DbInner {
     /// Replays the logs into memtables, writing each to L0 when full and at the end. Returns
     /// the highest sequence number found.
+    ///
+    /// A memtable switch does not wait for the log it closes to be synced, so a crash can cut
+    /// that log short while a newer one already holds records. The newer log then starts
+    /// with a `PreviousLog` record naming the older log's length: if the older log's valid
+    /// records end before that length and no later log records (`LogSynced`) that it was
+    /// synced, the crash came before that sync, the newer logs hold only writes made without
+    /// sync, and replay stops at the cut so the recovered state is a prefix of the writes.
+    /// With the `LogSynced` record, the damage happened after the sync: corruption.
     fn replay_wals(self: &Arc<Self>, wals: &BTreeSet<u64>, edit: &mut VersionEdit) -> Result<u64> {
         let mut last = 0;
-        // Logs created but never written to (by a memtable switch that failed after creating
-        // its log, or an open interrupted before its manifest edit) do not make the log before
-        // them "followed by newer logs": a log only gets records once the one before it is
-        // fully synced, so damage at the end of the newest log with data is a torn tail.
-        let newest_with_data = wals
-            .iter()
-            .rev()
-            .find(|n| {
-                self.fs
-                    .file_size(&self.dir.join(wal_file_name(**n)))
-                    .map_or(true, |bytes| bytes > 0)
-            })
-            .copied();
-        for number in wals {
-            let path = self.dir.join(wal_file_name(*number));
+        let numbers: Vec<u64> = wals.iter().copied().collect();
+        let tolerate = self.options.wal_recovery == WalRecovery::TolerateTornTail;
+        // Where each log read so far ends: (path, offset just past its last valid record).
+        let mut ends: BTreeMap<u64, (PathBuf, u64)> = BTreeMap::new();
+        // A log that ended in damage, and the error that damage is if a log written before
+        // `PreviousLog` records existed follows it with records (such a log was only written
+        // once the one before it was fully synced).
+        let mut pending_damage: Option<(u64, Error)> = None;
+        let mut dropping = false;
+        let (mut dropped_records, mut dropped_bytes) = (0u64, 0u64);
+        for (index, number) in numbers.iter().copied().enumerate() {
+            let path = self.dir.join(wal_file_name(number));
             let bytes = self.fs.read_all(&path)?;
-            let is_last = newest_with_data.is_none_or(|newest| *number >= newest);
+            if dropping {
+                dropped_bytes += bytes.len() as u64;
+                dropped_records += count_batch_records(bytes, &path);
+                continue;
+            }
+            let file_bytes = bytes.len() as u64;
             let mut reader = LogReader::new(bytes, path.clone(), self.options.wal_recovery);
-            let mut mem = Memtable::new(*number);
+            let mut mem = Memtable::new(number);
+            let mut first = true;
             while let Some((offset, record)) = reader.read_record()? {
+                let control = ControlRecord::decode(&record, &path, offset)?;
+                if std::mem::take(&mut first) {
+                    let previous = match control {
+                        Some(ControlRecord::PreviousLog { number, bytes }) => Some((number, bytes)),
+                        _ => None,
+                    };
+                    if let Some((damaged, error)) = pending_damage.take() {
+                        let judged_below = previous.is_some_and(|(p, _)| p == damaged);
+                        if tolerate && !judged_below {
+                            return Err(error);
+                        }
+                    }
+                    if let Some((previous, previous_bytes)) = previous {
+                        if let Some((previous_path, valid_bytes)) = ends.get(&previous) {
+                            if *valid_bytes < previous_bytes {
+                                match self.find_synced_marker(previous, &numbers[index..])? {
+                                    Some((marker_path, marker_offset)) if tolerate => {
+                                        return Err(Error::corruption(
+                                            previous_path,
+                                            *valid_bytes,
+                                            format!(
+                                                "log {previous} holds valid records only up to \
+                                                 offset {valid_bytes} of {previous_bytes}, but \
+                                                 {} records at offset {marker_offset} that it was \
+                                                 synced complete",
+                                                marker_path.display()
+                                            ),
+                                        ));
+                                    }
+                                    // Salvaging: the damage is skipped like any other.
+                                    Some(_) => {}
+                                    None => {
+                                        dropping = true;
+                                        break;
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+                if control.is_some() {
+                    continue;
+                }
                 let batch = WriteBatch::decode(&record, &path, offset)?;
+                // Sequence numbers start at 1 and stay at most `SEQ_MAX`; a batch outside that
+                // (its checksum valid) would overflow the sum or make every later write fail.
+                let batch_last = batch
+                    .sequence()
+                    .checked_add(batch.len() as u64)
+                    .and_then(|end| end.checked_sub(1))
+                    .filter(|&batch_last| batch.sequence() >= 1 && batch_last <= SEQ_MAX)
+                    .ok_or_else(|| {
+                        Error::corruption(
+                            &path,
+                            offset,
+                            format!(
+                                "write batch of {} entries at sequence {} is outside 1..={SEQ_MAX}",
+                                batch.len(),
+                                batch.sequence()
+                            ),
+                        )
+                    })?;
                 insert_into_memtable(&mem, &batch);
-                last = last.max(batch.sequence() + batch.len() as u64 - 1);
+                last = last.max(batch_last);
                 if mem.approximate_bytes() >= self.options.memtable_bytes_max {
                     self.flush_recovered(mem, edit)?;
-                    mem = Memtable::new(*number);
+                    mem = Memtable::new(number);
                 }
             }
-            if !is_last
-                && reader.dropped_tail_bytes() > 0
-                && self.options.wal_recovery == WalRecovery::TolerateTornTail
-            {
-                return Err(Error::corruption(
-                    &path,
-                    0,
-                    format!(
-                        "log {number} ends in {} damaged bytes but newer logs follow it",
-                        reader.dropped_tail_bytes()
+            if dropping {
+                dropped_bytes += file_bytes;
+                dropped_records += count_batch_records(self.fs.read_all(&path)?, &path);
+                continue;
+            }
+            ends.insert(number, (path.clone(), reader.valid_bytes()));
+            if reader.dropped_tail_bytes() > 0 {
+                pending_damage = Some((
+                    number,
+                    Error::corruption(
+                        &path,
+                        reader.valid_bytes(),
+                        format!(
+                            "log {number} ends in {} damaged bytes but newer logs follow it",
+                            reader.dropped_tail_bytes()
+                        ),
                     ),
                 ));
             }
@@ -414,7 +496,29 @@ impl DbInner {
                 self.flush_recovered(mem, edit)?;
             }
         }
+        EngineCounters::add(&self.counters.wal_recovery_dropped_records, dropped_records);
+        EngineCounters::add(&self.counters.wal_recovery_dropped_bytes, dropped_bytes);
         Ok(last)
+    }
+
+    /// The first `LogSynced` record for log `number` in the logs `numbers`: (path, offset).
+    /// Damage in those logs is looked past: any trace of the marker counts.
+    fn find_synced_marker(&self, number: u64, numbers: &[u64]) -> Result<Option<(PathBuf, u64)>> {
+        for later in numbers {
+            let path = self.dir.join(wal_file_name(*later));
+            let bytes = self.fs.read_all(&path)?;
+            let mut reader = LogReader::new(bytes, path.clone(), WalRecovery::SalvageCorrupted);
+            while let Ok(Some((offset, record))) = reader.read_record() {
+                if let Ok(Some(ControlRecord::LogSynced { number: synced, .. })) =
+                    ControlRecord::decode(&record, &path, offset)
+                {
+                    if synced == number {
+                        return Ok(Some((path, offset)));
+                    }
+                }
+            }
+        }
+        Ok(None)
     }
 
     /// Writes a recovered memtable to L0 tables, adding them to `edit`.
@@ -445,6 +549,19 @@ impl DbInner {
         }
         self.fs.sync_dir(&self.dir)
     }
+}
+
+/// The write-batch records (control records not counted) readable in a log, for the report
+/// of what recovery dropped.
+fn count_batch_records(bytes: Vec<u8>, path: &Path) -> u64 {
+    let mut reader = LogReader::new(bytes, path.to_path_buf(), WalRecovery::SalvageCorrupted);
+    let mut records = 0;
+    while let Ok(Some((offset, record))) = reader.read_record() {
+        if matches!(ControlRecord::decode(&record, path, offset), Ok(None)) {
+            records += 1;
+        }
+    }
+    records
 }
 
 /// Removes tables no tree refers to, logs older than `log_number`, old manifests and temp

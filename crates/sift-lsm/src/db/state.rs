@@ -135,19 +135,55 @@ pub(crate) struct DbInner {
     /// manifest.
     pub writes_stopped: AtomicBool,
     /// Set (and signalled) by the write leader each time `WAL_PRESYNC_BYTES` more log bytes
-    /// were written: the WAL presync thread then syncs the active log through a second handle,
-    /// so the sync of a full log when its memtable is frozen (on the writer's thread, under the
-    /// commit lock) finds little left to write.
+    /// were written, and by each memtable switch: the WAL presync thread then syncs the closed
+    /// logs (`closed_logs`) and the active log through a second handle, so a synced write
+    /// finds little left to sync.
     pub wal_presync_due: Mutex<bool>,
     pub wal_presync_cv: Condvar,
     /// Presyncs done (for tests).
     pub wal_presyncs: AtomicU64,
+    /// Logs closed by memtable switches and not yet synced, oldest first. A switch does not
+    /// sync the log it closes under the commit lock: the presync thread syncs it, or the next
+    /// synced write does first if it comes sooner (see `sync_closed_logs`).
+    pub closed_logs: Mutex<Vec<Arc<ClosedLog>>>,
+    /// The `PreviousLog` record the active log still has to start with, as (number, bytes) of
+    /// the log closed before it; written by the first commit into the active log. Only
+    /// touched under the commit lock.
+    pub previous_log_due: Mutex<Option<(u64, u64)>>,
+    /// Closed logs synced since the last commit, as (number, bytes): the next commit appends
+    /// a `LogSynced` record for each to the active log, before its own records.
+    pub synced_log_markers: Mutex<Vec<(u64, u64)>>,
+    /// Whether `synced_log_markers` holds anything (checked on every commit without locking).
+    pub synced_log_markers_due: AtomicBool,
     pub snapshots: Arc<SnapshotList>,
     pub block_cache: Option<Arc<BlockCache>>,
     pub counters: Arc<EngineCounters>,
     pub tables: Arc<TableOpener>,
     pub closed: AtomicBool,
     pub directory_lock: Mutex<Option<Box<dyn FileLock>>>,
+}
+
+/// A log closed by a memtable switch that may still hold unsynced records.
+pub(crate) struct ClosedLog {
+    pub number: u64,
+    /// The log's length when it was closed; nothing is appended after that.
+    pub bytes: u64,
+    /// `None` once synced (or given up because the log became obsolete). Held while syncing,
+    /// so a second syncer waits for the first and then finds nothing left to do.
+    pub writer: Mutex<Option<LogWriter>>,
+    /// Why a sync of this log failed, if one did (touched only with `writer` locked). A
+    /// failed fsync may have dropped the dirty pages while a retry reports success, so the
+    /// log can never count as synced after that: every later syncer gets the error again.
+    pub sync_failed: Mutex<Option<String>>,
+}
+
+/// Who syncs a closed log, for the counters.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ClosedLogSyncer {
+    /// The WAL presync thread, off the commit lock.
+    Background,
+    /// A synced write, under the commit lock, before it appends its own records.
+    Writer,
 }
 
 /// Log bytes between two syncs of the active WAL by the presync thread.
@@ -171,13 +207,89 @@ impl DbInner {
                 }
                 *due = false;
             }
+            // Closed logs first: a synced write waits for them, and after a crash the records
+            // of newer logs are only replayed once the older ones are known complete.
+            let synced = self.sync_closed_logs(ClosedLogSyncer::Background);
             if self.writes_stopped.load(Ordering::Acquire) {
+                return;
+            }
+            if let Err(e) = synced {
+                // A closed log that cannot be synced may lose acknowledged writes on a crash.
+                let mut state = self.state.lock();
+                self.set_bg_error(&mut state, &e);
                 return;
             }
             let number = self.super_version.load().mem.wal_number();
             self.fs
                 .sync_data_hint(&self.dir.join(crate::version::wal_file_name(number)));
             self.wal_presyncs.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Syncs every closed log not synced yet, oldest first, and queues a `LogSynced` marker
+    /// for each (appended to the active log by the next commit). Safe to call from several
+    /// threads: each log is synced once. Returns the first sync error (the log stays queued,
+    /// so a later synced write fails on it too rather than being acknowledged).
+    pub fn sync_closed_logs(&self, syncer: ClosedLogSyncer) -> Result<()> {
+        let logs = self.closed_logs.lock().clone();
+        for log in logs {
+            let mut writer = log.writer.lock();
+            let Some(open) = writer.as_mut() else {
+                continue;
+            };
+            if let Some(message) = log.sync_failed.lock().as_ref() {
+                return Err(Error::io(
+                    open.path(),
+                    std::io::Error::other(format!(
+                        "an earlier sync of closed log {} failed: {message}",
+                        log.number
+                    )),
+                ));
+            }
+            let started = std::time::Instant::now();
+            if let Err(e) = open.sync() {
+                *log.sync_failed.lock() = Some(e.to_string());
+                return Err(e);
+            }
+            let (count, micros) = match syncer {
+                ClosedLogSyncer::Background => (
+                    &self.counters.closed_wal_syncs,
+                    &self.counters.closed_wal_sync_micros,
+                ),
+                ClosedLogSyncer::Writer => (
+                    &self.counters.closed_wal_syncs_by_writers,
+                    &self.counters.closed_wal_sync_by_writer_micros,
+                ),
+            };
+            EngineCounters::add(count, 1);
+            EngineCounters::add_micros_since(micros, started);
+            // The marker is queued before the log counts as synced: a synced write that finds
+            // the log synced must also find its marker to append ahead of its own records.
+            self.synced_log_markers.lock().push((log.number, log.bytes));
+            self.synced_log_markers_due.store(true, Ordering::Release);
+            *writer = None;
+            drop(writer);
+            self.closed_logs
+                .lock()
+                .retain(|other| !Arc::ptr_eq(other, &log));
+        }
+        Ok(())
+    }
+
+    /// Forgets closed logs numbered below `log_number` without syncing them: their records
+    /// are in synced tables now, and recovery no longer reads them.
+    pub fn forget_obsolete_closed_logs(&self, log_number: u64) {
+        let obsolete: Vec<Arc<ClosedLog>> = {
+            let mut logs = self.closed_logs.lock();
+            let (obsolete, live) = logs.drain(..).partition(|log| log.number < log_number);
+            *logs = live;
+            obsolete
+        };
+        for log in obsolete {
+            // A syncer holding it finishes first; then the handle is closed unsynced.
+            if log.writer.lock().take().is_some() {
+                EngineCounters::add(&self.counters.closed_wal_syncs_skipped, 1);
+            }
         }
     }
 

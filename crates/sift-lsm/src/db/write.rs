@@ -9,12 +9,12 @@
 //! the memtable, publishes the new visible sequence number and wakes the followers. Readers
 //! never wait for any of this.
 
-use crate::db::state::{DbInner, DbState, WAL_PRESYNC_BYTES};
+use crate::db::state::{ClosedLog, ClosedLogSyncer, DbInner, DbState, WAL_PRESYNC_BYTES};
 use crate::key::{SeqNo, ValueKind, SEQ_MAX};
 use crate::memtable::Memtable;
 use crate::stats::EngineCounters;
 use crate::version::wal_file_name;
-use crate::wal::LogWriter;
+use crate::wal::{ControlRecord, LogWriter};
 use crate::write_batch::WriteBatch;
 use crate::{Error, Result};
 use parking_lot::{Condvar, Mutex};
@@ -279,6 +279,16 @@ impl DbInner {
             .ok_or_else(|| Error::Closed("no write-ahead log open".into()))?;
         let before = writer.file_bytes();
         let logged = (|| {
+            if let Some((number, bytes)) = self.previous_log_due.lock().take() {
+                writer.add_record(&ControlRecord::PreviousLog { number, bytes }.encode())?;
+            }
+            if sync && !self.closed_logs.lock().is_empty() {
+                // A synced write is durable only with everything before it: older logs first.
+                self.sync_closed_logs(ClosedLogSyncer::Writer)?;
+            }
+            if self.synced_log_markers_due.load(Ordering::Acquire) {
+                self.append_synced_log_markers(writer)?;
+            }
             for b in batches.iter() {
                 writer.add_record(b.encoded())?;
             }
@@ -480,21 +490,25 @@ impl DbInner {
             self.fs.sync_dir(&self.dir)?;
             (number, LogWriter::new(file, path))
         };
-        if let Some(old) = wal.as_mut() {
-            // Older logs are complete on disk before newer ones get writes, so recovery
-            // never sees a gap (see docs/format/wal.md). If that cannot be ensured, acknowledged
-            // writes may be missing after a power loss: stop taking writes.
-            let sync_started = Instant::now();
-            let synced = old.sync();
-            EngineCounters::add_micros_since(
-                &self.counters.memtable_switch_wal_sync_micros,
-                sync_started,
-            );
-            if let Err(e) = synced {
-                let mut state = self.state.lock();
-                self.set_bg_error(&mut state, &e);
-                return Err(e);
-            }
+        if let Some(old) = wal.as_ref() {
+            // The old log is not synced here, under the commit lock: the presync thread syncs
+            // it, or the next synced write if it comes first. The new log's first record
+            // (written by the first commit into it, so the switch itself writes nothing) names
+            // the old log and its length, so recovery can tell that it was cut short by a crash
+            // before that sync and then replays nothing newer (docs/format/wal.md). If the old
+            // log never got a record, the record still to write names the log before it.
+            self.previous_log_due
+                .lock()
+                .get_or_insert((active, old.file_bytes()));
+        }
+        if let Some(old) = wal.take() {
+            self.closed_logs.lock().push(Arc::new(ClosedLog {
+                number: active,
+                bytes: old.file_bytes(),
+                writer: Mutex::new(Some(old)),
+                sync_failed: Mutex::new(None),
+            }));
+            self.request_wal_presync();
         }
         *wal = Some(writer);
         let mut state = self.lock_state_for_write();
@@ -502,6 +516,19 @@ impl DbInner {
         state.imms.insert(0, frozen);
         self.install_super_version(&state);
         self.bg_cv.notify_all();
+        Ok(())
+    }
+
+    /// Appends a `LogSynced` record for each closed log synced since the last commit.
+    fn append_synced_log_markers(&self, writer: &mut LogWriter) -> Result<()> {
+        let markers = {
+            let mut markers = self.synced_log_markers.lock();
+            self.synced_log_markers_due.store(false, Ordering::Release);
+            std::mem::take(&mut *markers)
+        };
+        for (number, bytes) in markers {
+            writer.add_record(&ControlRecord::LogSynced { number, bytes }.encode())?;
+        }
         Ok(())
     }
 
@@ -520,7 +547,18 @@ impl DbInner {
             Ok(file)
         });
         match created {
-            Ok(file) => *self.spare_wal.lock() = Some((number, LogWriter::new(file, path))),
+            Ok(file) => {
+                // Never replace a spare stored meanwhile (by another caller): the replaced one
+                // would stay on disk unused.
+                let mut spare = self.spare_wal.lock();
+                if spare.is_none() {
+                    *spare = Some((number, LogWriter::new(file, path)));
+                } else {
+                    drop(spare);
+                    drop(file);
+                    let _ = self.fs.remove(&path);
+                }
+            }
             // Not an error of any write: the switch creates its log itself, and reports it if
             // that fails too.
             Err(_) => {

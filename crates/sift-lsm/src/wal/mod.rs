@@ -8,6 +8,9 @@
 mod reader;
 mod writer;
 
+use crate::{Error, Result};
+use std::path::Path;
+
 pub use reader::LogReader;
 pub use writer::LogWriter;
 
@@ -30,6 +33,78 @@ pub const FRAGMENT_LAST: u8 = 4;
 pub fn fragment_crc(fragment_type: u8, payload: &[u8]) -> u32 {
     let crc = crc32c::crc32c_append(crc32c::crc32c(&[fragment_type]), payload);
     crate::coding::mask_crc(crc)
+}
+
+/// The first 8 bytes of a control record's payload. A write batch starts with its first
+/// sequence number there, and sequence numbers stay below 2^56, so no batch starts this way.
+pub const CONTROL_RECORD_MARKER: [u8; 8] = [0xFF; 8];
+/// Control record kind: the log this one follows, and that log's length at the switch.
+pub const CONTROL_PREVIOUS_LOG: u8 = 1;
+/// Control record kind: an older log is complete and synced at the given length.
+pub const CONTROL_LOG_SYNCED: u8 = 2;
+/// Payload bytes of every control record: marker, kind, log number, log bytes.
+pub const CONTROL_RECORD_BYTES: usize = 8 + 1 + 8 + 8;
+
+/// A WAL record that carries no writes but facts about other logs, which recovery uses to
+/// tell a log cut short by a crash from a damaged one (`docs/format/wal.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ControlRecord {
+    /// The first record of a log started by a memtable switch: the log that was active before
+    /// it, and that log's length when the switch closed it. Written without a sync.
+    PreviousLog { number: u64, bytes: u64 },
+    /// Log `number` was synced while it held `bytes` bytes, all of them, after it was closed.
+    LogSynced { number: u64, bytes: u64 },
+}
+
+impl ControlRecord {
+    pub fn encode(&self) -> [u8; CONTROL_RECORD_BYTES] {
+        let (kind, number, bytes) = match *self {
+            ControlRecord::PreviousLog { number, bytes } => (CONTROL_PREVIOUS_LOG, number, bytes),
+            ControlRecord::LogSynced { number, bytes } => (CONTROL_LOG_SYNCED, number, bytes),
+        };
+        let mut out = [0u8; CONTROL_RECORD_BYTES];
+        out[..8].copy_from_slice(&CONTROL_RECORD_MARKER);
+        out[8] = kind;
+        out[9..17].copy_from_slice(&number.to_le_bytes());
+        out[17..25].copy_from_slice(&bytes.to_le_bytes());
+        out
+    }
+
+    /// The control record in `payload`, `None` if the payload is not one (a write batch), and
+    /// a corruption error (at `offset` of `path`) if it starts with the marker but is not a
+    /// control record this version knows.
+    pub fn decode(payload: &[u8], path: &Path, offset: u64) -> Result<Option<ControlRecord>> {
+        if !payload.starts_with(&CONTROL_RECORD_MARKER) {
+            return Ok(None);
+        }
+        let field = |range: std::ops::Range<usize>| -> Option<u64> {
+            let bytes: [u8; 8] = payload.get(range)?.try_into().ok()?;
+            Some(u64::from_le_bytes(bytes))
+        };
+        let (Some(number), Some(bytes), true) = (
+            field(9..17),
+            field(17..25),
+            payload.len() == CONTROL_RECORD_BYTES,
+        ) else {
+            return Err(Error::corruption(
+                path,
+                offset,
+                format!(
+                    "control record of {} bytes, expected {CONTROL_RECORD_BYTES}",
+                    payload.len()
+                ),
+            ));
+        };
+        match payload[8] {
+            CONTROL_PREVIOUS_LOG => Ok(Some(ControlRecord::PreviousLog { number, bytes })),
+            CONTROL_LOG_SYNCED => Ok(Some(ControlRecord::LogSynced { number, bytes })),
+            kind => Err(Error::corruption(
+                path,
+                offset,
+                format!("unknown control record kind {kind}"),
+            )),
+        }
+    }
 }
 
 #[cfg(test)]

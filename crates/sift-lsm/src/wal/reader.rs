@@ -22,6 +22,8 @@ pub struct LogReader {
     finished: bool,
     dropped_tail_bytes: u64,
     skipped_bytes: u64,
+    /// The end of the last record returned.
+    valid_bytes: usize,
 }
 
 impl std::fmt::Debug for LogReader {
@@ -47,6 +49,7 @@ impl LogReader {
             finished: false,
             dropped_tail_bytes: 0,
             skipped_bytes: 0,
+            valid_bytes: 0,
         }
     }
 
@@ -58,6 +61,12 @@ impl LogReader {
     /// tail (an all-zero remainder counts as padding, not as dropped).
     pub fn dropped_tail_bytes(&self) -> u64 {
         self.dropped_tail_bytes
+    }
+
+    /// The offset just past the last record returned so far: where the log's valid records
+    /// end once reading has finished.
+    pub fn valid_bytes(&self) -> u64 {
+        self.valid_bytes as u64
     }
 
     /// Bytes of damaged records skipped in the middle of the log (`SalvageCorrupted` only).
@@ -107,6 +116,7 @@ impl LogReader {
                 Ok((fragment_type, range)) => match (fragment_type, record_start) {
                     (FRAGMENT_FULL, None) => {
                         self.position = range.end;
+                        self.valid_bytes = range.end;
                         return Ok(Some((position as u64, self.bytes[range].to_vec())));
                     }
                     (FRAGMENT_FIRST, None) => {
@@ -120,6 +130,7 @@ impl LogReader {
                     }
                     (FRAGMENT_LAST, Some(start)) => {
                         self.position = range.end;
+                        self.valid_bytes = range.end;
                         payload.extend_from_slice(&self.bytes[range]);
                         return Ok(Some((start as u64, payload)));
                     }
