@@ -544,6 +544,7 @@ impl Query<'_> {
     /// hit is newer than every table left to read.
     fn run_lazy(&mut self) -> Result<()> {
         if self.point {
+            // LOOKUP: `lazy_point.rs`; what follows is RANGE only.
             return self.run_lazy_point();
         }
         let tree = self.index.stand_alone_tree()?;
@@ -603,9 +604,6 @@ impl Query<'_> {
             }
             if !self.top.is_full() {
                 continue;
-            }
-            if self.point {
-                break;
             }
             let newest_left = self.newest_seq_in(&view, &ids[position + 1..]);
             if self.top.min_seq().is_some_and(|min| newest_left <= min) {

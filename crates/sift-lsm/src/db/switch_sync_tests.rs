@@ -98,28 +98,8 @@ impl FileSystem for HintGatedFileSystem {
     }
 }
 
-/// Holds every flush while closed, so the closed logs stay live (not made obsolete).
-#[derive(Default)]
-struct FlushGate {
-    closed: Mutex<bool>,
-    changed: Condvar,
-}
-
-impl FlushGate {
-    fn set_closed(&self, closed: bool) {
-        *self.closed.lock() = closed;
-        self.changed.notify_all();
-    }
-}
-
-impl crate::hooks::FlushListener for FlushGate {
-    fn before_flush(&self, _info: &crate::hooks::FlushInfo) {
-        let mut closed = self.closed.lock();
-        while *closed {
-            self.changed.wait(&mut closed);
-        }
-    }
-}
+// Holds every flush while closed, so the closed logs stay live (not made obsolete).
+use super::write::tests::FlushGate;
 
 fn key(i: usize) -> Vec<u8> {
     format!("key{i:06}").into_bytes()

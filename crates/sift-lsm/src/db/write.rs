@@ -611,7 +611,7 @@ pub(crate) fn insert_into_memtable(mem: &Memtable, batch: &WriteBatch) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use crate::db::Db;
     use crate::options::Options;
     use crate::version::{parse_file_name, FileKind};
@@ -778,13 +778,13 @@ mod tests {
     /// Holds every flush in `before_flush` while closed: no table is written and no directory
     /// synced by a flush until it opens.
     #[derive(Default)]
-    struct FlushGate {
+    pub(in crate::db) struct FlushGate {
         closed: parking_lot::Mutex<bool>,
         changed: parking_lot::Condvar,
     }
 
     impl FlushGate {
-        fn set_closed(&self, closed: bool) {
+        pub(in crate::db) fn set_closed(&self, closed: bool) {
             *self.closed.lock() = closed;
             self.changed.notify_all();
         }
