@@ -153,6 +153,10 @@ pub struct DiffIndexArgs {
     /// priority) [default: Sift's default].
     #[arg(long)]
     pub background_nice: Option<i32>,
+    /// Flush and compaction threads pause briefly every 500 µs of work, compactions run under
+    /// `SCHED_IDLE` (engine option `background_threads_yield_to_foreground`).
+    #[arg(long)]
+    pub background_yield: bool,
     /// fdatasync the WAL before acknowledging each write.
     #[arg(long)]
     pub sync: bool,
@@ -214,6 +218,7 @@ impl Settings {
         if let Some(nice) = args.background_nice {
             options.engine.background_thread_nice = nice;
         }
+        options.engine.background_threads_yield_to_foreground = args.background_yield;
         options.sync_writes = args.sync;
         let selectivities_ppm = args
             .selectivities
@@ -1694,6 +1699,7 @@ mod tests {
             async_workers: None,
             async_worker_nice: None,
             background_nice: None,
+            background_yield: false,
             sync: false,
             db: Some(dir.path().to_path_buf()),
             seed: 3,

@@ -21,6 +21,7 @@ pub mod iterator;
 pub mod key;
 pub mod memtable;
 pub mod options;
+mod pacing;
 pub mod snapshot;
 pub mod sstable;
 pub mod stats;

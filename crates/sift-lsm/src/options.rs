@@ -113,6 +113,16 @@ pub struct Options {
     /// machine, which shortens the pauses a foreground write or read sees while a flush or a
     /// compaction holds a core; background work then only uses CPU the foreground leaves idle.
     pub background_thread_nice: i32,
+    /// Keep flushes and compactions from delaying foreground threads by a scheduler time slice
+    /// on a machine with few cores: the flush and compaction threads pause for about 60 µs
+    /// after every 500 µs of table writing, and compaction threads run under Linux's
+    /// `SCHED_IDLE` policy (elsewhere only the pauses apply). Measured on a 2-core machine
+    /// (`sift bench diff-index`, a writer at half its saturation rate): without it a
+    /// preempted writer waited up to a 4 ms tick behind a compaction, many times a second.
+    /// Costs background throughput (about a tenth); not the default, because a foreground
+    /// that keeps every core busy then leaves compactions only what the pauses give them, and
+    /// L0 grows until the write slowdown and stop triggers throttle it.
+    pub background_threads_yield_to_foreground: bool,
     /// When a level (1 and deeper) is compacted, start from its file with the most tombstones
     /// if at least half of that file's entries are tombstones, instead of the next file in
     /// round-robin order: pushes deletes down to the entries they cancel sooner (for trees that
@@ -172,6 +182,7 @@ impl Default for Options {
             table_file_bytes_target: 64 << 20,
             compaction_threads: 1,
             background_thread_nice: 0,
+            background_threads_yield_to_foreground: false,
             compaction_prefer_tombstones: false,
             compactions_paused_at_open: false,
             block_bytes: 4096,

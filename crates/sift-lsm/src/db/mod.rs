@@ -125,6 +125,31 @@ pub fn lower_current_thread_priority(nice: i32) {
 #[cfg(not(target_os = "linux"))]
 pub fn lower_current_thread_priority(_nice: i32) {}
 
+/// Moves the calling thread to Linux's `SCHED_IDLE` policy: it then runs only on a core no
+/// normal thread wants, and a normal thread that wakes up takes the core from it at once.
+/// Best effort; a refusal leaves the policy unchanged.
+#[cfg(target_os = "linux")]
+pub fn move_current_thread_to_idle_policy() {
+    let parameters = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `parameters` outlives the call, which only reads it; pid 0 names the caller.
+    unsafe {
+        libc::sched_setscheduler(0, libc::SCHED_IDLE, &parameters);
+    }
+}
+
+/// Moves the calling thread to an idle scheduling policy: nothing to do outside Linux.
+#[cfg(not(target_os = "linux"))]
+pub fn move_current_thread_to_idle_policy() {}
+
+/// Which engine thread a spawned thread is, for the priority it gives itself.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ThreadRole {
+    Flush,
+    Compaction,
+    /// Issues fsyncs that writers would otherwise wait for: keeps the caller's priority.
+    WalPresync,
+}
+
 impl Db {
     /// Opens (or creates) the database in `path`.
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
@@ -134,12 +159,22 @@ impl Db {
     fn start(inner: Arc<DbInner>) -> Result<Db> {
         let mut threads = Vec::new();
         let background_nice = inner.options.background_thread_nice;
-        let mut spawn = |name: String, lower_priority: bool, f: Box<dyn FnOnce() + Send>| {
+        let yield_to_foreground = inner.options.background_threads_yield_to_foreground;
+        let mut spawn = |name: String, role: ThreadRole, f: Box<dyn FnOnce() + Send>| {
             let handle = std::thread::Builder::new()
                 .name(name)
                 .spawn(move || {
-                    if lower_priority {
+                    if role != ThreadRole::WalPresync {
                         lower_current_thread_priority(background_nice);
+                        if yield_to_foreground {
+                            // Flushes keep the normal policy: writers stall when they fall
+                            // behind, and under `SCHED_IDLE` they would share a core with
+                            // compactions on equal terms.
+                            if role == ThreadRole::Compaction {
+                                move_current_thread_to_idle_policy();
+                            }
+                            crate::pacing::enable_for_current_thread();
+                        }
                     }
                     f();
                 })
@@ -151,15 +186,13 @@ impl Db {
         let presyncer = Arc::clone(&inner);
         let mut started = spawn(
             "sift-flush".into(),
-            true,
+            ThreadRole::Flush,
             Box::new(move || flusher.flush_loop()),
         )
         .and_then(|()| {
-            // The presync thread only issues fsyncs that writers would otherwise wait for: it
-            // keeps the caller's priority.
             spawn(
                 "sift-wal-presync".into(),
-                false,
+                ThreadRole::WalPresync,
                 Box::new(move || presyncer.wal_presync_loop()),
             )
         });
@@ -170,7 +203,7 @@ impl Db {
             let compactor = Arc::clone(&inner);
             started = spawn(
                 format!("sift-compact-{i}"),
-                true,
+                ThreadRole::Compaction,
                 Box::new(move || compactor.compaction_loop()),
             );
         }

@@ -663,4 +663,95 @@ mod tests {
         );
         db.close().expect("close");
     }
+
+    /// A thread's scheduling policy (0 normal, 5 `SCHED_IDLE`), by name.
+    #[cfg(target_os = "linux")]
+    fn policy_of_thread(name: &str) -> Option<i64> {
+        for task in std::fs::read_dir("/proc/self/task").ok()? {
+            let path = task.ok()?.path();
+            let comm = std::fs::read_to_string(path.join("comm")).ok()?;
+            if comm.trim() != name {
+                continue;
+            }
+            let sched = std::fs::read_to_string(path.join("sched")).ok()?;
+            let line = sched.lines().find(|line| line.starts_with("policy"))?;
+            return line.split(':').nth(1)?.trim().parse().ok();
+        }
+        None
+    }
+
+    /// With `background_threads_yield_to_foreground`, compaction threads run under
+    /// `SCHED_IDLE`; the flush thread (writers stall behind it) and the WAL presync thread
+    /// (writers wait for its fsyncs) keep the normal policy. Without it, none moves.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn yielding_to_the_foreground_moves_only_compaction_threads_to_the_idle_policy() {
+        for yield_to_foreground in [false, true] {
+            let dir = tempfile::tempdir().expect("temporary directory");
+            let options = crate::Options {
+                background_threads_yield_to_foreground: yield_to_foreground,
+                ..crate::Options::default()
+            };
+            let db = crate::Db::open(dir.path(), options).expect("open");
+            let expected_compaction = if yield_to_foreground { 5 } else { 0 };
+            // The threads set their policy as they start: wait for that.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while policy_of_thread("sift-compact-0") != Some(expected_compaction)
+                && std::time::Instant::now() < deadline
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            assert_eq!(
+                policy_of_thread("sift-compact-0"),
+                Some(expected_compaction)
+            );
+            assert_eq!(policy_of_thread("sift-flush"), Some(0));
+            // Linux keeps the first 15 bytes of a thread's name.
+            assert_eq!(policy_of_thread("sift-wal-presyn"), Some(0));
+            db.close().expect("close");
+        }
+    }
+
+    /// Paced flushes and compactions (which sleep inside table builds) write the same data:
+    /// every key survives many flushes, compactions into deeper levels, and a reopen.
+    #[test]
+    fn paced_flushes_and_compactions_keep_every_key() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let options = || crate::Options {
+            background_threads_yield_to_foreground: true,
+            memtable_bytes_max: 64 << 10,
+            table_file_bytes_target: 64 << 10,
+            level1_bytes_max: 256 << 10,
+            ..crate::Options::default()
+        };
+        let key = |i: u32| format!("key{:08}", i.wrapping_mul(2_654_435_761) % 1_000_000);
+        let db = crate::Db::open(dir.path(), options()).expect("open");
+        let tree = db.default_tree();
+        let mut model = std::collections::BTreeMap::new();
+        for round in 0..4u32 {
+            for i in 0..6_000u32 {
+                let value = format!("value {round} {i} {}", "x".repeat(40));
+                db.put(&tree, key(i).as_bytes(), value.as_bytes())
+                    .expect("put");
+                model.insert(key(i), value);
+            }
+            db.flush().expect("flush");
+        }
+        db.compact_range(&tree, None, None).expect("compact");
+        let stats = db.stats();
+        assert!(stats.flushes >= 4, "{stats:?}");
+        assert!(stats.compactions >= 1, "{stats:?}");
+        db.close().expect("close");
+        let db = crate::Db::open(dir.path(), options()).expect("reopen");
+        let tree = db.default_tree();
+        for (key, value) in &model {
+            let found = db.get(&tree, key.as_bytes()).expect("get");
+            assert_eq!(
+                found.map(|entry| entry.value.to_vec()),
+                Some(value.as_bytes().to_vec()),
+                "{key}"
+            );
+        }
+        db.close().expect("close");
+    }
 }

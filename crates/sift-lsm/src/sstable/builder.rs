@@ -174,6 +174,7 @@ impl TableBuilder {
 
     /// Adds an entry; keys must be strictly increasing in internal-key order.
     pub fn add(&mut self, internal_key: &[u8], value: &[u8]) -> Result<()> {
+        crate::pacing::pace();
         let Some(parsed) = parse_internal_key(internal_key) else {
             return Err(Error::InvalidArgument(format!(
                 "table {}: malformed internal key {internal_key:?}",
