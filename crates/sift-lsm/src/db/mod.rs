@@ -133,7 +133,7 @@ pub fn move_current_thread_to_idle_policy() {
     let parameters = libc::sched_param { sched_priority: 0 };
     // SAFETY: `parameters` outlives the call, which only reads it; pid 0 names the caller.
     unsafe {
-        libc::sched_setscheduler(0, libc::SCHED_IDLE, &parameters);
+        libc::sched_setscheduler(0, libc::SCHED_IDLE, &raw const parameters);
     }
 }
 

@@ -747,7 +747,7 @@ mod tests {
         for (key, value) in &model {
             let found = db.get(&tree, key.as_bytes()).expect("get");
             assert_eq!(
-                found.map(|entry| entry.value.to_vec()),
+                found.map(|entry| entry.value),
                 Some(value.as_bytes().to_vec()),
                 "{key}"
             );
