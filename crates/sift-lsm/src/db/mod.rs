@@ -125,6 +125,19 @@ pub fn lower_current_thread_priority(nice: i32) {
 #[cfg(not(target_os = "linux"))]
 pub fn lower_current_thread_priority(_nice: i32) {}
 
+/// The calling thread's Linux thread id (0 elsewhere).
+fn current_thread_id() -> i64 {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: gettid takes no arguments and touches no memory of ours.
+        unsafe { libc::syscall(libc::SYS_gettid) }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        0
+    }
+}
+
 /// Moves the calling thread to Linux's `SCHED_IDLE` policy: it then runs only on a core no
 /// normal thread wants, and a normal thread that wakes up takes the core from it at once.
 /// Best effort; a refusal leaves the policy unchanged.
@@ -161,9 +174,16 @@ impl Db {
         let background_nice = inner.options.background_thread_nice;
         let yield_to_foreground = inner.options.background_threads_yield_to_foreground;
         let mut spawn = |name: String, role: ThreadRole, f: Box<dyn FnOnce() + Send>| {
+            let registry = Arc::clone(&inner);
+            let thread_name = name.clone();
             let handle = std::thread::Builder::new()
                 .name(name)
                 .spawn(move || {
+                    registry
+                        .background_thread_ids
+                        .lock()
+                        .push((thread_name, current_thread_id()));
+                    drop(registry);
                     if role != ThreadRole::WalPresync {
                         lower_current_thread_priority(background_nice);
                         if yield_to_foreground {

@@ -181,6 +181,7 @@ impl Db {
             write_queue: crate::db::write::WriteQueue::default(),
             wal: Mutex::new(None),
             spare_wal: Mutex::new(None),
+            background_thread_ids: Mutex::new(Vec::new()),
             writes_stopped: AtomicBool::new(false),
             wal_presync_due: Mutex::new(false),
             wal_presync_cv: Condvar::new(),
@@ -622,6 +623,46 @@ mod tests {
         }
     }
 
+    /// One of `db`'s background threads' `/proc/self/task/<id>/<file>`, by thread name: by id,
+    /// because other tests of this process have threads of the same names.
+    #[cfg(target_os = "linux")]
+    fn background_thread_file(db: &crate::Db, name: &str, file: &str) -> Option<String> {
+        let id = db
+            .inner
+            .background_thread_ids
+            .lock()
+            .iter()
+            .find(|(thread_name, _)| thread_name == name)
+            .map(|(_, id)| *id)?;
+        std::fs::read_to_string(format!("/proc/self/task/{id}/{file}")).ok()
+    }
+
+    /// A background thread's nice value: field 19 of its `stat` (after the parenthesised
+    /// name, which has no spaces here).
+    #[cfg(target_os = "linux")]
+    fn nice_of(db: &crate::Db, name: &str) -> Option<i64> {
+        let stat = background_thread_file(db, name, "stat")?;
+        let after_name = &stat[stat.rfind(')')? + 2..];
+        after_name.split(' ').nth(16)?.parse().ok()
+    }
+
+    /// A background thread's scheduling policy (0 normal, 5 `SCHED_IDLE`).
+    #[cfg(target_os = "linux")]
+    fn policy_of(db: &crate::Db, name: &str) -> Option<i64> {
+        let sched = background_thread_file(db, name, "sched")?;
+        let line = sched.lines().find(|line| line.starts_with("policy"))?;
+        line.split(':').nth(1)?.trim().parse().ok()
+    }
+
+    /// Waits (up to 10 s) until `done`: the threads set their priority as they start.
+    #[cfg(target_os = "linux")]
+    fn wait_for(mut done: impl FnMut() -> bool) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !done() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
     /// The flush and compaction threads run at the configured nice value, the WAL presync
     /// thread (whose fsyncs writers wait for) at the caller's.
     #[cfg(target_os = "linux")]
@@ -632,52 +673,25 @@ mod tests {
             background_thread_nice: 7,
             ..crate::Options::default()
         };
+        // The threads start at the opening thread's nice value (tests may run niced) and only
+        // ever lower their priority.
+        // SAFETY: plain integer arguments; a thread id names the calling thread.
+        let caller = i64::from(unsafe {
+            libc::getpriority(
+                libc::PRIO_PROCESS,
+                crate::db::current_thread_id() as libc::id_t,
+            )
+        });
+        let lowered = caller.max(7);
         let db = crate::Db::open(dir.path(), options).expect("open");
-        // A thread's nice value is field 19 of /proc/self/task/<tid>/stat (after the
-        // parenthesised name, which has no spaces here).
-        let nice_of = |name: &str| -> Option<i64> {
-            for task in std::fs::read_dir("/proc/self/task").ok()? {
-                let path = task.ok()?.path();
-                let comm = std::fs::read_to_string(path.join("comm")).ok()?;
-                if comm.trim() != name {
-                    continue;
-                }
-                let stat = std::fs::read_to_string(path.join("stat")).ok()?;
-                let after_name = &stat[stat.rfind(')')? + 2..];
-                return after_name.split(' ').nth(16)?.parse().ok();
-            }
-            None
-        };
-        // The threads lower themselves as they start: wait for that.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while nice_of("sift-compact-0") != Some(7) && std::time::Instant::now() < deadline {
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        assert_eq!(nice_of("sift-flush"), Some(7));
-        assert_eq!(nice_of("sift-compact-0"), Some(7));
-        // Linux keeps the first 15 bytes of a thread's name.
-        let caller = nice_of("sift-wal-presyn");
-        assert!(
-            caller.is_some_and(|nice| nice < 7),
-            "presync thread nice {caller:?}"
-        );
+        wait_for(|| {
+            nice_of(&db, "sift-compact-0") == Some(lowered)
+                && nice_of(&db, "sift-flush") == Some(lowered)
+        });
+        assert_eq!(nice_of(&db, "sift-flush"), Some(lowered));
+        assert_eq!(nice_of(&db, "sift-compact-0"), Some(lowered));
+        assert_eq!(nice_of(&db, "sift-wal-presync"), Some(caller));
         db.close().expect("close");
-    }
-
-    /// A thread's scheduling policy (0 normal, 5 `SCHED_IDLE`), by name.
-    #[cfg(target_os = "linux")]
-    fn policy_of_thread(name: &str) -> Option<i64> {
-        for task in std::fs::read_dir("/proc/self/task").ok()? {
-            let path = task.ok()?.path();
-            let comm = std::fs::read_to_string(path.join("comm")).ok()?;
-            if comm.trim() != name {
-                continue;
-            }
-            let sched = std::fs::read_to_string(path.join("sched")).ok()?;
-            let line = sched.lines().find(|line| line.starts_with("policy"))?;
-            return line.split(':').nth(1)?.trim().parse().ok();
-        }
-        None
     }
 
     /// With `background_threads_yield_to_foreground`, compaction threads run under
@@ -694,20 +708,14 @@ mod tests {
             };
             let db = crate::Db::open(dir.path(), options).expect("open");
             let expected_compaction = if yield_to_foreground { 5 } else { 0 };
-            // The threads set their policy as they start: wait for that.
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-            while policy_of_thread("sift-compact-0") != Some(expected_compaction)
-                && std::time::Instant::now() < deadline
-            {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            assert_eq!(
-                policy_of_thread("sift-compact-0"),
-                Some(expected_compaction)
-            );
-            assert_eq!(policy_of_thread("sift-flush"), Some(0));
-            // Linux keeps the first 15 bytes of a thread's name.
-            assert_eq!(policy_of_thread("sift-wal-presyn"), Some(0));
+            wait_for(|| {
+                policy_of(&db, "sift-compact-0") == Some(expected_compaction)
+                    && policy_of(&db, "sift-flush").is_some()
+                    && policy_of(&db, "sift-wal-presync").is_some()
+            });
+            assert_eq!(policy_of(&db, "sift-compact-0"), Some(expected_compaction));
+            assert_eq!(policy_of(&db, "sift-flush"), Some(0));
+            assert_eq!(policy_of(&db, "sift-wal-presync"), Some(0));
             db.close().expect("close");
         }
     }
