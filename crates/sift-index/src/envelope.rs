@@ -410,6 +410,7 @@ fn parse_attr(bytes: &[u8], pos: usize) -> Result<(RawAttr<'_>, usize)> {
 /// Unsigned LEB128, as everywhere in Sift: 7 bits per byte, low groups first.
 /// Appends one attribute record: id, type byte, length, encoded value. The value is encoded in
 /// place after a one-byte length, which is widened in the rare case it does not fit.
+#[inline]
 pub(crate) fn put_attr(out: &mut Vec<u8>, id: u32, value: &AttrValue) {
     // An int or time of one-byte id (the usual record): its 11 bytes in one copy.
     if let (AttrValue::Int(v) | AttrValue::Time(v), Ok(id @ 0..0x80)) = (value, u8::try_from(id)) {
@@ -425,6 +426,7 @@ pub(crate) fn put_attr(out: &mut Vec<u8>, id: u32, value: &AttrValue) {
 }
 
 /// [`put_attr`] for every record.
+#[inline(never)]
 fn put_attr_general(out: &mut Vec<u8>, id: u32, value: &AttrValue) {
     put_varint32(out, id);
     out.push(value.attr_type().type_byte());

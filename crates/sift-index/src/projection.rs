@@ -233,7 +233,9 @@ impl PathTrie {
     }
 
     /// Answers the paths at and below this node from its whole value.
+    #[inline]
     fn fill<'de>(&self, value: Kept<'de>, slots: &mut [Option<Kept<'de>>]) {
+        // One path ending here (the usual node): its slot takes the value, without a call.
         if let [(position, rest)] = self.below.as_slice() {
             if rest.is_empty() {
                 if let Some(slot) = slots.get_mut(*position) {
@@ -242,6 +244,12 @@ impl PathTrie {
                 return;
             }
         }
+        self.fill_every_path(value, slots);
+    }
+
+    /// [`PathTrie::fill`] for every node.
+    #[inline(never)]
+    fn fill_every_path<'de>(&self, value: Kept<'de>, slots: &mut [Option<Kept<'de>>]) {
         for (position, rest) in &self.below {
             let found = match &value {
                 _ if rest.is_empty() => Some(value.clone()),

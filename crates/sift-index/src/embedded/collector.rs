@@ -256,7 +256,9 @@ impl ZoneMap {
 
     /// Adds an 8-byte value (its prefix is all of it, and prefixes order such values as their
     /// bytes do).
-    #[inline]
+    // Called for every int or time value of every table written (see `AttrState::add`).
+    #[allow(clippy::inline_always)]
+    #[inline(always)]
     fn add_fixed(&mut self, prefix: u64) {
         if !self.seen {
             self.seen = true;

@@ -148,6 +148,11 @@ struct Buffer {
 
 const MARK_EVERY_RECORDS: usize = 64;
 
+/// The buffer's first allocation. Large enough that the allocator maps it outside its heap
+/// (glibc maps blocks of 128 KiB and more), so the buffer's growth by doubling leaves no freed
+/// blocks in the heap for every other allocation of the write path to work around.
+const BUFFER_FIRST_CAPACITY_BYTES: usize = 256 * 1024;
+
 /// A record of a [`Buffer`] and what the records before it hold.
 #[derive(Debug, Clone, Copy)]
 struct Mark {
@@ -176,7 +181,13 @@ impl Buffer {
         }
         self.records += 1;
         self.charge += charge_of(value, pk);
-        self.bytes.reserve(8 + 10 + 10 + value.len() + pk.len());
+        let record_bytes_max = 8 + 10 + 10 + value.len() + pk.len();
+        if self.bytes.capacity() == 0 {
+            self.bytes
+                .reserve(record_bytes_max.max(BUFFER_FIRST_CAPACITY_BYTES));
+        } else {
+            self.bytes.reserve(record_bytes_max);
+        }
         if let (Some(value_head), Ok(pk_length @ 0..0x80)) =
             (value.first_chunk::<8>(), u8::try_from(pk.len()))
         {
