@@ -145,14 +145,22 @@ fn append_bloom_probing(hashes: &[u64], bits_per_key: u32, probes: u32, out: &mu
         // A block of a few dozen values: the filter is built in words on the stack (bit `b` of
         // byte `b / 8` is bit `b % 64` of word `b / 64`, little-endian), then its bytes copied.
         let mut words = [0u64; SMALL_BLOOM_WORDS];
-        for &h in hashes {
-            // `probe_bit(h, i, bits)` for i = 0, 1, …: `x` steps by `delta` (one add per probe).
-            let delta = h.rotate_left(32) | 1;
-            let mut x = h;
-            for _ in 0..probes {
-                let bit = ((u128::from(x) * u128::from(bits)) >> 64) as u64;
-                words[(bit / 64) as usize % SMALL_BLOOM_WORDS] |= 1 << (bit % 64);
-                x = x.wrapping_add(delta);
+        // The default bits per key's probe count with a loop of known length (unrolled).
+        const DEFAULT_PROBES: u32 = 7;
+        debug_assert_eq!(bloom_probes(DEFAULT_BLOOM_BITS_PER_KEY), DEFAULT_PROBES);
+        if probes == DEFAULT_PROBES {
+            set_word_bits::<DEFAULT_PROBES>(hashes, bits, &mut words);
+        } else {
+            for &h in hashes {
+                // `probe_bit(h, i, bits)` for i = 0, 1, …: `x` steps by `delta` (one add per
+                // probe).
+                let delta = h.rotate_left(32) | 1;
+                let mut x = h;
+                for _ in 0..probes {
+                    let bit = ((u128::from(x) * u128::from(bits)) >> 64) as u64;
+                    words[(bit / 64) as usize % SMALL_BLOOM_WORDS] |= 1 << (bit % 64);
+                    x = x.wrapping_add(delta);
+                }
             }
         }
         let mut filter = [0u8; 8 * SMALL_BLOOM_WORDS];
@@ -166,6 +174,25 @@ fn append_bloom_probing(hashes: &[u64], bits_per_key: u32, probes: u32, out: &mu
     out.resize(start + bytes as usize, 0);
     set_bloom_bits(hashes, probes, &mut out[start..]);
     probes as u8
+}
+
+/// The stack-word filter's probes (see [`append_bloom_probing`]) for a probe count known at
+/// compile time.
+#[inline]
+fn set_word_bits<const PROBES: u32>(
+    hashes: &[u64],
+    bits: u64,
+    words: &mut [u64; SMALL_BLOOM_WORDS],
+) {
+    for &h in hashes {
+        let delta = h.rotate_left(32) | 1;
+        let mut x = h;
+        for _ in 0..PROBES {
+            let bit = ((u128::from(x) * u128::from(bits)) >> 64) as u64;
+            words[(bit / 64) as usize % SMALL_BLOOM_WORDS] |= 1 << (bit % 64);
+            x = x.wrapping_add(delta);
+        }
+    }
 }
 
 /// Sets the probed bits of `hashes` in `filter`, byte by byte (the layout's definition).

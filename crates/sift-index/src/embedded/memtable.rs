@@ -166,6 +166,7 @@ struct Mark {
 type BufferRecord<'a> = (SeqNo, &'a [u8], &'a [u8], usize);
 
 impl Buffer {
+    #[inline]
     fn push(&mut self, value: &[u8], seq: SeqNo, pk: &[u8]) {
         if !self.bytes.is_empty() && self.last_seq > seq {
             self.unordered = true;
