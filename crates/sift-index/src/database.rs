@@ -1429,7 +1429,17 @@ impl Database {
             self.deferred.fast_path() && collection.indexes.iter().any(|i| is_deferred(i));
         let mut memtables: Option<crate::deferred::MemtableVersions> = None;
         let mut unique_claims = crate::unique::UniqueClaims::default();
-        let mut batch = WriteBatch::new();
+        // Room for the primary entries (index entries, if any, grow it): no reallocation per
+        // entry of a batch of puts.
+        const ENTRY_OVERHEAD_BYTES: usize = 16;
+        let primary_bytes = prepared
+            .iter()
+            .map(|op| match op {
+                Prepared::Put { pk, envelope } => pk.len() + envelope.len() + ENTRY_OVERHEAD_BYTES,
+                Prepared::Delete { pk } => pk.len() + ENTRY_OVERHEAD_BYTES,
+            })
+            .sum();
+        let mut batch = WriteBatch::with_capacity(primary_bytes);
         // Versions written earlier in this batch, so a second write of a pk sees the first.
         let mut pending: HashMap<Vec<u8>, Option<(Vec<u8>, SeqNo)>> = HashMap::new();
         // Eager posting lists touched by this batch: (index position, encoded value) -> list.

@@ -255,6 +255,13 @@ impl DocumentParser {
 fn attr_value(kept: &Kept<'_>, attribute: &IndexedAttribute) -> Result<AttrValue> {
     let path = attribute.path.as_str();
     match kept {
+        // An integer for an int or time attribute (an id, epoch milliseconds): `from_json`'s
+        // answer, without its call.
+        Kept::Value(json @ Value::Number(number)) => match (attribute.attr_type, number.as_i64()) {
+            (AttrType::Int, Some(value)) => Ok(AttrValue::Int(value)),
+            (AttrType::Time, Some(value)) => Ok(AttrValue::Time(value)),
+            _ => AttrValue::from_json(json, attribute.attr_type, path),
+        },
         Kept::Value(json) => AttrValue::from_json(json, attribute.attr_type, path),
         Kept::Str(text) => {
             if attribute.attr_type == AttrType::Time {
@@ -488,6 +495,9 @@ mod tests {
             long.as_str(),
             "1577836800000",
             "-7",
+            "-1577836800000",
+            "18446744073709551615",
+            "1e3",
             "2.5",
             "null",
             "true",

@@ -77,6 +77,12 @@ pub trait BlockPropertyCollector: Send {
     fn add(&mut self, entry: &CollectorEntry<'_>);
     /// The current data block is complete; returns the bytes stored with it (may be empty).
     fn finish_block(&mut self, block: &FinishedBlock) -> Vec<u8>;
+    /// [`BlockPropertyCollector::finish_block`], appending the bytes to `out` (empty when
+    /// called; the table builder reuses it, so a collector that writes here allocates nothing
+    /// per block). What the builder calls; by default a copy of `finish_block`'s bytes.
+    fn finish_block_into(&mut self, block: &FinishedBlock, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.finish_block(block));
+    }
     /// The table is complete.
     fn finish_table(&mut self) -> TableCollectorOutput;
 }

@@ -40,6 +40,14 @@ impl WriteBatch {
         }
     }
 
+    /// An empty batch with room for `entry_bytes` bytes of entries (each takes its key and
+    /// value plus at most 16 bytes): a batch built to a known size grows without reallocating.
+    pub fn with_capacity(entry_bytes: usize) -> Self {
+        let mut rep = Vec::with_capacity(BATCH_HEADER_BYTES.saturating_add(entry_bytes));
+        rep.resize(BATCH_HEADER_BYTES, 0);
+        WriteBatch { rep, count: 0 }
+    }
+
     pub fn put_in(&mut self, tree: TreeId, key: &[u8], value: &[u8]) {
         self.push(ValueKind::Put, tree, key, Some(value));
     }

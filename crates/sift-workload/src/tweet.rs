@@ -272,7 +272,13 @@ impl TweetGenerator {
 
     /// The next tweet, with a fresh `tweet_id`.
     pub fn next_tweet(&mut self) -> Tweet {
-        let mut json = String::with_capacity(self.config.document_bytes_target * 2);
+        self.next_tweet_reusing(String::new())
+    }
+
+    /// [`TweetGenerator::next_tweet`] written into `json` (cleared first; the same tweet): a
+    /// loader that hands back each written tweet's buffer allocates none per tweet.
+    pub fn next_tweet_reusing(&mut self, mut json: String) -> Tweet {
+        json.reserve(self.config.document_bytes_target * 2);
         let tweet_id = self.next_tweet_id;
         self.next_tweet_id += 1;
         let fields = self.generate_into(tweet_id, &mut json);

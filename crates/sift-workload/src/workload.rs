@@ -382,7 +382,13 @@ impl WorkloadGenerator {
 
     /// A PUT of a new tweet.
     pub fn put(&mut self) -> Operation {
-        let tweet = self.tweets.next_tweet();
+        self.put_reusing(String::new())
+    }
+
+    /// [`WorkloadGenerator::put`] with the tweet written into `json` (a buffer handed back by
+    /// the caller: no allocation per tweet, so a load's allocator work is the store's alone).
+    pub fn put_reusing(&mut self, json: String) -> Operation {
+        let tweet = self.tweets.next_tweet_reusing(json);
         self.record_write(&tweet);
         Operation::Put(tweet)
     }

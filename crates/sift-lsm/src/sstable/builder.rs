@@ -70,6 +70,8 @@ pub struct TableBuilder {
     block_bytes: usize,
     compression: Compression,
     collectors: Vec<(String, Box<dyn BlockPropertyCollector>)>,
+    /// One collector's bytes for the block being finished (reused: no allocation per block).
+    collector_block_bytes: Vec<u8>,
     /// Bytes written so far.
     offset: u64,
     data_block: BlockBuilder,
@@ -153,6 +155,7 @@ impl TableBuilder {
             block_bytes: options.block_bytes.max(1),
             compression: options.compression,
             collectors: options.collectors,
+            collector_block_bytes: Vec::new(),
             offset,
             data_block: BlockBuilder::new(options.block_restart_interval),
             index_block: BlockBuilder::new(options.block_restart_interval),
@@ -272,7 +275,9 @@ impl TableBuilder {
         handle.encode_to(&mut self.pending_value);
         put_varint64(&mut self.pending_value, self.collectors.len() as u64);
         for (_, collector) in &mut self.collectors {
-            put_length_prefixed(&mut self.pending_value, &collector.finish_block(&finished));
+            self.collector_block_bytes.clear();
+            collector.finish_block_into(&finished, &mut self.collector_block_bytes);
+            put_length_prefixed(&mut self.pending_value, &self.collector_block_bytes);
         }
         self.pending_index_entry = true;
         Ok(())
