@@ -15,6 +15,9 @@ pub const BATCH_HEADER_BYTES: usize = 12;
 pub struct WriteBatch {
     rep: Vec<u8>,
     count: u32,
+    /// Passed `Db::check_batch` since its last change (a sequenced commit does not check it
+    /// again).
+    checked: bool,
 }
 
 impl Default for WriteBatch {
@@ -37,6 +40,7 @@ impl WriteBatch {
         WriteBatch {
             rep: vec![0; BATCH_HEADER_BYTES],
             count: 0,
+            checked: false,
         }
     }
 
@@ -68,6 +72,7 @@ impl WriteBatch {
             put_length_prefixed(&mut self.rep, v);
         }
         self.count += 1;
+        self.checked = false;
         self.rep[8..12].copy_from_slice(&self.count.to_le_bytes());
     }
 
@@ -85,13 +90,22 @@ impl WriteBatch {
         self.rep.truncate(BATCH_HEADER_BYTES);
         self.rep[..BATCH_HEADER_BYTES].fill(0);
         self.count = 0;
+        self.checked = false;
     }
 
     /// Appends all entries of `other`.
     pub fn append(&mut self, other: &WriteBatch) {
         self.rep.extend_from_slice(&other.rep[BATCH_HEADER_BYTES..]);
         self.count += other.count;
+        self.checked = false;
         self.rep[8..12].copy_from_slice(&self.count.to_le_bytes());
+    }
+
+    pub(crate) fn mark_checked(&mut self) {
+        self.checked = true;
+    }
+    pub(crate) fn is_checked(&self) -> bool {
+        self.checked
     }
 
     pub fn sequence(&self) -> SeqNo {
@@ -120,6 +134,7 @@ impl WriteBatch {
         let batch = WriteBatch {
             rep: bytes.to_vec(),
             count,
+            checked: false,
         };
         let mut seen = 0u32;
         for entry in &batch {
