@@ -5,6 +5,8 @@
 //!
 //! Usage: `write_path_cost [none|async-simple|both] [puts per round] [rounds]`.
 
+#![allow(clippy::cast_precision_loss)] // nanosecond figures printed as floats
+
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use sift_index::{AttrType, Database, DatabaseOptions, IndexKind, IndexSpec, Maintenance, WriteOp};
@@ -30,18 +32,18 @@ fn thread_cpu_ns() -> u64 {
         .unwrap_or(0)
 }
 
-fn open(scheme: &str) -> (tempfile::TempDir, Database) {
-    let dir = tempfile::tempdir().expect("temp dir");
+type Outcome<T> = Result<T, Box<dyn std::error::Error>>;
+
+fn open(scheme: &str) -> Outcome<(tempfile::TempDir, Database)> {
+    let dir = tempfile::tempdir()?;
     let mut options = DatabaseOptions::default();
     options.engine.memtable_bytes_max = 64 << 20;
-    let database = Database::open(dir.path(), options).expect("open");
-    database
-        .create_collection("items", "id")
-        .expect("collection");
+    let database = Database::open(dir.path(), options)?;
+    database.create_collection("items", "id")?;
     if scheme == "async-simple" {
         let spec = IndexSpec::new("price", "price", AttrType::Int, IndexKind::Composite)
             .with_maintenance(Maintenance::AsyncSimple);
-        database.create_index("items", spec).expect("index");
+        database.create_index("items", spec)?;
     }
     let mut rng = StdRng::seed_from_u64(7);
     for start in (1..=DOCUMENTS).step_by(1000) {
@@ -52,14 +54,14 @@ fn open(scheme: &str) -> (tempfile::TempDir, Database) {
             })
             .collect();
         let ops: Vec<WriteOp<'_>> = docs.iter().map(|d| WriteOp::Put(d)).collect();
-        database.write("items", &ops).expect("preload");
+        database.write("items", &ops)?;
     }
-    database.wait_until_indexed().expect("drain");
-    (dir, database)
+    database.wait_until_indexed()?;
+    Ok((dir, database))
 }
 
 /// (wall ns per put (mean), wall ns per put (p50), writer CPU ns per put).
-fn round(database: &Database, puts: usize, seed: u64) -> (f64, f64, f64) {
+fn round(database: &Database, puts: usize, seed: u64) -> Outcome<(f64, f64, f64)> {
     let mut rng = StdRng::seed_from_u64(seed);
     let docs: Vec<Vec<u8>> = (0..puts)
         .map(|_| {
@@ -72,7 +74,7 @@ fn round(database: &Database, puts: usize, seed: u64) -> (f64, f64, f64) {
     let cpu_before = thread_cpu_ns();
     for doc in &docs {
         let started = Instant::now();
-        measured_put(database, doc);
+        measured_put(database, doc)?;
         samples.push(started.elapsed().as_nanos() as f64);
         // Spaced writes (an open-loop load below saturation): let the worker run between them.
         let pause = Instant::now();
@@ -81,24 +83,24 @@ fn round(database: &Database, puts: usize, seed: u64) -> (f64, f64, f64) {
         }
     }
     let cpu_after = thread_cpu_ns();
-    let mean = samples.iter().sum::<f64>() / samples.len() as f64;
+    let mean = samples.iter().sum::<f64>() / samples.len().max(1) as f64;
     samples.sort_by(f64::total_cmp);
     let spin_ns = 2_000.0;
-    (
-        mean,
-        samples[samples.len() / 2],
-        (cpu_after - cpu_before) as f64 / puts as f64 - spin_ns,
-    )
+    let p50 = samples.get(samples.len() / 2).copied().unwrap_or(0.0);
+    // The spin after each put is counted in full (it runs at least `spin_ns`): an estimate.
+    let cpu = cpu_after.saturating_sub(cpu_before) as f64 / puts.max(1) as f64 - spin_ns;
+    Ok((mean, p50, cpu))
 }
 
 /// The measured call (not inlined, so callgrind can collect only inside it:
 /// `--toggle-collect=write_path_cost::measured_put`).
 #[inline(never)]
-fn measured_put(database: &Database, doc: &[u8]) {
-    database.put("items", doc).expect("put");
+fn measured_put(database: &Database, doc: &[u8]) -> Outcome<()> {
+    database.put("items", doc)?;
+    Ok(())
 }
 
-fn main() {
+fn main() -> Outcome<()> {
     let args: Vec<String> = std::env::args().collect();
     let which = args.get(1).map_or("both", String::as_str);
     let puts: usize = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(20_000);
@@ -107,16 +109,20 @@ fn main() {
         "both" => vec!["none", "async-simple"],
         one => vec![one],
     };
-    let opened: Vec<_> = schemes.iter().map(|s| (*s, open(s))).collect();
+    let mut opened = Vec::new();
+    for scheme in schemes {
+        opened.push((scheme, open(scheme)?));
+    }
     for r in 0..rounds {
         for (scheme, (_, database)) in &opened {
-            let (mean, p50, cpu) = round(database, puts, r + 1);
+            let (mean, p50, cpu) = round(database, puts, r + 1)?;
             println!(
                 "round {r} {scheme:>12}: wall mean {mean:7.0} ns, p50 {p50:7.0} ns, writer cpu ~{cpu:7.0} ns/put"
             );
         }
     }
     for (_, (_, database)) in &opened {
-        database.wait_until_indexed().expect("drain");
+        database.wait_until_indexed()?;
     }
+    Ok(())
 }
