@@ -213,6 +213,30 @@ impl<'a> Iterator for BatchIter<'a> {
 mod tests {
     use super::*;
 
+    /// A batch checked by `Db::check_batch` counts as checked only until it changes.
+    #[test]
+    fn a_change_clears_the_checked_mark() {
+        let mut batch = WriteBatch::new();
+        batch.put_in(0, b"k", b"v");
+        assert!(!batch.is_checked());
+        batch.mark_checked();
+        batch.set_sequence(7);
+        assert!(batch.is_checked(), "the sequence number is not checked");
+        batch.delete_in(1, b"k");
+        assert!(!batch.is_checked());
+        batch.mark_checked();
+        batch.append(&WriteBatch::new());
+        assert!(!batch.is_checked());
+        batch.mark_checked();
+        batch.clear();
+        assert!(!batch.is_checked());
+        let mut decoded =
+            WriteBatch::decode(batch.encoded(), std::path::Path::new("log"), 0).expect("decodes");
+        assert!(!decoded.is_checked());
+        decoded.mark_checked();
+        assert!(decoded.clone().is_checked());
+    }
+
     #[test]
     fn encode_decode_round_trip() {
         let mut b = WriteBatch::new();
