@@ -253,8 +253,6 @@ type MemoryUpdate = (usize, Vec<u8>, Option<(Vec<u8>, SeqNo)>);
 struct AroundCommit {
     /// (pk, seq, an older version surely exists) for the update memo of `next` indexes.
     memo_writes: Vec<(Vec<u8>, SeqNo, bool)>,
-    /// Work for asynchronous indexes (`async_index`), queued before the commit.
-    async_items: Vec<crate::async_index::QueuedWrite>,
     /// DELETEs the deferred fast path put in the batch (counted once it commits).
     deferred_fast_path_deletes: u64,
 }
@@ -1315,10 +1313,14 @@ impl Database {
         let mut memo_undo = None;
         let mut attempted_last: Option<SeqNo> = None;
         let mut fast_path_deletes = 0;
+        let has_async = collection
+            .indexes
+            .iter()
+            .any(|index| index.record.maintenance.is_async());
         let written = self.engine.write_sequenced(&self.write_options, |base| {
             // (pk, seq, an older version surely exists) for the update memo of `next` indexes.
             let mut around = AroundCommit::default();
-            let batch = self.build_batch(
+            let mut batch = self.build_batch(
                 collection,
                 prepared,
                 base,
@@ -1331,7 +1333,6 @@ impl Database {
             }
             let AroundCommit {
                 memo_writes,
-                async_items,
                 deferred_fast_path_deletes,
             } = around;
             fast_path_deletes = deferred_fast_path_deletes;
@@ -1353,16 +1354,21 @@ impl Database {
                     },
                 ));
             }
-            if !async_items.is_empty() {
+            if has_async && !batch.is_empty() {
                 // A batch the commit refuses must not leave queued updates that another
                 // write's sequence numbers could make look committed (the memo and the
-                // embedded maps are undone instead; the engine checks every batch anyway, so
-                // only writes that queue pay for this second check).
-                self.engine.check_batch(&batch)?;
+                // embedded maps are undone instead). Checked here, the commit does not check
+                // it again.
+                self.engine.check_batch(&mut batch)?;
                 // Queued before the sequence numbers are published (see `async_index`).
                 queued = Some((base, base + batch.len() as u64));
-                self.async_index
-                    .enqueue(&collection.record.name, async_items);
+                // The primary's entries of the batch are the documents to index.
+                self.async_index.enqueue(
+                    &collection.record.name,
+                    collection.primary.id(),
+                    &batch,
+                    base,
+                );
             }
             Ok::<_, IndexError>(batch)
         });
@@ -1413,10 +1419,6 @@ impl Database {
         around: &mut AroundCommit,
     ) -> Result<WriteBatch> {
         let name = &collection.record.name;
-        let has_async = collection
-            .indexes
-            .iter()
-            .any(|index| index.record.maintenance.is_async());
         let needs_old = collection.indexes.iter().any(|index| {
             index.record.maintenance == Maintenance::SyncFull
                 && index.record.kind != IndexKind::Memory
@@ -1519,11 +1521,6 @@ impl Database {
                 }
                 None => None,
             };
-            if has_async {
-                around
-                    .async_items
-                    .push((pk.clone(), seq, new_envelope.as_deref().map(Arc::from)));
-            }
             for (position, index) in collection.indexes.iter().enumerate() {
                 if index.record.maintenance.is_async() {
                     continue; // applied by the workers (`async_index`)

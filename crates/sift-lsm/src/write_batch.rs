@@ -15,6 +15,9 @@ pub const BATCH_HEADER_BYTES: usize = 12;
 pub struct WriteBatch {
     rep: Vec<u8>,
     count: u32,
+    /// Passed `Db::check_batch` since its last change (a sequenced commit does not check it
+    /// again).
+    checked: bool,
 }
 
 impl Default for WriteBatch {
@@ -37,6 +40,7 @@ impl WriteBatch {
         WriteBatch {
             rep: vec![0; BATCH_HEADER_BYTES],
             count: 0,
+            checked: false,
         }
     }
 
@@ -76,6 +80,7 @@ impl WriteBatch {
             put_length_prefixed(&mut self.rep, v);
         }
         self.count += 1;
+        self.checked = false;
         self.rep[8..12].copy_from_slice(&self.count.to_le_bytes());
     }
 
@@ -93,13 +98,22 @@ impl WriteBatch {
         self.rep.truncate(BATCH_HEADER_BYTES);
         self.rep[..BATCH_HEADER_BYTES].fill(0);
         self.count = 0;
+        self.checked = false;
     }
 
     /// Appends all entries of `other`.
     pub fn append(&mut self, other: &WriteBatch) {
         self.rep.extend_from_slice(&other.rep[BATCH_HEADER_BYTES..]);
         self.count += other.count;
+        self.checked = false;
         self.rep[8..12].copy_from_slice(&self.count.to_le_bytes());
+    }
+
+    pub(crate) fn mark_checked(&mut self) {
+        self.checked = true;
+    }
+    pub(crate) fn is_checked(&self) -> bool {
+        self.checked
     }
 
     pub fn sequence(&self) -> SeqNo {
@@ -128,6 +142,7 @@ impl WriteBatch {
         let batch = WriteBatch {
             rep: bytes.to_vec(),
             count,
+            checked: false,
         };
         let mut seen = 0u32;
         for entry in &batch {
@@ -205,6 +220,30 @@ impl<'a> Iterator for BatchIter<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A batch checked by `Db::check_batch` counts as checked only until it changes.
+    #[test]
+    fn a_change_clears_the_checked_mark() {
+        let mut batch = WriteBatch::new();
+        batch.put_in(0, b"k", b"v");
+        assert!(!batch.is_checked());
+        batch.mark_checked();
+        batch.set_sequence(7);
+        assert!(batch.is_checked(), "the sequence number is not checked");
+        batch.delete_in(1, b"k");
+        assert!(!batch.is_checked());
+        batch.mark_checked();
+        batch.append(&WriteBatch::new());
+        assert!(!batch.is_checked());
+        batch.mark_checked();
+        batch.clear();
+        assert!(!batch.is_checked());
+        let mut decoded =
+            WriteBatch::decode(batch.encoded(), std::path::Path::new("log"), 0).expect("decodes");
+        assert!(!decoded.is_checked());
+        decoded.mark_checked();
+        assert!(decoded.clone().is_checked());
+    }
 
     #[test]
     fn encode_decode_round_trip() {

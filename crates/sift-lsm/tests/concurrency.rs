@@ -616,3 +616,39 @@ fn sequenced_writes_know_their_sequence_numbers() {
         }
     }
 }
+
+/// A sequenced batch that passed `Db::check_batch` is not checked again by its commit, but one
+/// changed after the check is: an entry for a missing tree added then is refused.
+#[test]
+fn a_batch_changed_after_its_check_is_checked_again() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), options()).expect("open");
+    let data = db.default_tree();
+    let before = db.latest_sequence();
+    let refused = db.write_sequenced(&WriteOptions::default(), |_first| {
+        let mut batch = WriteBatch::new();
+        batch.put(&data, b"k", b"v");
+        db.check_batch(&mut batch)?;
+        batch.put_in(u32::MAX - 1, b"k", b"v");
+        Ok::<_, sift_lsm::Error>(batch)
+    });
+    assert!(
+        matches!(refused, Err(sift_lsm::Error::TreeNotFound(_))),
+        "{refused:?}"
+    );
+    assert_eq!(db.latest_sequence(), before);
+    assert_eq!(db.get(&data, b"k").expect("get"), None);
+    let first = db
+        .write_sequenced(&WriteOptions::default(), |_first| {
+            let mut batch = WriteBatch::new();
+            batch.put(&data, b"k", b"v");
+            db.check_batch(&mut batch)?;
+            Ok::<_, sift_lsm::Error>(batch)
+        })
+        .expect("a checked batch commits");
+    assert_eq!(first, before + 1);
+    assert_eq!(
+        db.get(&data, b"k").expect("get").map(|e| e.value),
+        Some(b"v".to_vec())
+    );
+}

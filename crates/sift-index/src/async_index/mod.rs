@@ -51,7 +51,7 @@ use parking_lot::{Mutex, RwLock};
 use queue::{Item, LagHistogram, RecoveredVersions, UpdateQueue};
 use sift_lsm::hooks::{FlushInfo, FlushListener};
 use sift_lsm::{
-    ComponentId, Db, ReadOptions, SeqNo, Tree, ValueKind, VersionRetention, WriteBatch,
+    ComponentId, Db, ReadOptions, SeqNo, Tree, TreeId, ValueKind, VersionRetention, WriteBatch,
     WriteOptions,
 };
 use std::collections::HashMap;
@@ -184,7 +184,6 @@ pub struct AsyncIndexStats {
 
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
-    pub queued: AtomicU64,
     pub recovered: AtomicU64,
     pub applied: AtomicU64,
     pub batches: AtomicU64,
@@ -404,29 +403,29 @@ impl AsyncIndexer {
         )
     }
 
-    /// Queues the documents of a write whose batch is being built (under the commit lock).
-    /// Each item: (primary key, sequence number, the stored envelope; `None`: a delete).
-    pub fn enqueue(&self, collection: &str, items: Vec<QueuedWrite>) {
-        let collection = self.collection_name(collection);
+    /// Queues the document writes of a batch about to commit (under the commit lock): the
+    /// entries of `primary` in `batch`, whose first entry gets sequence number `first`. Reads
+    /// them from the batch itself, so the write path gathers nothing for the queue.
+    pub fn enqueue(&self, collection: &str, primary: TreeId, batch: &WriteBatch, first: SeqNo) {
         let now = Instant::now();
-        self.core.active.store(true, Ordering::Release);
-        let pushed = self
-            .core
-            .queue
-            .push(items.into_iter().map(|(pk, seq, version)| Item {
-                collection: Arc::clone(&collection),
-                pk,
-                seq,
-                delete: version.is_none(),
-                version,
-                key_hash: 0,
-                queued_at: now,
-                recovered: None,
-            }));
+        // Read first: a store on every write would claim the line the workers read.
+        if !self.core.active.load(Ordering::Relaxed) {
+            self.core.active.store(true, Ordering::Release);
+        }
+        // Entry `i` of the batch gets sequence number `first + i`. The batch passed the
+        // engine's checks (`Db::check_batch`), so every entry decodes.
+        let writes = batch
+            .iter()
+            .zip(first..)
+            .filter_map(|(entry, seq)| entry.ok().map(|entry| (entry, seq)))
+            .filter(|(entry, _)| entry.tree == primary)
+            .map(|(entry, seq)| {
+                let version = (entry.kind != ValueKind::Delete).then(|| indexed_part(entry.value));
+                (entry.key, seq, version)
+            });
         self.core
-            .counters
-            .queued
-            .fetch_add(pushed as u64, Ordering::Relaxed);
+            .queue
+            .push_writes(collection, || self.collection_name(collection), writes, now);
     }
 
     /// The shared name of a collection for its queued items: one allocation per collection,
@@ -477,9 +476,45 @@ impl Drop for AsyncIndexer {
     }
 }
 
-/// A document write to queue: (primary key, sequence number, the stored envelope; `None`: a
-/// delete).
-pub(crate) type QueuedWrite = (Vec<u8>, SeqNo, Option<Arc<[u8]>>);
+/// The part of a stored envelope the workers read: its header and attribute values, without
+/// the document's JSON (an asynchronous index only indexes versions newer than itself, whose
+/// envelopes carry their values, so `Index::encoded_value` never needs the JSON). The queue
+/// copies only this. A value whose records do not add up is queued whole (the worker's decode
+/// reports it).
+fn indexed_part(envelope: &[u8]) -> &[u8] {
+    attributes_end(envelope)
+        .and_then(|end| envelope.get(..end))
+        .unwrap_or(envelope)
+}
+
+/// Where the JSON starts in an envelope (`EnvelopeRef::doc_offset`), found by skipping the
+/// attribute records without validating them (the worker decodes what is queued).
+fn attributes_end(envelope: &[u8]) -> Option<usize> {
+    use crate::envelope::{ENVELOPE_MAGIC, ENVELOPE_VERSION};
+    if envelope.get(..2)? != [ENVELOPE_MAGIC, ENVELOPE_VERSION] {
+        return None;
+    }
+    let (count, mut pos) = varint32_at(envelope, 2)?;
+    for _ in 0..count {
+        // `id: varint | type: u8 | length: varint | value`
+        let (_, after_id) = varint32_at(envelope, pos)?;
+        let (length, after_length) = varint32_at(envelope, after_id + 1)?;
+        pos = after_length.checked_add(length as usize)?;
+    }
+    (pos <= envelope.len()).then_some(pos)
+}
+
+/// The varint32 at `pos` and the position after it.
+fn varint32_at(bytes: &[u8], pos: usize) -> Option<(u32, usize)> {
+    let mut value: u32 = 0;
+    for (index, &byte) in bytes.get(pos..)?.iter().enumerate().take(5) {
+        value |= u32::from(byte & 0x7F).checked_shl(7 * index as u32)?;
+        if byte & 0x80 == 0 {
+            return Some((value, pos + index + 1));
+        }
+    }
+    None
+}
 
 /// A stored version: sequence number and value (`None`: a delete).
 type Version = (SeqNo, Option<Vec<u8>>);
@@ -587,7 +622,6 @@ impl Database {
             let items = self.writes_above(&collection, floor)?;
             let pushed = core.queue.push(items) as u64;
             core.counters.recovered.fetch_add(pushed, Ordering::Relaxed);
-            core.counters.queued.fetch_add(pushed, Ordering::Relaxed);
         }
         self.async_index.committed();
         Ok(())
@@ -650,16 +684,16 @@ impl Database {
             };
             for (seq, version) in versions {
                 let next_previous = version.clone().map(|value| (value, seq));
-                items.push(Item {
-                    collection: Arc::clone(&collection_name),
-                    pk: pk.clone(),
+                let mut item = Item::new(
+                    Arc::clone(&collection_name),
+                    &pk,
                     seq,
-                    delete: version.is_none(),
-                    version: None,
-                    key_hash: 0,
-                    queued_at: now,
-                    recovered: Some(Arc::new(RecoveredVersions { version, previous })),
-                });
+                    version.is_none(),
+                    None,
+                    now,
+                );
+                item.recovered = Some(Arc::new(RecoveredVersions { version, previous }));
+                items.push(item);
                 previous = next_previous;
             }
         }
@@ -699,7 +733,7 @@ impl Database {
     /// Queue length, lag histogram and failures of asynchronous maintenance.
     pub fn async_index_stats(&self) -> AsyncIndexStats {
         let core = &self.async_index.core;
-        let (queue_length, oldest_pending_us, persistent_failure) = {
+        let (queue_length, oldest_pending_us, persistent_failure, updates_queued) = {
             let state = core.queue.state.lock();
             let oldest = state
                 .shards
@@ -712,14 +746,14 @@ impl Database {
             let failing = state
                 .failure_up_to(SeqNo::MAX, core.options.failures_reported_after.max(1), &[])
                 .is_some();
-            (state.length() as u64, oldest, failing)
+            (state.length() as u64, oldest, failing, state.queued_total)
         };
         let (sessions_live, session_overlay_bytes) = session::live_sessions(core);
         let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         AsyncIndexStats {
             queue_length,
             oldest_pending_us,
-            updates_queued: load(&core.counters.queued),
+            updates_queued,
             updates_recovered: load(&core.counters.recovered),
             updates_applied: load(&core.counters.applied),
             batches_written: load(&core.counters.batches),
@@ -749,5 +783,59 @@ pub(crate) fn unsupported_kind(kind: IndexKind) -> Option<&'static str> {
         _ => Some(
             "asynchronous maintenance (async-simple, async-session) is implemented for composite indexes only",
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::envelope::{Envelope, EnvelopeRef};
+    use crate::value::AttrValue;
+
+    /// The queued part of an envelope ends where its JSON starts, for every attribute type,
+    /// ids of one and two varint bytes, and long strings (two-byte lengths).
+    #[test]
+    fn indexed_part_ends_where_the_json_starts() {
+        let values = [
+            AttrValue::Int(-5),
+            AttrValue::Float(2.5),
+            AttrValue::String("x".repeat(300)),
+            AttrValue::String(String::new()),
+            AttrValue::Time(1_600_000_000_000),
+        ];
+        for ids in [vec![1u32], vec![3, 200], vec![1, 2, 130, 20_000, 20_001]] {
+            let attrs: Vec<(u32, AttrValue)> = ids
+                .iter()
+                .zip(values.iter().cycle())
+                .map(|(id, value)| (*id, value.clone()))
+                .collect();
+            let envelope = Envelope {
+                attrs,
+                doc: br#"{"id":1}"#.to_vec(),
+            }
+            .encode();
+            let decoded = EnvelopeRef::decode(&envelope).expect("decodes");
+            assert_eq!(
+                attributes_end(&envelope),
+                Some(decoded.doc_offset()),
+                "{ids:?}"
+            );
+            let part = indexed_part(&envelope);
+            let reread = EnvelopeRef::decode(part).expect("the part decodes");
+            assert_eq!(reread.attr_count(), ids.len());
+            assert!(reread.doc().is_empty());
+            for id in &ids {
+                assert_eq!(reread.attr_encoded(*id), decoded.attr_encoded(*id));
+            }
+        }
+        // Not an envelope, or cut inside its records: queued whole.
+        assert_eq!(indexed_part(b"{}"), b"{}");
+        let envelope = Envelope {
+            attrs: vec![(1, AttrValue::String("abc".into()))],
+            doc: Vec::new(),
+        }
+        .encode();
+        let cut = &envelope[..envelope.len() - 1];
+        assert_eq!(indexed_part(cut), cut);
     }
 }

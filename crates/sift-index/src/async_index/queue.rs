@@ -19,13 +19,16 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone)]
 pub(crate) struct Item {
     pub collection: Arc<str>,
-    pub pk: Vec<u8>,
     pub seq: SeqNo,
     /// The write deleted the document (otherwise it stored a version).
     pub delete: bool,
-    /// The stored value (envelope) the write put, when the write path queued it: the worker
-    /// then needs no read to find it.
-    pub version: Option<Arc<[u8]>>,
+    /// The primary key, then the stored value (envelope) the write put when the write path
+    /// queued it (the worker then needs no read to find it; only its header and attribute
+    /// values, see `indexed_part` in `mod.rs`): one buffer, reused by later writes once the
+    /// item is applied (see [`QueueState::spare_items`]).
+    bytes: Vec<u8>,
+    pk_bytes: usize,
+    has_version: bool,
     /// [`UpdateQueue::key_hash`] of (collection, pk), set by `push`.
     pub key_hash: u64,
     /// When the write queued it (about when it committed): the start of its index lag.
@@ -34,6 +37,56 @@ pub(crate) struct Item {
     /// (a compaction of the recovered tables may drop them before the update is applied).
     pub recovered: Option<Arc<RecoveredVersions>>,
 }
+
+impl Item {
+    /// An update of `pk` at `seq` (`version`: the stored value, if the caller has it).
+    pub fn new(
+        collection: Arc<str>,
+        pk: &[u8],
+        seq: SeqNo,
+        delete: bool,
+        version: Option<&[u8]>,
+        queued_at: Instant,
+    ) -> Item {
+        let mut item = Item {
+            collection,
+            seq,
+            delete,
+            bytes: Vec::new(),
+            pk_bytes: 0,
+            has_version: false,
+            key_hash: 0,
+            queued_at,
+            recovered: None,
+        };
+        item.set_document(pk, version);
+        item
+    }
+
+    /// Sets the primary key and the stored version, reusing the buffer.
+    fn set_document(&mut self, pk: &[u8], version: Option<&[u8]>) {
+        self.bytes.clear();
+        self.bytes.extend_from_slice(pk);
+        self.pk_bytes = pk.len();
+        self.has_version = version.is_some();
+        if let Some(version) = version {
+            self.bytes.extend_from_slice(version);
+        }
+    }
+
+    pub fn pk(&self) -> &[u8] {
+        &self.bytes[..self.pk_bytes]
+    }
+
+    /// The stored value the write put, when the write path queued it.
+    pub fn version(&self) -> Option<&[u8]> {
+        self.has_version.then(|| &self.bytes[self.pk_bytes..])
+    }
+}
+
+/// A document write of a committing batch, to queue: (primary key, sequence number, the
+/// stored value; `None`: a delete).
+pub(crate) type DocumentWrite<'a> = (&'a [u8], SeqNo, Option<&'a [u8]>);
 
 /// The versions a recovered update needs, read when it was queued again.
 #[derive(Debug)]
@@ -67,6 +120,12 @@ pub(crate) struct QueueState {
     /// Threads waiting for updates to be applied (`AsyncCore::wait_for`): workers then take
     /// what is ready at once instead of letting it gather.
     pub progress_waiters: usize,
+    /// Updates queued since open (counted under the lock the push holds anyway).
+    pub queued_total: u64,
+    /// Applied items no one else holds, whose allocations (the shared item and its buffer) the
+    /// next writes reuse: the write path, which runs under the engine's commit lock, then
+    /// allocates nothing, and nothing it allocated is freed on the worker's thread.
+    pub spare_items: Vec<Arc<Item>>,
 }
 
 impl QueueState {
@@ -116,6 +175,10 @@ impl QueueState {
 /// worker's next poll (see `worker.rs`), so that a write does not pay for a wake-up.
 pub const WAKE_ITEMS: usize = 64;
 
+/// Most spare items kept for reuse, and the largest buffer kept with one.
+pub const SPARE_ITEMS_MAX: usize = 1024;
+pub const SPARE_ITEM_BYTES_MAX: usize = 16 << 10;
+
 /// The queue and the conditions its users wait on.
 #[derive(Debug, Default)]
 pub(crate) struct UpdateQueue {
@@ -164,31 +227,97 @@ impl UpdateQueue {
 
     /// Queues items given in sequence-number order.
     pub fn push(&self, items: impl IntoIterator<Item = Item>) -> usize {
-        // Hashed and allocated under the lock, without a vector to gather them first: a write
-        // usually queues one item, and writers push under the engine's commit lock, where an
-        // allocation more costs more than holding this lock a little longer.
         let mut state = self.state.lock();
-        let shards = state.shards.len();
         let mut pushed = 0;
         let mut wake = state.workers_parked > 0;
         for mut item in items {
-            item.key_hash = Self::key_hash(&item.collection, &item.pk);
-            let item = Arc::new(item);
+            item.key_hash = Self::key_hash(&item.collection, item.pk());
+            wake |= Self::push_locked(&mut state, Arc::new(item));
             pushed += 1;
-            let shard = &mut state.shards[Self::shard_of(shards, item.key_hash)];
-            *shard.pending_per_key.entry(item.key_hash).or_insert(0) += 1;
-            shard.items.push_back(item);
-            wake |= shard.items.len() >= WAKE_ITEMS;
         }
-        if wake {
+        self.request_wake(wake);
+        pushed
+    }
+
+    /// Queues the document writes of a committing batch, given in sequence-number order, as
+    /// updates of `collection` (`name` gives its shared name if no spare item has it already).
+    /// Run by every such write under the engine's commit lock: the items and their buffers
+    /// are reused ones (`QueueState::spare_items`), filled under this lock without gathering
+    /// them first, so a write usually allocates nothing here.
+    pub fn push_writes<'a>(
+        &self,
+        collection: &str,
+        name: impl Fn() -> Arc<str>,
+        writes: impl IntoIterator<Item = DocumentWrite<'a>>,
+        queued_at: Instant,
+    ) -> usize {
+        let mut state = self.state.lock();
+        let mut pushed = 0;
+        let mut wake = state.workers_parked > 0;
+        for (pk, seq, version) in writes {
+            let key_hash = Self::key_hash(collection, pk);
+            let reused = state.spare_items.pop().and_then(|mut spare| {
+                let item = Arc::get_mut(&mut spare)?;
+                if *item.collection != *collection {
+                    item.collection = name();
+                }
+                item.seq = seq;
+                item.delete = version.is_none();
+                item.set_document(pk, version);
+                item.key_hash = key_hash;
+                item.queued_at = queued_at;
+                item.recovered = None;
+                Some(spare)
+            });
+            let item = reused.unwrap_or_else(|| {
+                let mut item = Item::new(name(), pk, seq, version.is_none(), version, queued_at);
+                item.key_hash = key_hash;
+                Arc::new(item)
+            });
+            wake |= Self::push_locked(&mut state, item);
+            pushed += 1;
+        }
+        self.request_wake(wake);
+        pushed
+    }
+
+    /// Adds a hashed item to its shard; whether its shard now asks for a wake-up.
+    fn push_locked(state: &mut QueueState, item: Arc<Item>) -> bool {
+        let shards = state.shards.len();
+        state.queued_total += 1;
+        let shard = &mut state.shards[Self::shard_of(shards, item.key_hash)];
+        *shard.pending_per_key.entry(item.key_hash).or_insert(0) += 1;
+        shard.items.push_back(item);
+        shard.items.len() >= WAKE_ITEMS
+    }
+
+    fn request_wake(&self, wake: bool) {
+        // Read first: a store to the shared line on every write would cost a cache miss.
+        if wake && !self.wake_requested.load(Ordering::Relaxed) {
             self.wake_requested.store(true, Ordering::Release);
         }
-        pushed
+    }
+
+    /// Keeps an applied item for reuse if no one else holds it (and its buffer is not large).
+    pub fn recycle(spare_items: &mut Vec<Arc<Item>>, mut item: Arc<Item>) {
+        if spare_items.len() >= SPARE_ITEMS_MAX {
+            return;
+        }
+        if let Some(unique) = Arc::get_mut(&mut item) {
+            if unique.bytes.capacity() > SPARE_ITEM_BYTES_MAX {
+                return;
+            }
+            unique.recovered = None;
+            spare_items.push(item);
+        }
     }
 
     /// Wakes the workers if a push since the last call asked for it.
     pub fn wake_if_requested(&self) {
-        if self.wake_requested.swap(false, Ordering::AcqRel) {
+        // Read first: a swap would write the shared line on every write.
+        if self.wake_requested.load(Ordering::Acquire)
+            && self.wake_requested.swap(false, Ordering::AcqRel)
+        {
             self.work.notify_all();
         }
     }
@@ -343,15 +472,15 @@ mod tests {
     #[test]
     fn cancel_removes_only_the_failed_write() {
         let queue = UpdateQueue::new(2);
-        let item = |seq| Item {
-            collection: Arc::from("c"),
-            pk: format!("k{seq}").into_bytes(),
-            seq,
-            delete: false,
-            version: None,
-            key_hash: 0,
-            queued_at: Instant::now(),
-            recovered: None,
+        let item = |seq| {
+            Item::new(
+                Arc::from("c"),
+                format!("k{seq}").as_bytes(),
+                seq,
+                false,
+                Some(b"v"),
+                Instant::now(),
+            )
         };
         queue.push((1..=6).map(item));
         queue.cancel(3, 4);

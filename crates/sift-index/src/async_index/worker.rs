@@ -39,7 +39,7 @@
 //! in a memtable. Updates queued again at open carry both versions, read when they were queued
 //! (the recovered tables may be compacted before the updates are applied).
 
-use super::queue::{forget_key, Item, WAKE_ITEMS};
+use super::queue::{forget_key, Item, UpdateQueue, WAKE_ITEMS};
 use super::AsyncCore;
 use crate::database::{Catalog, Index};
 use crate::encoding::encode_pk;
@@ -276,7 +276,7 @@ impl Worker {
             match self.apply(&batch) {
                 Ok(updates) => {
                     self.recent.apply(updates);
-                    self.finish(&batch);
+                    self.finish(batch);
                 }
                 Err(error) => {
                     // Conservative: what a partly applied batch taught is not trusted.
@@ -310,27 +310,37 @@ impl Worker {
         }
     }
 
-    /// Removes an applied batch from the shard and records its lag.
-    fn finish(&self, batch: &[(Arc<Item>, bool)]) {
+    /// Removes an applied batch from the shard (keeping its items for reuse) and records its
+    /// lag.
+    fn finish(&self, batch: Vec<(Arc<Item>, bool)>) {
         let now = Instant::now();
-        for (item, _) in batch {
+        for (item, _) in &batch {
             self.core
                 .lag
                 .record(now.saturating_duration_since(item.queued_at));
         }
+        let applied_items = batch.len();
+        // Only the shard holds the items now, so they can be reused.
+        let applied_seqs: Vec<SeqNo> = batch.into_iter().map(|(item, _)| item.seq).collect();
         {
             let mut state = self.core.queue.state.lock();
-            let shard = &mut state.shards[self.shard];
+            let super::queue::QueueState {
+                shards,
+                spare_items,
+                ..
+            } = &mut *state;
+            let shard = &mut shards[self.shard];
             // The batch was taken from the front of the shard in order, and only `cancel`
             // removes items meanwhile (never a committed one, but no matter): pop the batch's
             // items while they lead the shard.
-            let mut applied = batch.iter().map(|(item, _)| item.seq).peekable();
+            let mut applied = applied_seqs.iter().copied().peekable();
             while let (Some(front), Some(&next)) = (shard.items.front(), applied.peek()) {
                 match front.seq.cmp(&next) {
                     std::cmp::Ordering::Equal => {
                         applied.next();
                         if let Some(item) = shard.items.pop_front() {
                             forget_key(&mut shard.pending_per_key, item.key_hash);
+                            UpdateQueue::recycle(spare_items, item);
                         }
                     }
                     // Removed meanwhile.
@@ -346,7 +356,7 @@ impl Worker {
         let counters = &self.core.counters;
         counters
             .applied
-            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+            .fetch_add(applied_items as u64, Ordering::Relaxed);
         counters.batches.fetch_add(1, Ordering::Relaxed);
         self.core.queue.progress.notify_all();
     }
@@ -398,25 +408,21 @@ impl Worker {
             // only the previous version is read, and the entries need no reads: delete the
             // previous value's, put the new one's.
             let newest = *alone && !item.delete && item.recovered.is_none();
-            let fast_version = if newest {
-                item.version.as_deref()
-            } else {
-                None
-            };
+            let fast_version = if newest { item.version() } else { None };
             let live = if fast_version.is_some() {
                 None
             } else {
-                self.engine.get(primary, &item.pk)?
+                self.engine.get(primary, item.pk())?
             };
             let newest = fast_version.is_some();
             let index_ids: Vec<u64> = indexes.iter().map(|index| index.record.id).collect();
             let remembered = if newest {
                 self.recent
-                    .before(&item.collection, &item.pk, item.seq, &index_ids)
+                    .before(&item.collection, item.pk(), item.seq, &index_ids)
             } else {
                 learned.push(RecentUpdate::Forget {
                     collection: Arc::clone(&item.collection),
-                    pk: item.pk.clone(),
+                    pk: item.pk().to_vec(),
                 });
                 None
             };
@@ -424,9 +430,9 @@ impl Worker {
             let (version, previous) = if remembered.is_some() {
                 (None, None)
             } else if newest {
-                let previous = self
-                    .engine
-                    .get_at(primary, &item.pk, item.seq.saturating_sub(1))?;
+                let previous =
+                    self.engine
+                        .get_at(primary, item.pk(), item.seq.saturating_sub(1))?;
                 (None, previous)
             } else if let Some(recovered) = &item.recovered {
                 (
@@ -439,22 +445,22 @@ impl Worker {
             } else {
                 let version = match (
                     item.delete,
-                    self.engine.get_at(primary, &item.pk, item.seq)?,
+                    self.engine.get_at(primary, item.pk(), item.seq)?,
                 ) {
                     (false, Some(entry)) if entry.seq == item.seq => Some(entry.value),
                     (true, None) => None,
                     // Not this write's version: the write never committed.
                     _ => continue,
                 };
-                let previous = self
-                    .engine
-                    .get_at(primary, &item.pk, item.seq.saturating_sub(1))?;
+                let previous =
+                    self.engine
+                        .get_at(primary, item.pk(), item.seq.saturating_sub(1))?;
                 (version, previous)
             };
             let corrupt = |e: IndexError| {
                 IndexError::Internal(format!(
                     "stored document {:?} of collection `{}` is corrupt: {e}",
-                    String::from_utf8_lossy(&item.pk),
+                    String::from_utf8_lossy(item.pk()),
                     item.collection
                 ))
             };
@@ -495,7 +501,7 @@ impl Worker {
                 if let Some(old_value) = &old_value {
                     if new_value.as_deref() != Some(old_value.as_ref()) {
                         let mut key = old_value.to_vec();
-                        encode_pk(&item.pk, &mut key);
+                        encode_pk(item.pk(), &mut key);
                         if newest
                             || self
                                 .stored_seq(tree, &key, &written)?
@@ -516,7 +522,7 @@ impl Worker {
                         || live_value.as_deref() == Some(new_value.as_ref());
                     if still_current {
                         let mut key = new_value.to_vec();
-                        encode_pk(&item.pk, &mut key);
+                        encode_pk(item.pk(), &mut key);
                         if newest
                             || self
                                 .stored_seq(tree, &key, &written)?
@@ -533,7 +539,7 @@ impl Worker {
             if newest {
                 learned.push(RecentUpdate::Indexed {
                     collection: Arc::clone(&item.collection),
-                    pk: item.pk.clone(),
+                    pk: item.pk().to_vec(),
                     version: RecentVersion {
                         seq: item.seq,
                         values: indexed,

@@ -401,9 +401,13 @@ impl Db {
     /// The checks every write applies to its batch before committing it: each tree exists,
     /// and every key and value is within `key_bytes_max` / `value_bytes_max`. A
     /// [`Db::write_sequenced`] builder that acts on its batch (queues work for the sequence
-    /// numbers it names) checks it first, so a batch the commit would refuse leaves no trace.
-    pub fn check_batch(&self, batch: &WriteBatch) -> Result<()> {
-        self.inner.validate_batch(batch)
+    /// numbers it names) checks it first, so a batch the commit would refuse leaves no trace;
+    /// a batch that passed and is not changed afterwards is not checked again by that commit
+    /// (under the same commit lock).
+    pub fn check_batch(&self, batch: &mut WriteBatch) -> Result<()> {
+        self.inner.validate_batch(batch)?;
+        batch.mark_checked();
+        Ok(())
     }
     /// Applies atomically the batch that `build` makes for the first sequence number it will
     /// get (entry `i` gets `first + i`), and returns that number. For layers that store a

@@ -244,7 +244,10 @@ impl DbInner {
         if batch.is_empty() {
             return Ok(self.latest_sequence());
         }
-        self.validate_batch(&batch)?;
+        // Checked by the builder (`Db::check_batch`) under this commit lock: not again.
+        if !batch.is_checked() {
+            self.validate_batch(&batch)?;
+        }
         let mut batches = [batch];
         let firsts = self.commit_locked(&mut wal, &mut batches, sync, None)?;
         let committed = firsts.first().copied().unwrap_or(0);
