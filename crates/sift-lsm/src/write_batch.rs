@@ -15,9 +15,10 @@ pub const BATCH_HEADER_BYTES: usize = 12;
 pub struct WriteBatch {
     rep: Vec<u8>,
     count: u32,
-    /// Passed `Db::check_batch` since its last change (a sequenced commit does not check it
-    /// again).
-    checked: bool,
+    /// The database (its `DbInner::instance`) whose `Db::check_batch` this batch passed since
+    /// its last change: that database's sequenced commit does not check it again; any other
+    /// database does.
+    checked_by: Option<u64>,
 }
 
 impl Default for WriteBatch {
@@ -40,7 +41,7 @@ impl WriteBatch {
         WriteBatch {
             rep: vec![0; BATCH_HEADER_BYTES],
             count: 0,
-            checked: false,
+            checked_by: None,
         }
     }
 
@@ -49,7 +50,11 @@ impl WriteBatch {
     pub fn with_capacity(entry_bytes: usize) -> Self {
         let mut rep = Vec::with_capacity(BATCH_HEADER_BYTES.saturating_add(entry_bytes));
         rep.resize(BATCH_HEADER_BYTES, 0);
-        WriteBatch { rep, count: 0 }
+        WriteBatch {
+            rep,
+            count: 0,
+            checked_by: None,
+        }
     }
 
     pub fn put_in(&mut self, tree: TreeId, key: &[u8], value: &[u8]) {
@@ -80,7 +85,7 @@ impl WriteBatch {
             put_length_prefixed(&mut self.rep, v);
         }
         self.count += 1;
-        self.checked = false;
+        self.checked_by = None;
         self.rep[8..12].copy_from_slice(&self.count.to_le_bytes());
     }
 
@@ -98,22 +103,22 @@ impl WriteBatch {
         self.rep.truncate(BATCH_HEADER_BYTES);
         self.rep[..BATCH_HEADER_BYTES].fill(0);
         self.count = 0;
-        self.checked = false;
+        self.checked_by = None;
     }
 
     /// Appends all entries of `other`.
     pub fn append(&mut self, other: &WriteBatch) {
         self.rep.extend_from_slice(&other.rep[BATCH_HEADER_BYTES..]);
         self.count += other.count;
-        self.checked = false;
+        self.checked_by = None;
         self.rep[8..12].copy_from_slice(&self.count.to_le_bytes());
     }
 
-    pub(crate) fn mark_checked(&mut self) {
-        self.checked = true;
+    pub(crate) fn mark_checked_by(&mut self, database: u64) {
+        self.checked_by = Some(database);
     }
-    pub(crate) fn is_checked(&self) -> bool {
-        self.checked
+    pub(crate) fn is_checked_by(&self, database: u64) -> bool {
+        self.checked_by == Some(database)
     }
 
     pub fn sequence(&self) -> SeqNo {
@@ -142,7 +147,7 @@ impl WriteBatch {
         let batch = WriteBatch {
             rep: bytes.to_vec(),
             count,
-            checked: false,
+            checked_by: None,
         };
         let mut seen = 0u32;
         for entry in &batch {
@@ -226,23 +231,24 @@ mod tests {
     fn a_change_clears_the_checked_mark() {
         let mut batch = WriteBatch::new();
         batch.put_in(0, b"k", b"v");
-        assert!(!batch.is_checked());
-        batch.mark_checked();
+        assert!(!batch.is_checked_by(1));
+        batch.mark_checked_by(1);
+        assert!(!batch.is_checked_by(2), "checked by one database only");
         batch.set_sequence(7);
-        assert!(batch.is_checked(), "the sequence number is not checked");
+        assert!(batch.is_checked_by(1), "the sequence number is not checked");
         batch.delete_in(1, b"k");
-        assert!(!batch.is_checked());
-        batch.mark_checked();
+        assert!(!batch.is_checked_by(1));
+        batch.mark_checked_by(1);
         batch.append(&WriteBatch::new());
-        assert!(!batch.is_checked());
-        batch.mark_checked();
+        assert!(!batch.is_checked_by(1));
+        batch.mark_checked_by(1);
         batch.clear();
-        assert!(!batch.is_checked());
+        assert!(!batch.is_checked_by(1));
         let mut decoded =
             WriteBatch::decode(batch.encoded(), std::path::Path::new("log"), 0).expect("decodes");
-        assert!(!decoded.is_checked());
-        decoded.mark_checked();
-        assert!(decoded.clone().is_checked());
+        assert!(!decoded.is_checked_by(1));
+        decoded.mark_checked_by(1);
+        assert!(decoded.clone().is_checked_by(1));
     }
 
     #[test]

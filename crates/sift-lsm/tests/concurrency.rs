@@ -652,3 +652,29 @@ fn a_batch_changed_after_its_check_is_checked_again() {
         Some(b"v".to_vec())
     );
 }
+
+/// A batch checked by one database is checked again by another's commit: a tree that exists
+/// only in the first is refused by the second.
+#[test]
+fn a_batch_checked_by_another_database_is_checked_again() {
+    let dir_a = tempfile::tempdir().expect("tempdir");
+    let dir_b = tempfile::tempdir().expect("tempdir");
+    let db_a = Db::open(dir_a.path(), options()).expect("open a");
+    let db_b = Db::open(dir_b.path(), options()).expect("open b");
+    let only_in_a = db_a
+        .create_tree("only-in-a", TreeOptions::default())
+        .expect("create tree");
+    assert!(db_b.tree("only-in-a").is_err());
+    let before = db_b.latest_sequence();
+    let refused = db_b.write_sequenced(&WriteOptions::default(), |_first| {
+        let mut batch = WriteBatch::new();
+        batch.put(&only_in_a, b"k", b"v");
+        db_a.check_batch(&mut batch)?;
+        Ok::<_, sift_lsm::Error>(batch)
+    });
+    assert!(
+        matches!(refused, Err(sift_lsm::Error::TreeNotFound(_))),
+        "{refused:?}"
+    );
+    assert_eq!(db_b.latest_sequence(), before);
+}

@@ -402,11 +402,11 @@ impl Db {
     /// and every key and value is within `key_bytes_max` / `value_bytes_max`. A
     /// [`Db::write_sequenced`] builder that acts on its batch (queues work for the sequence
     /// numbers it names) checks it first, so a batch the commit would refuse leaves no trace;
-    /// a batch that passed and is not changed afterwards is not checked again by that commit
-    /// (under the same commit lock).
+    /// a batch that passed and is not changed afterwards is not checked again by this
+    /// database's commit (under the same commit lock); another database checks it.
     pub fn check_batch(&self, batch: &mut WriteBatch) -> Result<()> {
         self.inner.validate_batch(batch)?;
-        batch.mark_checked();
+        batch.mark_checked_by(self.inner.instance);
         Ok(())
     }
     /// Applies atomically the batch that `build` makes for the first sequence number it will

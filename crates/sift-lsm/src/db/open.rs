@@ -182,6 +182,11 @@ impl Db {
             wal: Mutex::new(None),
             spare_wal: Mutex::new(None),
             background_thread_ids: Mutex::new(Vec::new()),
+            instance: {
+                static NEXT_INSTANCE: std::sync::atomic::AtomicU64 =
+                    std::sync::atomic::AtomicU64::new(1);
+                NEXT_INSTANCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            },
             writes_stopped: AtomicBool::new(false),
             wal_presync_due: Mutex::new(false),
             wal_presync_cv: Condvar::new(),

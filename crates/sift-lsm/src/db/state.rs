@@ -134,6 +134,8 @@ pub(crate) struct DbInner {
     /// each starts (tests check each thread's scheduling through `/proc/self/task/<id>`: by
     /// name alone they would find the threads of other databases open in the process).
     pub background_thread_ids: Mutex<Vec<(String, i64)>>,
+    /// Unique among the databases opened by this process (a batch's `checked_by`).
+    pub instance: u64,
     /// Set once writes must fail (a background error, or shutting down): writers check it
     /// without taking the state lock, which a flush or compaction holds while it syncs the
     /// manifest.

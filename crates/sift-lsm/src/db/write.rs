@@ -245,7 +245,7 @@ impl DbInner {
             return Ok(self.latest_sequence());
         }
         // Checked by the builder (`Db::check_batch`) under this commit lock: not again.
-        if !batch.is_checked() {
+        if !batch.is_checked_by(self.instance) {
             self.validate_batch(&batch)?;
         }
         let mut batches = [batch];
