@@ -278,6 +278,8 @@ impl TweetGenerator {
     /// [`TweetGenerator::next_tweet`] written into `json` (cleared first; the same tweet): a
     /// loader that hands back each written tweet's buffer allocates none per tweet.
     pub fn next_tweet_reusing(&mut self, mut json: String) -> Tweet {
+        // Cleared before reserving, so a reused buffer is not grown past twice the target.
+        json.clear();
         json.reserve(self.config.document_bytes_target * 2);
         let tweet_id = self.next_tweet_id;
         self.next_tweet_id += 1;
@@ -549,6 +551,25 @@ pub fn format_rfc3339_seconds(epoch_ms: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A loader that hands each tweet's buffer back (`next_tweet_reusing`) gets the same
+    /// tweets as one that does not, whatever the buffer held.
+    #[test]
+    fn reusing_a_buffer_generates_the_same_tweets() {
+        for seed in [1, 2, 3] {
+            let config = TweetConfig::for_tweets(5_000, seed);
+            let mut fresh = TweetGenerator::new(config.clone()).expect("valid config");
+            let mut reusing = TweetGenerator::new(config).expect("valid config");
+            let mut spare = "garbage {\"user\": 1} ".repeat(100);
+            for _ in 0..5_000 {
+                let expected = fresh.next_tweet();
+                let tweet = reusing.next_tweet_reusing(spare);
+                assert_eq!(tweet, expected);
+                spare = tweet.json;
+                spare.push_str("left over");
+            }
+        }
+    }
 
     #[test]
     fn rfc3339_formatting() {
