@@ -149,19 +149,10 @@ fn append_bloom_probing(hashes: &[u64], bits_per_key: u32, probes: u32, out: &mu
         const DEFAULT_PROBES: u32 = 7;
         debug_assert_eq!(bloom_probes(DEFAULT_BLOOM_BITS_PER_KEY), DEFAULT_PROBES);
         if probes == DEFAULT_PROBES {
-            set_word_bits::<DEFAULT_PROBES>(hashes, bits, &mut words);
+            // A constant probe count: the inlined loop is unrolled.
+            set_word_bits(hashes, DEFAULT_PROBES, bits, &mut words);
         } else {
-            for &h in hashes {
-                // `probe_bit(h, i, bits)` for i = 0, 1, …: `x` steps by `delta` (one add per
-                // probe).
-                let delta = h.rotate_left(32) | 1;
-                let mut x = h;
-                for _ in 0..probes {
-                    let bit = ((u128::from(x) * u128::from(bits)) >> 64) as u64;
-                    words[(bit / 64) as usize % SMALL_BLOOM_WORDS] |= 1 << (bit % 64);
-                    x = x.wrapping_add(delta);
-                }
-            }
+            set_word_bits(hashes, probes, bits, &mut words);
         }
         let mut filter = [0u8; 8 * SMALL_BLOOM_WORDS];
         for (chunk, word) in filter.chunks_exact_mut(8).zip(words) {
@@ -176,18 +167,16 @@ fn append_bloom_probing(hashes: &[u64], bits_per_key: u32, probes: u32, out: &mu
     probes as u8
 }
 
-/// The stack-word filter's probes (see [`append_bloom_probing`]) for a probe count known at
-/// compile time.
-#[inline]
-fn set_word_bits<const PROBES: u32>(
-    hashes: &[u64],
-    bits: u64,
-    words: &mut [u64; SMALL_BLOOM_WORDS],
-) {
+/// The stack-word filter's probes (see [`append_bloom_probing`]). Always inlined, so a caller
+/// passing a constant `probes` gets an unrolled loop.
+#[allow(clippy::inline_always)] // the unrolled default case is why this function exists
+#[inline(always)]
+fn set_word_bits(hashes: &[u64], probes: u32, bits: u64, words: &mut [u64; SMALL_BLOOM_WORDS]) {
     for &h in hashes {
+        // `probe_bit(h, i, bits)` for i = 0, 1, …: `x` steps by `delta` (one add per probe).
         let delta = h.rotate_left(32) | 1;
         let mut x = h;
-        for _ in 0..PROBES {
+        for _ in 0..probes {
             let bit = ((u128::from(x) * u128::from(bits)) >> 64) as u64;
             words[(bit / 64) as usize % SMALL_BLOOM_WORDS] |= 1 << (bit % 64);
             x = x.wrapping_add(delta);
