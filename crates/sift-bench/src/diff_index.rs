@@ -18,6 +18,7 @@
 //! Writes of `async-session` go through one session per client, and its reads through a
 //! session, so the overlay's cost is measured.
 
+use crate::hiccup::{self, Hiccups};
 use crate::kv::BenchError;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -477,6 +478,9 @@ pub struct TargetCheck {
     /// The same for the service time (the call alone).
     pub service_mean_ratio: f64,
     pub service_p50_ratio: f64,
+    /// The scheme's pooled mean latency minus no index's, in µs: what the ratio hides when
+    /// machine noise inflates both means (see [`Report::platform_hiccups`]).
+    pub mean_above_baseline_us: f64,
     /// Judged on the mean (the paper's Figure 7 plots averages) and the median.
     pub met: bool,
 }
@@ -501,6 +505,10 @@ pub struct Report {
     /// Schemes that could not run (scheme, reason).
     pub skipped: Vec<(String, String)>,
     pub targets: Vec<TargetCheck>,
+    /// The machine's own interruptions of a spinning thread, measured with the databases open
+    /// but idle, before and after the load steps (see [`crate::hiccup`]): what the no-index
+    /// mean latency is made of on a noisy machine.
+    pub platform_hiccups: Vec<Hiccups>,
 }
 
 /// Told where the run is; an error stops it (Ctrl-C in the study).
@@ -598,6 +606,9 @@ struct Bench<'a> {
     /// False for the no-index database opened only for its saturation (the rates' basis).
     measured: bool,
 }
+
+/// How long the machine-noise meter spins before and after the load steps.
+const HICCUP_METER_DURATION: Duration = Duration::from_secs(1);
 
 /// Names of [`Bench::writer_wait_counters`], in order (µs: microseconds).
 const WRITER_WAIT_COUNTERS: [&str; 16] = [
@@ -1275,6 +1286,7 @@ pub fn check_targets(results: &[SchemeResult]) -> Vec<TargetCheck> {
             p99_ratio: ratio(half.latency.p99_us, half.baseline_latency.p99_us),
             service_mean_ratio: ratio(half.service.mean_us, half.baseline_service.mean_us),
             service_p50_ratio: ratio(half.service.p50_us, half.baseline_service.p50_us),
+            mean_above_baseline_us: half.latency.mean_us - half.baseline_latency.mean_us,
             met: mean_ratio <= limit && p50_ratio <= limit,
         });
     }
@@ -1326,7 +1338,9 @@ pub fn run_all(
             Err(error) => return Err(error),
         }
     }
+    let mut platform_hiccups = vec![hiccup::measure(HICCUP_METER_DURATION)];
     let measured = measure(settings, &benches, progress);
+    platform_hiccups.push(hiccup::measure(HICCUP_METER_DURATION));
     let mut closed = Ok(());
     for bench in benches {
         let dir = bench.database.engine().path().to_path_buf();
@@ -1349,6 +1363,7 @@ pub fn run_all(
         results,
         skipped,
         targets,
+        platform_hiccups,
     })
 }
 
@@ -1380,6 +1395,13 @@ pub fn format_report(report: &Report) -> String {
             RateBasis::Own => "each scheme's own sustained saturation".to_owned(),
         }
     );
+    for (when, hiccups) in ["before", "after"].iter().zip(&report.platform_hiccups) {
+        let _ = writeln!(
+            out,
+            "# machine noise {when} the steps: {}",
+            hiccups.describe()
+        );
+    }
     let _ = writeln!(out, "\n## saturation (closed loop)");
     let _ = writeln!(
         out,
@@ -1579,7 +1601,7 @@ pub fn format_report(report: &Report) -> String {
                 out,
                 "{:<14} at 50% of its own saturation ({:.0}/s): mean {:.2}×, p50 {:.2}×, p99 {:.2}× \
                  (target ≤ {}× on mean and p50): {}; service time mean {:.2}×, p50 {:.2}×; mean \
-                 ratio per repeat: {spread}",
+                 ratio per repeat: {spread}; mean above no index: {:+.1} µs",
                 t.scheme,
                 t.offered_rate,
                 t.mean_ratio,
@@ -1588,7 +1610,8 @@ pub fn format_report(report: &Report) -> String {
                 t.limit,
                 if t.met { "met" } else { "missed" },
                 t.service_mean_ratio,
-                t.service_p50_ratio
+                t.service_p50_ratio,
+                t.mean_above_baseline_us
             );
         }
         // The table's own step nearest 50%, for reference: with the baseline basis a scheme
@@ -1759,7 +1782,15 @@ mod tests {
             assert_eq!(half.latency.count, half.baseline_latency.count, "{half:?}");
             assert!(half.latency.count > 0);
             assert_eq!(half.repeat_means_us.len(), 1);
+            let above = half.latency.mean_us - half.baseline_latency.mean_us;
+            assert!((target.mean_above_baseline_us - above).abs() < 1e-9);
         }
+        // The machine's noise, before and after the steps, each run for its full second.
+        assert_eq!(report.platform_hiccups.len(), 2);
+        assert!(report
+            .platform_hiccups
+            .iter()
+            .all(|h| h.seconds >= HICCUP_METER_DURATION.as_secs_f64()));
         assert!(report
             .results
             .iter()
@@ -1769,6 +1800,8 @@ mod tests {
         assert!(
             text.contains("async-session")
                 && text.contains("targets")
+                && text.contains("machine noise before the steps")
+                && text.contains("mean above no index")
                 && text.contains("OWN sustained"),
             "{text}"
         );

@@ -10,6 +10,7 @@
 
 #[cfg(feature = "sift")]
 pub mod diff_index;
+pub mod hiccup;
 pub mod index;
 pub mod kv;
 #[cfg(feature = "sift")]

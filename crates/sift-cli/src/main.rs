@@ -88,6 +88,9 @@ enum Benchmark {
     /// The Diff-Index experiments: update latency against offered load (open loop), index lag,
     /// exact-match and range read latency, per maintenance scheme of one secondary index.
     DiffIndex(sift_bench::diff_index::DiffIndexArgs),
+    /// How much of a spinning thread's time this machine takes away (interrupts, other tasks,
+    /// the hypervisor): the noise floor under every latency measurement.
+    MachineNoise(sift_bench::hiccup::MachineNoiseArgs),
 }
 
 fn main() -> ExitCode {
@@ -115,6 +118,11 @@ fn main() -> ExitCode {
             benchmark: Benchmark::DiffIndex(args),
         } => sift_bench::diff_index::run(&args, &mut std::io::stdout().lock())
             .map(|_report| ())
+            .map_err(|error| error.to_string()),
+        Command::Bench {
+            benchmark: Benchmark::MachineNoise(args),
+        } => sift_bench::hiccup::run(&args, &mut std::io::stdout().lock())
+            .map(|_runs| ())
             .map_err(|error| error.to_string()),
         Command::Generate {
             data_set: DataSet::Tweets(args),
