@@ -158,6 +158,17 @@ pub struct DiffIndexArgs {
     /// `SCHED_IDLE` (engine option `background_threads_yield_to_foreground`).
     #[arg(long)]
     pub background_yield: bool,
+    /// Pin the engine's flush, compaction and WAL presync threads and the asynchronous index
+    /// workers to these CPUs (engine option `background_thread_cpus`; Linux only), e.g. `1`
+    /// or `2-3`. With --client-cpus on the other CPUs, background work never preempts a
+    /// client on its core [default: every CPU].
+    #[arg(long, value_parser = parse_cpus)]
+    pub background_cpus: Option<Vec<usize>>,
+    /// Pin the client threads of every step (no-index baseline included, so the comparison
+    /// stays fair) and the read phases to these CPUs (Linux only), e.g. `0` [default: every
+    /// CPU].
+    #[arg(long, value_parser = parse_cpus)]
+    pub client_cpus: Option<Vec<usize>>,
     /// fdatasync the WAL before acknowledging each write.
     #[arg(long)]
     pub sync: bool,
@@ -191,7 +202,24 @@ pub struct Settings {
     /// Range selectivities in parts per million of the documents.
     pub selectivities_ppm: Vec<u64>,
     pub options: DatabaseOptions,
+    /// CPUs the client threads are pinned to (`None`: not pinned). The background threads'
+    /// are `options.engine.background_thread_cpus`.
+    pub client_cpus: Option<Vec<usize>>,
     pub seed: u64,
+}
+
+/// A CPU list in the kernel's format (`0-1,3`), for `--background-cpus` and `--client-cpus`.
+pub fn parse_cpus(text: &str) -> Result<Vec<usize>, String> {
+    sift_lsm::cpu_affinity::parse_cpu_list(text).map_err(|e| e.to_string())
+}
+
+/// Pins the calling client thread to `cpus` (if any).
+fn pin_client(cpus: Option<&[usize]>) -> Result<(), BenchError> {
+    match cpus {
+        Some(cpus) => sift_lsm::pin_current_thread_to_cpus(cpus)
+            .map_err(|e| BenchError::new(format!("--client-cpus: {e}"))),
+        None => Ok(()),
+    }
 }
 
 impl Settings {
@@ -220,6 +248,21 @@ impl Settings {
             options.engine.background_thread_nice = nice;
         }
         options.engine.background_threads_yield_to_foreground = args.background_yield;
+        options
+            .engine
+            .background_thread_cpus
+            .clone_from(&args.background_cpus);
+        if let Some(cpus) = &args.client_cpus {
+            let allowed = sift_lsm::cpu_affinity::process_allowed_cpus();
+            if let Some(cpu) = cpus.iter().find(|cpu| !allowed.contains(cpu)) {
+                if cfg!(target_os = "linux") {
+                    return Err(BenchError::new(format!(
+                        "--client-cpus: CPU {cpu} is not one this process may run on (allowed: {})",
+                        sift_lsm::cpu_affinity::format_cpu_list(&allowed)
+                    )));
+                }
+            }
+        }
         options.sync_writes = args.sync;
         let selectivities_ppm = args
             .selectivities
@@ -258,6 +301,7 @@ impl Settings {
             range_reads: args.range_reads,
             selectivities_ppm,
             options,
+            client_cpus: args.client_cpus.clone(),
             seed: args.seed,
         })
     }
@@ -499,6 +543,10 @@ pub struct Report {
     pub clients: usize,
     pub rate_basis: RateBasis,
     pub step_seconds: f64,
+    /// CPUs the engine's and the index layer's background threads were pinned to, and the
+    /// clients' (absent: not pinned).
+    pub background_cpus: Option<Vec<usize>>,
+    pub client_cpus: Option<Vec<usize>>,
     /// The no-index saturation (the basis of the offered rates with `baseline`).
     pub baseline_saturation_rate: Option<f64>,
     pub results: Vec<SchemeResult>,
@@ -756,6 +804,7 @@ impl Bench<'_> {
                 .map(|c| {
                     let (stop, done) = (&stop, &done);
                     scope.spawn(move || -> Result<Vec<f64>, BenchError> {
+                        pin_client(self.settings.client_cpus.as_deref())?;
                         let client = client_for(&self.database, self.scheme);
                         let mut rng = StdRng::seed_from_u64(phase_seed ^ ((c as u64 + 1) << 40));
                         let mut latencies = Vec::new();
@@ -893,6 +942,7 @@ impl Bench<'_> {
             let handles: Vec<_> = (0..clients)
                 .map(|c| {
                     scope.spawn(move || -> Outcome {
+                        pin_client(self.settings.client_cpus.as_deref())?;
                         let client = client_for(&self.database, self.scheme);
                         let mut rng = StdRng::seed_from_u64(phase_seed ^ ((c as u64 + 1) << 40));
                         let mut latencies = Vec::new();
@@ -1142,15 +1192,24 @@ fn read_phase(bench: &Bench<'_>) -> Result<(Option<Reads>, Vec<RangeReads>), Ben
         return Ok((None, Vec::new()));
     }
     bench.settle()?;
-    let client = client_for(&bench.database, bench.scheme);
-    let exact = bench.exact_reads(&client)?;
-    let ranges = bench
-        .settings
-        .selectivities_ppm
-        .iter()
-        .map(|ppm| bench.range_reads(&client, *ppm))
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok((Some(exact), ranges))
+    // On a client thread of its own, pinned like the update clients.
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                pin_client(bench.settings.client_cpus.as_deref())?;
+                let client = client_for(&bench.database, bench.scheme);
+                let exact = bench.exact_reads(&client)?;
+                let ranges = bench
+                    .settings
+                    .selectivities_ppm
+                    .iter()
+                    .map(|ppm| bench.range_reads(&client, *ppm))
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok((Some(exact), ranges))
+            })
+            .join()
+            .unwrap_or_else(|_| Err(BenchError::new("the read client thread panicked")))
+    })
 }
 
 /// The measurements of every open database: saturation one scheme after the other, then each
@@ -1359,6 +1418,8 @@ pub fn run_all(
         clients: settings.clients,
         rate_basis: settings.rate_basis,
         step_seconds: settings.step_seconds,
+        background_cpus: settings.options.engine.background_thread_cpus.clone(),
+        client_cpus: settings.client_cpus.clone(),
         baseline_saturation_rate,
         results,
         skipped,
@@ -1377,13 +1438,31 @@ fn ms(us: f64) -> String {
     }
 }
 
+/// Where the threads ran, for a run's header line.
+pub fn pinning_description(
+    background_cpus: Option<&[usize]>,
+    client_cpus: Option<&[usize]>,
+) -> String {
+    let on = |cpus: Option<&[usize]>| {
+        cpus.map_or_else(
+            || "any CPU".to_owned(),
+            |cpus| format!("CPUs {}", sift_lsm::cpu_affinity::format_cpu_list(cpus)),
+        )
+    };
+    format!(
+        "background threads on {}, clients on {}",
+        on(background_cpus),
+        on(client_cpus)
+    )
+}
+
 /// The report as text tables.
 pub fn format_report(report: &Report) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
         "# sift bench diff-index: {} documents of ~{} B, one {} index on `{}`, {} client(s), \
-         open-loop steps of {} s, offered rates in % of {}",
+         open-loop steps of {} s, offered rates in % of {}; {}",
         report.documents,
         report.document_bytes,
         report.kind,
@@ -1393,7 +1472,11 @@ pub fn format_report(report: &Report) -> String {
         match report.rate_basis {
             RateBasis::Baseline => "the no-index saturation".to_owned(),
             RateBasis::Own => "each scheme's own sustained saturation".to_owned(),
-        }
+        },
+        pinning_description(
+            report.background_cpus.as_deref(),
+            report.client_cpus.as_deref()
+        )
     );
     for (when, hiccups) in ["before", "after"].iter().zip(&report.platform_hiccups) {
         let _ = writeln!(
@@ -1700,10 +1783,9 @@ mod tests {
         assert!((latency.mean_us - 50.5).abs() < 1e-9);
     }
 
-    #[test]
-    fn a_tiny_run_measures_every_scheme() {
-        let dir = tempfile::tempdir().unwrap();
-        let args = DiffIndexArgs {
+    /// A run of a few tenths of a second over 300 documents, every scheme.
+    fn tiny_args(dir: &Path) -> DiffIndexArgs {
+        DiffIndexArgs {
             documents: 300,
             document_bytes: 120,
             kind: "composite".into(),
@@ -1723,11 +1805,55 @@ mod tests {
             async_worker_nice: None,
             background_nice: None,
             background_yield: false,
+            background_cpus: None,
+            client_cpus: None,
             sync: false,
-            db: Some(dir.path().to_path_buf()),
+            db: Some(dir.to_path_buf()),
             seed: 3,
             json: false,
-        };
+        }
+    }
+
+    /// The pinning asked for is applied (a CPU the process may not use is refused up front),
+    /// printed in the header line and stored in the JSON report.
+    #[test]
+    fn pinning_is_validated_printed_and_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut args = tiny_args(dir.path());
+        args.client_cpus = Some(vec![4096]);
+        let refused = Settings::from_args(&args).map(|_| ()).unwrap_err();
+        if cfg!(target_os = "linux") {
+            assert!(refused.message().contains("CPU 4096"), "{refused:?}");
+        }
+        let first_allowed = sift_lsm::cpu_affinity::process_allowed_cpus()
+            .first()
+            .copied()
+            .unwrap_or(0);
+        args.schemes = vec!["none".into(), "sync-insert".into()];
+        args.background_cpus = Some(vec![first_allowed]);
+        args.client_cpus = Some(vec![first_allowed]);
+        args.json = true;
+        let mut out = Vec::new();
+        let report = run(&args, &mut out).unwrap();
+        assert_eq!(report.background_cpus, Some(vec![first_allowed]));
+        assert_eq!(report.client_cpus, Some(vec![first_allowed]));
+        let json: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(json["background_cpus"], serde_json::json!([first_allowed]));
+        assert_eq!(json["client_cpus"], serde_json::json!([first_allowed]));
+        let header = format_report(&report);
+        let header = header.lines().next().unwrap();
+        assert!(
+            header.ends_with(&format!(
+                "background threads on CPUs {first_allowed}, clients on CPUs {first_allowed}"
+            )),
+            "{header}"
+        );
+    }
+
+    #[test]
+    fn a_tiny_run_measures_every_scheme() {
+        let dir = tempfile::tempdir().unwrap();
+        let args = tiny_args(dir.path());
         let mut out = Vec::new();
         let report = run(&args, &mut out).unwrap();
         assert_eq!(report.results.len(), 5, "{report:?}");

@@ -141,6 +141,84 @@ fn workers_run_at_the_configured_nice_value() {
     }
 }
 
+/// The `Cpus_allowed_list` of each of `db`'s background threads whose name starts with
+/// `prefix` (looked up by thread id: other tests' databases have threads of the same names).
+#[cfg(target_os = "linux")]
+fn cpus_of_threads(db: &Database, prefix: &str) -> Vec<(String, Option<String>)> {
+    db.engine()
+        .background_thread_ids()
+        .into_iter()
+        .filter(|(name, _)| name.starts_with(prefix))
+        .map(|(name, id)| {
+            let list = std::fs::read_to_string(format!("/proc/self/task/{id}/status"))
+                .ok()
+                .and_then(|status| {
+                    status
+                        .lines()
+                        .find_map(|line| line.strip_prefix("Cpus_allowed_list:"))
+                        .map(|list| list.trim().to_owned())
+                });
+            (name, list)
+        })
+        .collect()
+}
+
+/// With the engine's `background_thread_cpus`, the asynchronous index workers run only on
+/// those CPUs, like the engine's own background threads; without it they keep the set they
+/// inherit from the opening thread.
+#[cfg(target_os = "linux")]
+#[test]
+fn workers_follow_the_engine_background_thread_cpus() {
+    let first_allowed = sift_lsm::cpu_affinity::process_allowed_cpus()[0];
+    let opener = std::fs::read_to_string("/proc/thread-self/status")
+        .unwrap()
+        .lines()
+        .find_map(|line| line.strip_prefix("Cpus_allowed_list:"))
+        .map(|list| list.trim().to_owned())
+        .unwrap();
+    for pinned in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut options = small_options();
+        options.async_index.workers = 2;
+        options.engine.background_thread_cpus = pinned.then(|| vec![first_allowed]);
+        let expected = if pinned {
+            first_allowed.to_string()
+        } else {
+            opener.clone()
+        };
+        let db = open_with(dir.path(), options);
+        db.put(COLLECTION, br#"{"id":"a","v":1}"#).unwrap();
+        db.wait_until_indexed().unwrap();
+        // The workers pin themselves as they start: wait (up to 10 s) until both have.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let settled = |threads: &[(String, Option<String>)]| {
+            threads.len() == 2
+                && threads
+                    .iter()
+                    .all(|(_, list)| list.as_deref() == Some(expected.as_str()))
+        };
+        while !settled(&cpus_of_threads(&db, "sift-index-async-")) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let workers = cpus_of_threads(&db, "sift-index-async-");
+        assert!(
+            settled(&workers),
+            "pinned: {pinned}, expected {expected}: {workers:?}"
+        );
+        // The engine's flush, WAL presync and compaction threads, and the two workers.
+        let all_threads = cpus_of_threads(&db, "sift-");
+        assert!(all_threads.len() >= 5, "{all_threads:?}");
+        assert!(
+            all_threads
+                .iter()
+                .all(|(_, list)| list.as_deref() == Some(expected.as_str())),
+            "pinned: {pinned}, expected {expected}: {all_threads:?}"
+        );
+        assert_eq!(db.engine().stats().background_thread_pin_failures, 0);
+        db.close().unwrap();
+    }
+}
+
 /// Regression (review of the write path): a write the engine refuses after its batch was
 /// built (here a document over the engine's `value_bytes_max`) queued its index updates
 /// before the refusal and cancelled them only after the commit lock was released. In that

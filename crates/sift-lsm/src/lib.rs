@@ -10,6 +10,7 @@
 
 pub mod coding;
 pub mod compaction;
+pub mod cpu_affinity;
 pub mod db;
 mod edit_apply;
 mod error;
@@ -29,6 +30,7 @@ pub mod version;
 pub mod wal;
 pub mod write_batch;
 
+pub use cpu_affinity::pin_current_thread_to_cpus;
 pub use db::{ComponentId, Db, Entry, NewerVersion, Tree, DEFAULT_TREE};
 pub use error::{Error, Result};
 pub use key::{SeqNo, TreeId, ValueKind};

@@ -74,6 +74,9 @@ pub struct EngineCounters {
     /// short by a crash before it was synced (they hold only writes made without sync).
     pub wal_recovery_dropped_records: AtomicU64,
     pub wal_recovery_dropped_bytes: AtomicU64,
+    /// Background threads (the engine's and those of layers on top) the kernel refused to
+    /// pin to `Options::background_thread_cpus`: they run on every CPU the process may use.
+    pub background_thread_pin_failures: AtomicU64,
 }
 
 impl EngineCounters {
@@ -140,6 +143,7 @@ pub struct Stats {
     pub closed_wal_syncs_skipped: u64,
     pub wal_recovery_dropped_records: u64,
     pub wal_recovery_dropped_bytes: u64,
+    pub background_thread_pin_failures: u64,
     pub memtable_bytes: u64,
     pub immutable_memtables: usize,
     pub block_cache_bytes: u64,
@@ -193,6 +197,7 @@ impl EngineCounters {
             closed_wal_syncs_skipped: self.closed_wal_syncs_skipped.load(Relaxed),
             wal_recovery_dropped_records: self.wal_recovery_dropped_records.load(Relaxed),
             wal_recovery_dropped_bytes: self.wal_recovery_dropped_bytes.load(Relaxed),
+            background_thread_pin_failures: self.background_thread_pin_failures.load(Relaxed),
             ..Stats::default()
         }
     }

@@ -423,7 +423,11 @@ impl IndexBuilds {
             .name("sift-index-build".to_string())
             .spawn({
                 let status = Arc::clone(&status);
-                move || run_resumed(&engine, &next, &todo, &stop, &status, progress.as_ref())
+                move || {
+                    // Pinned like the engine's background threads (`background_thread_cpus`).
+                    engine.enter_background_thread();
+                    run_resumed(&engine, &next, &todo, &stop, &status, progress.as_ref());
+                }
             });
         match spawned {
             Ok(handle) => *worker = Some(handle),

@@ -3,7 +3,7 @@
 use crate::key::{SeqNo, TreeId};
 use crate::options::{Options, ReadOptions, TreeOptions, WriteOptions};
 use crate::snapshot::{Snapshot, VersionRetention};
-use crate::stats::Stats;
+use crate::stats::{EngineCounters, Stats};
 use crate::write_batch::WriteBatch;
 use crate::{Error, Result};
 use parking_lot::Mutex;
@@ -179,10 +179,7 @@ impl Db {
             let handle = std::thread::Builder::new()
                 .name(name)
                 .spawn(move || {
-                    registry
-                        .background_thread_ids
-                        .lock()
-                        .push((thread_name, current_thread_id()));
+                    registry.enter_background_thread(thread_name);
                     drop(registry);
                     if role != ThreadRole::WalPresync {
                         lower_current_thread_priority(background_nice);
@@ -621,6 +618,25 @@ impl Db {
         }
         stats
     }
+
+    /// Prepares the calling thread as one of this database's background threads, for the
+    /// threads a layer on top spawns (index workers, index builds): pins it to
+    /// `Options::background_thread_cpus` when set (a refusal is counted in
+    /// `Stats::background_thread_pin_failures`, never fatal) and records its thread id under
+    /// its name (`background_thread_ids`). The engine's own threads start the same way.
+    pub fn enter_background_thread(&self) {
+        let name = std::thread::current().name().unwrap_or("").to_owned();
+        self.inner.enter_background_thread(name);
+    }
+
+    /// Testing aid: the Linux thread id (0 elsewhere) of every thread that entered as one of
+    /// this database's background threads, by name, oldest first; threads that ended stay
+    /// listed. Tests read each thread's scheduling from `/proc/self/task/<id>` (by name alone
+    /// they would find the threads of other databases open in the same process).
+    #[doc(hidden)]
+    pub fn background_thread_ids(&self) -> Vec<(String, i64)> {
+        self.inner.background_thread_ids.lock().clone()
+    }
 }
 
 impl Drop for Db {
@@ -630,6 +646,18 @@ impl Drop for Db {
 }
 
 impl DbInner {
+    /// See `Db::enter_background_thread`; `name` is the thread's name.
+    fn enter_background_thread(&self, name: String) {
+        self.background_thread_ids
+            .lock()
+            .push((name, current_thread_id()));
+        if let Some(cpus) = &self.options.background_thread_cpus {
+            if crate::cpu_affinity::pin_current_thread_to_cpus(cpus).is_err() {
+                EngineCounters::add(&self.counters.background_thread_pin_failures, 1);
+            }
+        }
+    }
+
     fn flush_loop(self: &Arc<Self>) {
         loop {
             self.prepare_spare_wal();

@@ -56,6 +56,9 @@ fn validate_options(options: &Options) -> Result<()> {
             "background_thread_nice must be between 0 (unchanged) and 19 (lowest priority)",
         );
     }
+    if let Some(cpus) = &options.background_thread_cpus {
+        crate::cpu_affinity::validate_background_thread_cpus(cpus)?;
+    }
     if !lengths_fit_u32(options.key_bytes_max, options.value_bytes_max) {
         return bad("key_bytes_max and value_bytes_max must fit the u32 length fields of memtable nodes and table blocks (below 4 GiB)");
     }
@@ -723,6 +726,119 @@ mod tests {
             assert_eq!(policy_of(&db, "sift-wal-presync"), Some(0));
             db.close().expect("close");
         }
+    }
+
+    /// A background thread's `Cpus_allowed_list` (Linux `/proc`), as the kernel formats it.
+    #[cfg(target_os = "linux")]
+    fn cpus_of(db: &crate::Db, name: &str) -> Option<String> {
+        let status = background_thread_file(db, name, "status")?;
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("Cpus_allowed_list:"))
+            .map(|list| list.trim().to_owned())
+    }
+
+    const ENGINE_THREADS: [&str; 3] = ["sift-flush", "sift-wal-presync", "sift-compact-0"];
+
+    /// With `background_thread_cpus`, every engine thread runs only on the listed CPUs;
+    /// without it, each keeps the set it inherits from the opening thread.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn background_threads_are_pinned_to_the_configured_cpus_only_when_asked() {
+        let first_allowed = crate::cpu_affinity::process_allowed_cpus()[0];
+        // The opening thread's own set, which the threads inherit when unpinned.
+        let opener = std::fs::read_to_string("/proc/thread-self/status")
+            .expect("own status")
+            .lines()
+            .find_map(|line| line.strip_prefix("Cpus_allowed_list:"))
+            .map(|list| list.trim().to_owned())
+            .expect("Cpus_allowed_list");
+        for pinned in [true, false] {
+            let dir = tempfile::tempdir().expect("temporary directory");
+            let options = crate::Options {
+                background_thread_cpus: pinned.then(|| vec![first_allowed]),
+                ..crate::Options::default()
+            };
+            let expected = if pinned {
+                first_allowed.to_string()
+            } else {
+                opener.clone()
+            };
+            let db = crate::Db::open(dir.path(), options).expect("open");
+            wait_for(|| {
+                ENGINE_THREADS
+                    .iter()
+                    .all(|name| cpus_of(&db, name).as_ref() == Some(&expected))
+            });
+            for name in ENGINE_THREADS {
+                assert_eq!(
+                    cpus_of(&db, name).as_deref(),
+                    Some(expected.as_str()),
+                    "{name}, pinned: {pinned}"
+                );
+            }
+            assert_eq!(db.stats().background_thread_pin_failures, 0);
+            db.close().expect("close");
+        }
+    }
+
+    /// A CPU the process may not run on (or an empty list) is refused at open, naming it and
+    /// the allowed set, before anything is created or changed.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn background_thread_cpus_outside_the_allowed_set_are_refused_at_open() {
+        let allowed = crate::cpu_affinity::process_allowed_cpus();
+        let allowed_list = crate::cpu_affinity::format_cpu_list(&allowed);
+        let bad = |cpus: Vec<usize>| crate::Options {
+            background_thread_cpus: Some(cpus),
+            ..crate::Options::default()
+        };
+        let parent = tempfile::tempdir().expect("temporary directory");
+        // No database yet: nothing is created.
+        let fresh = parent.path().join("fresh");
+        for cpus in [vec![4096], vec![allowed[0], 4096], Vec::new()] {
+            let refused = crate::Db::open(&fresh, bad(cpus.clone()));
+            let Err(crate::Error::InvalidArgument(message)) = refused else {
+                panic!("{cpus:?} accepted: {refused:?}");
+            };
+            assert!(message.contains("background_thread_cpus"), "{message}");
+            if !cpus.is_empty() {
+                assert!(message.contains("CPU 4096"), "{message}");
+                assert!(message.contains(&allowed_list), "{message}");
+            }
+            assert!(!fresh.exists(), "{cpus:?} created {}", fresh.display());
+        }
+        // An existing database is left as it was: same files, same contents.
+        let existing = parent.path().join("existing");
+        let db = crate::Db::open(&existing, crate::Options::default()).expect("create");
+        db.put(&db.default_tree(), b"key", b"value").expect("put");
+        db.close().expect("close");
+        let files = || {
+            let mut names: Vec<_> = std::fs::read_dir(&existing)
+                .expect("list")
+                .map(|entry| {
+                    let entry = entry.expect("entry");
+                    let bytes = std::fs::read(entry.path()).expect("read");
+                    (entry.file_name(), bytes)
+                })
+                .collect();
+            names.sort();
+            names
+        };
+        let before = files();
+        assert!(matches!(
+            crate::Db::open(&existing, bad(vec![4096])),
+            Err(crate::Error::InvalidArgument(message)) if message.contains("CPU 4096")
+        ));
+        assert_eq!(files(), before);
+        let db = crate::Db::open(&existing, crate::Options::default()).expect("reopen");
+        assert_eq!(
+            db.get(&db.default_tree(), b"key")
+                .expect("get")
+                .map(|entry| entry.value),
+            Some(b"value".to_vec())
+        );
+        db.close().expect("close");
     }
 
     /// Paced flushes and compactions (which sleep inside table builds) write the same data:

@@ -71,6 +71,7 @@ pub fn settings(context: &Context<'_>) -> Settings {
         range_reads: sizes.range_lookups,
         selectivities_ppm: SELECTIVITIES_PPM.to_vec(),
         options: context.engine.database_options(),
+        client_cpus: None,
         seed: 0x0D1F_F1D8,
     }
 }
