@@ -213,6 +213,19 @@ pub fn parse_cpus(text: &str) -> Result<Vec<usize>, String> {
     sift_lsm::cpu_affinity::parse_cpu_list(text).map_err(|e| e.to_string())
 }
 
+/// The machine's noise where the clients run: on a thread pinned as they are.
+fn machine_noise(client_cpus: Option<&[usize]>) -> Result<Hiccups, BenchError> {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                pin_client(client_cpus)?;
+                Ok(hiccup::measure(HICCUP_METER_DURATION))
+            })
+            .join()
+            .map_err(|_| BenchError::new("the machine-noise meter thread panicked"))?
+    })
+}
+
 /// Pins the calling client thread to `cpus` (if any).
 fn pin_client(cpus: Option<&[usize]>) -> Result<(), BenchError> {
     match cpus {
@@ -1397,9 +1410,10 @@ pub fn run_all(
             Err(error) => return Err(error),
         }
     }
-    let mut platform_hiccups = vec![hiccup::measure(HICCUP_METER_DURATION)];
+    let client_cpus = settings.client_cpus.as_deref();
+    let mut platform_hiccups = vec![machine_noise(client_cpus)?];
     let measured = measure(settings, &benches, progress);
-    platform_hiccups.push(hiccup::measure(HICCUP_METER_DURATION));
+    platform_hiccups.push(machine_noise(client_cpus)?);
     let mut closed = Ok(());
     for bench in benches {
         let dir = bench.database.engine().path().to_path_buf();
