@@ -104,26 +104,34 @@ const TREE_NAME_BYTES_MAX: usize = 255;
 /// Lowers the calling thread's CPU priority to `nice` (1–19), never raising it; 0 or less does
 /// nothing. Best effort and Linux only (there a nice value set for a thread id applies to that
 /// thread alone); a refusal leaves the priority unchanged.
-#[cfg(target_os = "linux")]
 pub fn lower_current_thread_priority(nice: i32) {
+    if nice > 0 {
+        lower_thread_priority(current_thread_id(), nice);
+    }
+}
+
+/// Lowers the priority of the thread with Linux thread id `thread_id` to `nice`, as
+/// [`lower_current_thread_priority`] does (for a caller that already has the id).
+#[cfg(target_os = "linux")]
+fn lower_thread_priority(thread_id: i64, nice: i32) {
     let nice = nice.min(19);
     if nice <= 0 {
         return;
     }
+    let Ok(thread_id) = libc::id_t::try_from(thread_id) else {
+        return;
+    };
     // SAFETY: these calls take plain integers and touch no memory of ours.
     unsafe {
-        let Ok(thread_id) = libc::id_t::try_from(libc::syscall(libc::SYS_gettid)) else {
-            return;
-        };
         if libc::getpriority(libc::PRIO_PROCESS, thread_id) < nice {
             libc::setpriority(libc::PRIO_PROCESS, thread_id, nice);
         }
     }
 }
 
-/// Lowers the calling thread's CPU priority: nothing to do outside Linux.
+/// Lowers a thread's CPU priority: nothing to do outside Linux.
 #[cfg(not(target_os = "linux"))]
-pub fn lower_current_thread_priority(_nice: i32) {}
+fn lower_thread_priority(_thread_id: i64, _nice: i32) {}
 
 /// The calling thread's Linux thread id (0 elsewhere).
 fn current_thread_id() -> i64 {
@@ -179,13 +187,14 @@ impl Db {
             let handle = std::thread::Builder::new()
                 .name(name)
                 .spawn(move || {
+                    let thread_id = current_thread_id();
                     registry
                         .background_thread_ids
                         .lock()
-                        .push((thread_name, current_thread_id()));
+                        .push((thread_name, thread_id));
                     drop(registry);
                     if role != ThreadRole::WalPresync {
-                        lower_current_thread_priority(background_nice);
+                        lower_thread_priority(thread_id, background_nice);
                         if yield_to_foreground {
                             // Flushes keep the normal policy: writers stall when they fall
                             // behind, and under `SCHED_IDLE` they would share a core with
