@@ -47,6 +47,12 @@ pub(crate) fn enable_for_current_thread() {
     });
 }
 
+/// Whether the calling thread called [`enable_for_current_thread`]: a caller that checks this
+/// once skips [`pace`] (a thread-local read) per unit of work on a thread that never pauses.
+pub(crate) fn enabled_for_current_thread() -> bool {
+    PACER.with(|pacer| pacer.enabled.get())
+}
+
 /// Called once per unit of background work (a table entry written); sleeps for `PAUSE` once
 /// the thread has worked for `BURST` since its last pause. Does nothing on a thread that did
 /// not call [`enable_for_current_thread`].
@@ -91,7 +97,9 @@ mod tests {
                 pace();
             }
             assert_eq!(pauses_of_current_thread(), 0, "not enabled: never pauses");
+            assert!(!enabled_for_current_thread());
             enable_for_current_thread();
+            assert!(enabled_for_current_thread());
             // Enabled: pauses come (liveness), and never more than one per burst of work.
             let start = Instant::now();
             let deadline = start + Duration::from_secs(10);

@@ -5,7 +5,7 @@
 //! `kind: u8 | tree: varint32 | key: varint len + bytes | [value: varint len + bytes]`
 //! (no value for deletes). Entry `i` gets sequence number `sequence + i`.
 
-use crate::coding::{put_fixed64, put_length_prefixed, put_varint32, Decoder};
+use crate::coding::{put_length_prefixed, put_varint32, Decoder};
 use crate::key::{SeqNo, TreeId, ValueKind};
 use crate::{Error, Result};
 
@@ -125,9 +125,8 @@ impl WriteBatch {
         crate::coding::decode_fixed64(&self.rep).unwrap_or(0)
     }
     pub fn set_sequence(&mut self, seq: SeqNo) {
-        let mut header = Vec::with_capacity(8);
-        put_fixed64(&mut header, seq);
-        self.rep[..8].copy_from_slice(&header);
+        // In place: called for every batch of every commit, under the commit lock.
+        self.rep[..8].copy_from_slice(&seq.to_le_bytes());
     }
 
     /// The encoding written to the WAL.
@@ -249,6 +248,49 @@ mod tests {
         assert!(!decoded.is_checked_by(1));
         decoded.mark_checked_by(1);
         assert!(decoded.clone().is_checked_by(1));
+    }
+
+    /// The header after `set_sequence` is the spec's (`docs/format/wal.md`): the sequence as
+    /// u64 LE, the count as u32 LE, then the entries unchanged, whatever the batch held before.
+    #[test]
+    fn set_sequence_writes_the_header_the_spec_describes() {
+        for entries in [0u32, 1, 3, 200] {
+            let mut batch = WriteBatch::new();
+            let mut body = Vec::new();
+            for i in 0..entries {
+                let key = format!("key{i}");
+                batch.put_in(i % 3, key.as_bytes(), b"v");
+                // kind Put, tree varint (< 128), key and value with one-byte lengths.
+                body.extend_from_slice(&[1, (i % 3) as u8, key.len() as u8]);
+                body.extend_from_slice(key.as_bytes());
+                body.extend_from_slice(&[1, b'v']);
+            }
+            for sequence in [0u64, 1, 42, 0x0102_0304_0506_0708, (1 << 56) - 1] {
+                batch.set_sequence(sequence);
+                let mut expected = Vec::new();
+                for byte in 0..8 {
+                    expected.push((sequence >> (8 * byte)) as u8);
+                }
+                for byte in 0..4 {
+                    expected.push((entries >> (8 * byte)) as u8);
+                }
+                expected.extend_from_slice(&body);
+                assert_eq!(
+                    batch.encoded(),
+                    &expected[..],
+                    "{entries} entries, sequence {sequence}"
+                );
+                assert_eq!(batch.sequence(), sequence);
+            }
+        }
+        // The spec's worked example.
+        let mut batch = WriteBatch::new();
+        batch.put_in(0, b"k", b"v");
+        batch.set_sequence(42);
+        assert_eq!(
+            batch.encoded(),
+            &[42, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 1, b'k', 1, b'v'][..]
+        );
     }
 
     #[test]

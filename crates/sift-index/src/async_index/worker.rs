@@ -47,7 +47,9 @@ use crate::envelope::EnvelopeRef;
 use crate::error::{IndexError, Result};
 use parking_lot::RwLock;
 use sift_lsm::{Db, SeqNo, Tree, TreeId, WriteBatch, WriteOptions};
+use std::borrow::Borrow;
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -82,6 +84,45 @@ pub(crate) struct RecentVersions {
     documents: HashMap<(Arc<str>, Vec<u8>), RecentVersion>,
     bytes: usize,
 }
+
+/// A document's key in [`RecentVersions`] as borrowed parts: a lookup builds no owned key.
+trait DocumentKey {
+    fn parts(&self) -> (&str, &[u8]);
+}
+
+impl DocumentKey for (Arc<str>, Vec<u8>) {
+    fn parts(&self) -> (&str, &[u8]) {
+        (&self.0, &self.1)
+    }
+}
+
+impl DocumentKey for (&str, &[u8]) {
+    fn parts(&self) -> (&str, &[u8]) {
+        (self.0, self.1)
+    }
+}
+
+impl<'a> Borrow<dyn DocumentKey + 'a> for (Arc<str>, Vec<u8>) {
+    fn borrow(&self) -> &(dyn DocumentKey + 'a) {
+        self
+    }
+}
+
+// Hashes and compares as the owned key does: an `Arc<str>` hashes as its `str`, a `Vec<u8>`
+// as its slice, a pair as its two parts in order.
+impl Hash for dyn DocumentKey + '_ {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.parts().hash(state);
+    }
+}
+
+impl PartialEq for dyn DocumentKey + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for dyn DocumentKey + '_ {}
 
 #[derive(Debug)]
 struct RecentVersion {
@@ -123,7 +164,9 @@ impl RecentVersions {
         seq: SeqNo,
         index_ids: &[u64],
     ) -> Option<&RecentVersion> {
-        let version = self.documents.get(&(Arc::clone(collection), pk.to_vec()))?;
+        let version = self
+            .documents
+            .get(&(&**collection, pk) as &dyn DocumentKey)?;
         let complete = index_ids
             .iter()
             .all(|id| version.values.iter().any(|(known, _)| known == id));
@@ -148,7 +191,8 @@ impl RecentVersions {
                     }
                 }
                 RecentUpdate::Forget { collection, pk } => {
-                    if let Some(old) = self.documents.remove(&(collection, pk.clone())) {
+                    let key: &dyn DocumentKey = &(&*collection, pk.as_slice());
+                    if let Some(old) = self.documents.remove(key) {
                         self.bytes = self.bytes.saturating_sub(old.bytes(&pk));
                     }
                 }
@@ -630,6 +674,33 @@ mod tests {
             pk: b"a".to_vec(),
         }]);
         assert!(recent.before(&items, b"a", 16, &[1]).is_none());
+        assert_eq!(recent.bytes, 0);
+    }
+
+    /// A lookup by borrowed parts finds the document remembered under the same collection and
+    /// pk only, not one whose collection and pk split the same bytes differently.
+    #[test]
+    fn remembered_values_are_found_by_collection_and_pk_together() {
+        let ab: Arc<str> = Arc::from("ab");
+        let a: Arc<str> = Arc::from("a");
+        let mut recent = RecentVersions::default();
+        recent.apply(vec![indexed(&ab, b"c", 10, &[(1, Some(b"x"))])]);
+        assert_eq!(recent.before(&ab, b"c", 11, &[1]).map(|v| v.seq), Some(10));
+        assert!(recent.before(&a, b"bc", 11, &[1]).is_none());
+        recent.apply(vec![RecentUpdate::Forget {
+            collection: Arc::clone(&a),
+            pk: b"bc".to_vec(),
+        }]);
+        assert_eq!(
+            recent.before(&ab, b"c", 11, &[1]).map(|v| v.seq),
+            Some(10),
+            "forgetting another document's key forgot this one"
+        );
+        recent.apply(vec![RecentUpdate::Forget {
+            collection: Arc::clone(&ab),
+            pk: b"c".to_vec(),
+        }]);
+        assert!(recent.before(&ab, b"c", 11, &[1]).is_none());
         assert_eq!(recent.bytes, 0);
     }
 

@@ -104,26 +104,34 @@ const TREE_NAME_BYTES_MAX: usize = 255;
 /// Lowers the calling thread's CPU priority to `nice` (1–19), never raising it; 0 or less does
 /// nothing. Best effort and Linux only (there a nice value set for a thread id applies to that
 /// thread alone); a refusal leaves the priority unchanged.
-#[cfg(target_os = "linux")]
 pub fn lower_current_thread_priority(nice: i32) {
+    if nice > 0 {
+        lower_thread_priority(current_thread_id(), nice);
+    }
+}
+
+/// Lowers the priority of the thread with Linux thread id `thread_id` to `nice`, as
+/// [`lower_current_thread_priority`] does (for a caller that already has the id).
+#[cfg(target_os = "linux")]
+fn lower_thread_priority(thread_id: i64, nice: i32) {
     let nice = nice.min(19);
     if nice <= 0 {
         return;
     }
+    let Ok(thread_id) = libc::id_t::try_from(thread_id) else {
+        return;
+    };
     // SAFETY: these calls take plain integers and touch no memory of ours.
     unsafe {
-        let Ok(thread_id) = libc::id_t::try_from(libc::syscall(libc::SYS_gettid)) else {
-            return;
-        };
         if libc::getpriority(libc::PRIO_PROCESS, thread_id) < nice {
             libc::setpriority(libc::PRIO_PROCESS, thread_id, nice);
         }
     }
 }
 
-/// Lowers the calling thread's CPU priority: nothing to do outside Linux.
+/// Lowers a thread's CPU priority: nothing to do outside Linux.
 #[cfg(not(target_os = "linux"))]
-pub fn lower_current_thread_priority(_nice: i32) {}
+fn lower_thread_priority(_thread_id: i64, _nice: i32) {}
 
 /// The calling thread's Linux thread id (0 elsewhere).
 fn current_thread_id() -> i64 {
@@ -179,10 +187,10 @@ impl Db {
             let handle = std::thread::Builder::new()
                 .name(name)
                 .spawn(move || {
-                    registry.enter_background_thread(thread_name);
+                    let thread_id = registry.enter_background_thread(thread_name);
                     drop(registry);
                     if role != ThreadRole::WalPresync {
-                        lower_current_thread_priority(background_nice);
+                        lower_thread_priority(thread_id, background_nice);
                         if yield_to_foreground {
                             // Flushes keep the normal policy: writers stall when they fall
                             // behind, and under `SCHED_IDLE` they would share a core with
@@ -626,7 +634,7 @@ impl Db {
     /// its name (`background_thread_ids`). The engine's own threads start the same way.
     pub fn enter_background_thread(&self) {
         let name = std::thread::current().name().unwrap_or("").to_owned();
-        self.inner.enter_background_thread(name);
+        let _thread_id = self.inner.enter_background_thread(name);
     }
 
     /// Testing aid: the Linux thread id (0 elsewhere) of every thread that entered as one of
@@ -646,16 +654,16 @@ impl Drop for Db {
 }
 
 impl DbInner {
-    /// See `Db::enter_background_thread`; `name` is the thread's name.
-    fn enter_background_thread(&self, name: String) {
-        self.background_thread_ids
-            .lock()
-            .push((name, current_thread_id()));
+    /// See `Db::enter_background_thread`; `name` is the thread's name. Returns the thread's id.
+    fn enter_background_thread(&self, name: String) -> i64 {
+        let thread_id = current_thread_id();
+        self.background_thread_ids.lock().push((name, thread_id));
         if let Some(cpus) = &self.options.background_thread_cpus {
             if crate::cpu_affinity::pin_current_thread_to_cpus(cpus).is_err() {
                 EngineCounters::add(&self.counters.background_thread_pin_failures, 1);
             }
         }
+        thread_id
     }
 
     fn flush_loop(self: &Arc<Self>) {

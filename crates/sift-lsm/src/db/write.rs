@@ -93,11 +93,17 @@ impl DbInner {
     }
 
     pub(crate) fn validate_batch(&self, batch: &WriteBatch) -> Result<()> {
-        let trees = Arc::clone(&self.super_version.load().trees);
+        // The guard, not a clone of the tree map's `Arc`: nothing below blocks.
+        let super_version = self.super_version.load();
+        // Entries mostly name the tree of the entry before them: look a tree up when it changes.
+        let mut tree_found = None;
         for entry in batch {
             let entry = entry.map_err(Error::InvalidArgument)?;
-            if !trees.contains_key(&entry.tree) {
-                return Err(Error::TreeNotFound(format!("tree id {}", entry.tree)));
+            if tree_found != Some(entry.tree) {
+                if !super_version.trees.contains_key(&entry.tree) {
+                    return Err(Error::TreeNotFound(format!("tree id {}", entry.tree)));
+                }
+                tree_found = Some(entry.tree);
             }
             if entry.key.len() > self.options.key_bytes_max {
                 return Err(Error::InvalidArgument(format!(
@@ -621,6 +627,63 @@ pub(super) mod tests {
     use std::sync::atomic::Ordering;
     use std::sync::mpsc;
     use std::time::{Duration, Instant};
+
+    /// Every entry is checked, whether or not it names the tree of the entry before it.
+    #[test]
+    fn validation_checks_every_entry_of_a_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = Options {
+            key_bytes_max: 8,
+            value_bytes_max: 8,
+            ..Options::default()
+        };
+        let db = Db::open(dir.path(), options).unwrap();
+        let default = db.default_tree().id();
+        let other = db
+            .create_tree("other", crate::TreeOptions::default())
+            .unwrap()
+            .id();
+        let missing = other + 1;
+        let validate = |entries: &[(u32, &[u8], &[u8])]| {
+            let mut batch = crate::WriteBatch::new();
+            for (tree, key, value) in entries {
+                batch.put_in(*tree, key, value);
+            }
+            db.inner.validate_batch(&batch).map_err(|e| e.to_string())
+        };
+        assert_eq!(validate(&[]), Ok(()));
+        let fine = [
+            (default, &b"a"[..], &b"1"[..]),
+            (default, b"b", b"2"),
+            (other, b"c", b"3"),
+            (other, b"d", b"4"),
+            (default, b"e", b"5"),
+        ];
+        assert_eq!(validate(&fine), Ok(()));
+        for position in 0..=fine.len() {
+            let mut entries = fine.to_vec();
+            entries.insert(position, (missing, b"x", b"y"));
+            let refused = validate(&entries).unwrap_err();
+            assert!(
+                refused.contains(&format!("tree id {missing}")),
+                "missing tree at {position}: {refused}"
+            );
+            let mut entries = fine.to_vec();
+            entries.insert(position, (default, b"too long a key", b"y"));
+            let refused = validate(&entries).unwrap_err();
+            assert!(
+                refused.contains("key of 14 bytes exceeds key_bytes_max (8)"),
+                "long key at {position}: {refused}"
+            );
+            let mut entries = fine.to_vec();
+            entries.insert(position, (other, b"k", b"too long a value"));
+            let refused = validate(&entries).unwrap_err();
+            assert!(
+                refused.contains("value of 16 bytes exceeds value_bytes_max (8)"),
+                "long value at {position}: {refused}"
+            );
+        }
+    }
 
     fn small_memtable_options() -> Options {
         Options {

@@ -85,6 +85,9 @@ pub struct TableBuilder {
     pending_value: Vec<u8>,
     separator: Vec<u8>,
     properties: TableProperties,
+    /// Whether the thread that made this builder paces its work (`crate::pacing`), read once:
+    /// a builder is used by the thread that made it, and most threads never pace.
+    paced: bool,
 }
 
 /// Appends `contents` plus its trailer, compressed if asked and worthwhile.
@@ -172,12 +175,15 @@ impl TableBuilder {
                 bloom_bits_per_key: options.bloom_bits_per_key,
                 ..TableProperties::default()
             },
+            paced: crate::pacing::enabled_for_current_thread(),
         }
     }
 
     /// Adds an entry; keys must be strictly increasing in internal-key order.
     pub fn add(&mut self, internal_key: &[u8], value: &[u8]) -> Result<()> {
-        crate::pacing::pace();
+        if self.paced {
+            crate::pacing::pace();
+        }
         let Some(parsed) = parse_internal_key(internal_key) else {
             return Err(Error::InvalidArgument(format!(
                 "table {}: malformed internal key {internal_key:?}",

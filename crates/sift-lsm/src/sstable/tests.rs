@@ -1250,3 +1250,57 @@ fn visit_block_entries_gives_the_collector_offsets() {
         }
     }
 }
+
+/// A builder paces its entries (`crate::pacing`) when the thread that made it paces, and only
+/// then.
+#[test]
+fn a_builder_pauses_only_when_made_on_a_paced_thread() {
+    use std::time::{Duration, Instant};
+    std::thread::spawn(|| {
+        let options = || TableBuilderOptions {
+            block_bytes: 4096,
+            block_restart_interval: 16,
+            bloom_bits_per_key: 0,
+            compression: Compression::None,
+            collectors: Vec::new(),
+        };
+        let mut key_number = 0u64;
+        let mut add = |builder: &mut TableBuilder| {
+            let key = make_internal_key(format!("{key_number:016}").as_bytes(), 1, ValueKind::Put);
+            key_number += 1;
+            builder.add(&key, b"value").expect("add to memory file");
+        };
+        let unpaced_file = MemFile::default();
+        let mut unpaced = TableBuilder::new(
+            unpaced_file.writer(),
+            PathBuf::from("/mem/000001.sst"),
+            options(),
+        );
+        let start = Instant::now();
+        while start.elapsed() < crate::pacing::BURST * 4 {
+            add(&mut unpaced);
+        }
+        assert_eq!(
+            crate::pacing::pauses_of_current_thread(),
+            0,
+            "a builder made on a thread that does not pace paused"
+        );
+        crate::pacing::enable_for_current_thread();
+        let paced_file = MemFile::default();
+        let mut paced = TableBuilder::new(
+            paced_file.writer(),
+            PathBuf::from("/mem/000002.sst"),
+            options(),
+        );
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while crate::pacing::pauses_of_current_thread() == 0 && Instant::now() < deadline {
+            add(&mut paced);
+        }
+        assert!(
+            crate::pacing::pauses_of_current_thread() > 0,
+            "a builder made on a paced thread never paused"
+        );
+    })
+    .join()
+    .expect("building thread");
+}
