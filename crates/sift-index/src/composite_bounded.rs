@@ -14,8 +14,9 @@
 //!   always the one taken: no older version in a later block is ever taken for it (the Pebble
 //!   trap of a skipped block holding a key's newest version), and a key whose newest version is
 //!   a delete is never revived from an older block.
-//! - A candidate's entry sequence number bounds its live version's (the entry is written after
-//!   the version it names); a block's bound bounds its entries'. Candidates are validated newest
+//! - A candidate's entry sequence number bounds its live version's (the entry is written at or
+//!   after the version it names: asynchronous indexes insert theirs at the version's own
+//!   number); a block's bound bounds its entries'. Candidates are validated newest
 //!   entry first once no unread block can hold a newer one, and reading stops only when neither
 //!   an unread block nor a pending candidate can enter the top K.
 //! - Keys of blocks left unread do not shadow lower components. That is harmless: such a key's
@@ -360,7 +361,7 @@ impl Query<'_> {
                     break;
                 }
                 pending_heap.pop();
-                if !self.top.would_accept(entry_seq.saturating_sub(1)) {
+                if !self.top.would_accept(entry_seq) {
                     // Every other pending candidate and every unread block is older.
                     pending_heap.clear();
                     break;
@@ -370,7 +371,7 @@ impl Query<'_> {
             let Some(bound) = next_bound else {
                 break;
             };
-            if !self.top.would_accept(bound.saturating_sub(1)) {
+            if !self.top.would_accept(bound) {
                 // No unread block, and no pending candidate (all older than `bound`), can enter.
                 break;
             }

@@ -339,7 +339,8 @@ impl Query<'_> {
     /// order, not recency order, so the scan first collects every candidate with its entry's
     /// sequence number (an index read, no primary read), then validates candidates newest
     /// entry first and stops at the first one that cannot enter the top K (an entry is
-    /// written after the version it names, so its sequence number bounds the version's).
+    /// written at or after the version it names, so its sequence number bounds the version's:
+    /// asynchronous indexes insert theirs at the version's own number, see `async_index`).
     /// LOOKUPs (one value) walk components instead: [`Query::run_composite_point`].
     fn run_composite(&mut self) -> Result<()> {
         if self.point {
@@ -370,7 +371,7 @@ impl Query<'_> {
         }
         candidates.sort_unstable_by_key(|c| std::cmp::Reverse(c.0));
         for (entry_seq, start, value_end, end) in candidates {
-            if !self.top.would_accept(entry_seq.saturating_sub(1)) {
+            if !self.top.would_accept(entry_seq) {
                 break;
             }
             let (pk, _) =
@@ -383,7 +384,7 @@ impl Query<'_> {
     /// Composite LOOKUP, component by component, newest first (as Algorithm 3 walks a lazy
     /// index): each component's keys of the value are collected and validated newest entry
     /// first, and the walk stops once the K-th hit is at least as new as every component
-    /// left (a hit's live version is older than its newest index entry). Most lookups find
+    /// left (a hit's live version is no newer than its newest index entry). Most lookups find
     /// their K newest hits in the small upper components and never scan the large bottom
     /// level. A key met in a newer component (put or delete) shadows its entries below, so
     /// each key — each pk, for one value — is validated at most once, as in a merged scan.
@@ -439,7 +440,7 @@ impl Query<'_> {
                 }
                 candidates.sort_unstable_by_key(|c| Reverse(c.0));
                 for &(entry_seq, start, value_end, end) in &candidates {
-                    if !self.top.would_accept(entry_seq.saturating_sub(1)) {
+                    if !self.top.would_accept(entry_seq) {
                         break;
                     }
                     self.validate_point_key(&arena[start..end], value_end - start)?;
