@@ -202,6 +202,9 @@ impl DbInner {
                 .map_or(state.mem.wal_number(), |m| m.wal_number());
             (imm, Arc::clone(&state.trees), next_wal)
         };
+        // Unlogged inserts (`Db::insert_unlogged_at_sequence`) may still be adding entries to
+        // it: stop new ones and wait for those running, so the table gets every entry.
+        imm.seal_for_flush();
         let snapshots = self.snapshots.sequences();
         let retain_above = self.snapshots.retention_floor();
         let mut edit = VersionEdit {
