@@ -170,6 +170,7 @@ impl DbInner {
         // flush, not after it, or a switch that comes while the flush runs creates its log and
         // syncs the directory itself, under the commit lock.
         self.prepare_spare_wal();
+        let mut listened = None;
         if !self.options.flush_listeners.is_empty() {
             // Before anything of the flush is decided: a listener may block (see `hooks.rs`),
             // and only this thread removes frozen memtables, so the oldest stays the same.
@@ -185,6 +186,7 @@ impl DbInner {
             for listener in &self.options.flush_listeners {
                 listener.before_flush(&info);
             }
+            listened = Some(info);
         }
         // From here on the observers may run (after the listeners, which may block).
         let _job = JobTicket::new(self);
@@ -263,6 +265,11 @@ impl DbInner {
             }
         };
         self.commit_job(emitted, install)?;
+        if let Some(info) = listened {
+            for listener in &self.options.flush_listeners {
+                listener.after_flush(&info);
+            }
+        }
         self.prefault_new_tables(&new_numbers);
         EngineCounters::add(&self.counters.flushes, 1);
         EngineCounters::add(&self.counters.flush_bytes_written, flushed_bytes);
