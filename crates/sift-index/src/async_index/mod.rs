@@ -791,6 +791,17 @@ impl Database {
         self.wait_until_indexed_for(None).map(|_| ())
     }
 
+    /// Writes the durable watermark now (as a worker does after a flush), if it moved.
+    /// Testing aid: lets a test record the watermark at a chosen moment, such as while a
+    /// flush is held.
+    #[doc(hidden)]
+    pub fn write_index_watermark(&self) -> Result<()> {
+        let visible = self.engine.latest_sequence();
+        self.async_index
+            .core
+            .persist_watermark(&self.engine, visible)
+    }
+
     /// [`Database::wait_until_indexed`] giving up after `timeout`: `Ok(false)` if updates are
     /// still pending then.
     pub fn wait_until_indexed_for(&self, timeout: Option<Duration>) -> Result<bool> {
