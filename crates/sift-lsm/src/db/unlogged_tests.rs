@@ -121,12 +121,20 @@ fn refused_inserts_write_nothing() {
 #[test]
 fn a_flush_waits_for_an_unlogged_insert_running_into_its_memtable() {
     let dir = tempfile::tempdir().unwrap();
-    let (db, base, derived) = open_with_trees(dir.path(), Options::default());
+    // Holds the flush thread until the insert below has registered.
+    let gate = Arc::new(crate::db::write::tests::FlushGate::default());
+    let options = Options {
+        flush_listeners: vec![gate.clone()],
+        ..Options::default()
+    };
+    let (db, base, derived) = open_with_trees(dir.path(), options);
     let seq = db.put(&base, b"a", b"1").unwrap();
+    gate.set_closed(true);
     db.inner.force_memtable_switch().unwrap();
     let frozen = Arc::clone(&db.inner.super_version.load().imms[0]);
     // An insert that has registered and not linked its entry yet (a thread preempted there).
     assert!(frozen.begin_unlogged_insert());
+    gate.set_closed(false);
     let (done_sender, done) = mpsc::channel();
     std::thread::scope(|scope| {
         scope.spawn(|| {
