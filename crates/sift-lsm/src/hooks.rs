@@ -24,4 +24,9 @@ pub struct FlushInfo {
 /// replayed at open, which are written to tables before any listener's owner can run).
 pub trait FlushListener: Send + Sync {
     fn before_flush(&self, info: &FlushInfo);
+
+    /// Called by the flush thread once that flush is installed: its tables are in the
+    /// version and its memtable is gone (`Db::flushed_through` covers it). Not called for a
+    /// flush that failed. Should not block: the next flush waits for it.
+    fn after_flush(&self, _info: &FlushInfo) {}
 }

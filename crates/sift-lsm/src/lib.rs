@@ -31,7 +31,9 @@ pub mod wal;
 pub mod write_batch;
 
 pub use cpu_affinity::pin_current_thread_to_cpus;
-pub use db::{ComponentId, Db, Entry, NewerVersion, Tree, DEFAULT_TREE};
+pub use db::{
+    ComponentId, Db, Entry, NewerVersion, Tree, UnloggedInsert, UnloggedRefusal, DEFAULT_TREE,
+};
 pub use error::{Error, Result};
 pub use key::{SeqNo, TreeId, ValueKind};
 pub use options::{Compression, Options, ReadOptions, TreeOptions, WalRecovery, WriteOptions};

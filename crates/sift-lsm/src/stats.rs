@@ -55,6 +55,11 @@ pub struct EngineCounters {
     pub unqueued_commits: AtomicU64,
     pub unqueued_commit_micros: AtomicU64,
     pub unqueued_commit_syncs: AtomicU64,
+    /// Unlogged inserts (`Db::insert_unlogged_at_sequence`) done without the commit lock, their
+    /// entries, and the calls refused (the caller wrote through the log instead).
+    pub unlogged_inserts: AtomicU64,
+    pub unlogged_insert_entries: AtomicU64,
+    pub unlogged_insert_refusals: AtomicU64,
     /// Time memtable switches spent syncing the log they closed (part of the switch time).
     /// Zero since switches leave that sync to the presync thread (see `closed_wal_syncs`).
     pub memtable_switch_wal_sync_micros: AtomicU64,
@@ -133,6 +138,9 @@ pub struct Stats {
     pub unqueued_commits: u64,
     pub unqueued_commit_micros: u64,
     pub unqueued_commit_syncs: u64,
+    pub unlogged_inserts: u64,
+    pub unlogged_insert_entries: u64,
+    pub unlogged_insert_refusals: u64,
     pub memtable_switch_wal_sync_micros: u64,
     pub manifest_writes: u64,
     pub manifest_write_micros: u64,
@@ -188,6 +196,9 @@ impl EngineCounters {
             unqueued_commit_micros: self.unqueued_commit_micros.load(Relaxed),
             memtable_switch_wal_sync_micros: self.memtable_switch_wal_sync_micros.load(Relaxed),
             unqueued_commit_syncs: self.unqueued_commit_syncs.load(Relaxed),
+            unlogged_inserts: self.unlogged_inserts.load(Relaxed),
+            unlogged_insert_entries: self.unlogged_insert_entries.load(Relaxed),
+            unlogged_insert_refusals: self.unlogged_insert_refusals.load(Relaxed),
             manifest_writes: self.manifest_writes.load(Relaxed),
             manifest_write_micros: self.manifest_write_micros.load(Relaxed),
             closed_wal_syncs: self.closed_wal_syncs.load(Relaxed),

@@ -13,19 +13,53 @@
 //! a hit is always current; a recent write may be missing from the results until its update
 //! is applied. [`session`] adds read-your-writes.
 //!
+//! # Index entries at their base write's sequence number, unlogged
+//! A worker puts the entries of an update of base write `s` into the engine with
+//! `Db::insert_unlogged_at_sequence`: at internal sequence number `s` (the number already
+//! inside the entry's value), into the memtable holding `s` — the base write's own memtable —
+//! without a WAL record and without the engine's commit lock, which user writers need (a
+//! worker preempted while holding it made them wait; issue 5). `s` was handed out by the base
+//! write, so the entry needs no number of its own and is never visible before its base write.
+//! - Per-key order: an index key names its document, whose updates one worker applies in
+//!   sequence order, so the internal numbers of an index key only grow and the newest
+//!   component still holds the newest entry. When the engine refuses (the memtable of `s` is
+//!   being flushed or gone: a drain that gave up, an update queued again at open), the worker
+//!   writes through the log at fresh numbers as before (`Db::write_unthrottled`), and from
+//!   then on writes every update at or below the last fresh number it took through the log too,
+//!   so an older `s` never lands below one of its own entries (`worker.rs`).
+//! - Snapshots: an entry inserted at `s` appears in a snapshot taken after the base write but
+//!   before the worker applied it. That is the eventual consistency asynchronous indexes have
+//!   anyway; queries validate every candidate against the primary.
+//! - Durability: the entry is durable exactly when the memtable of `s` is flushed, together
+//!   with its base write. Until then a crash loses both the entry and its base write's
+//!   memtable, and the base write comes back from its log at open and is queued again
+//!   (below). See "Replay" for what this means for the watermark.
+//!
 //! # Crash safety without a second log (Diff-Index §5.3)
 //! - Drain before flush: a `FlushListener` blocks each memtable flush until every update
 //!   queued up to the flush's sequence bound is applied, so an update is never lost with the
-//!   log that held its base write. Workers write with `Db::write_unthrottled`, which never
+//!   log that held its base write, and its unlogged entries are in the memtable before the
+//!   flush seals it (the engine makes a flush wait for unlogged inserts still running into its
+//!   memtable, and refuses later ones). Logged writes use `Db::write_unthrottled`, which never
 //!   waits for the flush that waits for them.
 //! - Replay: the engine writes the logs it replays at open straight into L0 tables before the
 //!   index layer can run, so instead of observing the replay, the index layer keeps a durable
-//!   watermark `W` in the catalog tree (every base write `<= W` is indexed; written by a
-//!   worker after a drain (at most one per `watermark_interval`), after the workers' entries,
-//!   and at close) and, at open, queues again every primary
+//!   watermark `W` in the catalog tree (every base write `<= W` is indexed durably; written by
+//!   a worker once a flush is installed (at most one per `watermark_interval`), after the
+//!   workers' entries, and at close) and, at open, queues again every primary
 //!   entry with a sequence number above `W` (found by reading only the components whose
 //!   sequence range reaches above `W`). Entries applied twice are harmless (see above).
-//!   The watermark is written with a log sync, so it never claims more than survived.
+//!   The watermark is written with a log sync, so it never claims more than survived of the
+//!   entries written through the log; entries inserted unlogged survive only once their
+//!   memtable's flush is installed, so `W` never exceeds the engine's `Db::flushed_through`
+//!   while unlogged entries above it exist (`AsyncCore::durable_through`). The case this
+//!   rules out: a drain applies the updates of memtable `M` unlogged, the watermark is written
+//!   and synced past `M`, and the process dies before `M`'s table is installed — the open
+//!   would replay `M`'s base writes from the log but queue none of them again, and their
+//!   entries would be lost. With the bound, `W` stays below `M`, and the open queues `M`'s base
+//!   writes again. (So the watermark is requested after each flush is installed, not right
+//!   after its drain.) Close flushes the memtables first
+//!   if they hold unlogged entries, so a clean reopen queues nothing again.
 //! - Versions kept for the replay: the updates queued again at open need the primary's
 //!   versions above `W` and the one visible at `W` (to delete the entries of values a
 //!   document no longer has). A compaction could drop those — in the crashed process after a
@@ -76,15 +110,16 @@ pub struct AsyncIndexOptions {
     pub batch_items_max: usize,
     /// How long a worker lets updates gather before it applies fewer than a shard's wake-up
     /// count (64) of them, counted from when the oldest was queued; nobody waiting for them
-    /// (`wait_until_indexed`, a flush drain, close) waits for this. Each batch is a commit that
-    /// writers may have to wait for, so fewer, larger batches disturb them less; the cost is up
-    /// to this much more index lag.
+    /// (`wait_until_indexed`, a flush drain, close) waits for this. Fewer, larger batches cost
+    /// less per update (and a batch written through the log is a commit writers may have to
+    /// wait for); the cost is up to this much more index lag.
     pub coalesce_wait: Duration,
     /// Least time between two watermark writes requested by flush drains (each is a log sync
     /// under the engine's commit lock, which writers wait for); close always writes it.
     pub watermark_interval: Duration,
-    /// Most index entries a worker commits per engine write (each write holds the engine's
-    /// commit lock, which writers need too, while its entries go into the memtable).
+    /// Most index entries a worker commits per logged engine write, when it cannot insert them
+    /// unlogged (each such write holds the engine's commit lock, which writers need too, while
+    /// its entries go into the memtable). Unlogged inserts take no lock and are not sliced.
     pub write_entries_max: usize,
     /// First retry delay after a failed batch; doubled per failure up to `retry_backoff_max`.
     pub retry_backoff_initial: Duration,
@@ -202,12 +237,16 @@ pub(crate) struct AsyncCore {
     pub last_error: Mutex<Option<String>>,
     /// Where the watermark is written; set once the engine is open.
     pub catalog_tree: OnceLock<Tree>,
-    /// A drain asked the first worker to write the watermark (the flush thread must not hold
+    /// A flush asked the first worker to write the watermark (the flush thread must not hold
     /// the engine: it could end up dropping the last handle and joining itself).
     pub watermark_requested: AtomicBool,
     /// Whether the watermark is worth writing (some asynchronous index exists or did).
     pub active: AtomicBool,
     pub durable_watermark: AtomicU64,
+    /// The highest sequence number at which a worker inserted entries unlogged
+    /// (`Db::insert_unlogged_at_sequence`): entries at numbers above the engine's
+    /// `flushed_through` are in memtables only (see the module docs, "Replay").
+    pub unlogged_through: AtomicU64,
     /// Keeps the primaries' versions above the durable watermark (see the module docs).
     pub retention: Mutex<Option<VersionRetention>>,
     pub sessions: Mutex<Vec<Weak<session::SessionState>>>,
@@ -226,6 +265,7 @@ impl AsyncCore {
             watermark_requested: AtomicBool::new(false),
             active: AtomicBool::new(false),
             durable_watermark: AtomicU64::new(0),
+            unlogged_through: AtomicU64::new(0),
             retention: Mutex::new(None),
             sessions: Mutex::new(Vec::new()),
             next_session_id: AtomicU64::new(1),
@@ -280,6 +320,24 @@ impl AsyncCore {
         outcome
     }
 
+    /// Every base write `<=` the result has its index entries durable (once the logs written
+    /// so far are synced): applied (`indexed_through`), and, if entries were inserted unlogged
+    /// at numbers the engine has not flushed through, no further than that flush bound (those
+    /// entries live in memtables only, and a crash loses them; the module docs, "Replay").
+    pub fn durable_through(&self, engine: &Db, visible: SeqNo) -> SeqNo {
+        // The queue first: a worker records `unlogged_through` before it removes the applied
+        // items from the queue (under its lock), so an update found applied here has its
+        // unlogged entries counted below.
+        let indexed = self.indexed_through(visible);
+        let unlogged = self.unlogged_through.load(Ordering::Acquire);
+        let flushed = engine.flushed_through();
+        if unlogged > flushed {
+            indexed.min(flushed)
+        } else {
+            indexed
+        }
+    }
+
     /// Writes the watermark to the catalog tree if it moved (never blocks on a flush).
     pub fn persist_watermark(&self, engine: &Db, visible: SeqNo) -> Result<()> {
         if !self.active.load(Ordering::Acquire) {
@@ -288,7 +346,7 @@ impl AsyncCore {
         let Some(catalog_tree) = self.catalog_tree.get() else {
             return Ok(());
         };
-        let watermark = self.indexed_through(visible);
+        let watermark = self.durable_through(engine, visible);
         if watermark <= self.durable_watermark.load(Ordering::Acquire) {
             return Ok(());
         }
@@ -338,10 +396,16 @@ impl AsyncCore {
     }
 }
 
-/// The flush hook: drain, then record the watermark (Diff-Index Figure 5, "pause & drain").
+/// The flush hook: drain, then, once the flush is installed, record the watermark
+/// (Diff-Index Figure 5, "pause & drain"). Not before: the entries the drain inserted unlogged
+/// are durable only with the flush's table (see the module docs, "Replay").
 struct DrainBeforeFlush(Arc<AsyncCore>);
 
 impl FlushListener for DrainBeforeFlush {
+    fn after_flush(&self, _info: &FlushInfo) {
+        self.0.request_watermark();
+    }
+
     fn before_flush(&self, info: &FlushInfo) {
         let core = &self.0;
         if core
@@ -351,8 +415,6 @@ impl FlushListener for DrainBeforeFlush {
             .pending_up_to(info.sequence_upper_bound)
             == 0
         {
-            // Nothing to wait for; still record progress.
-            core.request_watermark();
             return;
         }
         let started = Instant::now();
@@ -369,7 +431,6 @@ impl FlushListener for DrainBeforeFlush {
                 .flush_drains_abandoned
                 .fetch_add(1, Ordering::Relaxed);
         }
-        core.request_watermark();
     }
 }
 
@@ -599,6 +660,9 @@ impl Database {
                 catalog: Arc::clone(&self.catalog),
                 shard,
                 recent: worker::RecentVersions::default(),
+                // Every entry written before this open (and every update queued again below)
+                // is at or below it: those take the logged path (see `worker.rs`).
+                logged_through: std::cell::Cell::new(self.engine.latest_sequence()),
             };
             let handle = std::thread::Builder::new()
                 .name(format!("sift-index-async-{shard}"))
@@ -705,7 +769,14 @@ impl Database {
     /// the workers. Part of `close`.
     pub(crate) fn stop_async_index(&self) {
         let visible = self.engine.latest_sequence();
-        let _ = self.async_index.core.wait_for(visible, None, true);
+        let core = &self.async_index.core;
+        let _ = core.wait_for(visible, None, true);
+        if core.unlogged_through.load(Ordering::Acquire) > self.engine.flushed_through() {
+            // Entries inserted unlogged are in memtables only, which a close does not flush:
+            // flush them, so the watermark covers everything and the next open queues nothing
+            // again (if the flush fails, the watermark stays below them and the open does).
+            let _ = self.engine.flush();
+        }
         let _ = self
             .async_index
             .core
@@ -718,6 +789,17 @@ impl Database {
     /// retrying it.
     pub fn wait_until_indexed(&self) -> Result<()> {
         self.wait_until_indexed_for(None).map(|_| ())
+    }
+
+    /// Writes the durable watermark now (as a worker does after a flush), if it moved.
+    /// Testing aid: lets a test record the watermark at a chosen moment, such as while a
+    /// flush is held.
+    #[doc(hidden)]
+    pub fn write_index_watermark(&self) -> Result<()> {
+        let visible = self.engine.latest_sequence();
+        self.async_index
+            .core
+            .persist_watermark(&self.engine, visible)
     }
 
     /// [`Database::wait_until_indexed`] giving up after `timeout`: `Ok(false)` if updates are

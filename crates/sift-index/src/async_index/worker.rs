@@ -1,14 +1,26 @@
 //! A background worker of asynchronous maintenance (Diff-Index Algorithm 4): takes the updates
-//! of its shard in sequence-number order, does their sync-full work in a few engine writes (at most
-//! `write_entries_max` entries each, so the commit lock that writers need is held briefly), and
+//! of its shard in sequence-number order, does their sync-full work, inserts the entries into
+//! the engine unlogged at their updates' sequence numbers (see "Unlogged entries"), and
 //! retries a failed batch with exponential backoff until it succeeds.
 //!
-//! Interference with writers: every engine write of the worker takes the commit lock, and a
-//! writer that finds it held waits. So a worker that finds only a few updates ready lets them
+//! Unlogged entries: each entry goes in at its base write's sequence number `s`, into the
+//! memtable holding `s`, without the WAL or the engine's commit lock
+//! (`Db::insert_unlogged_at_sequence`; why that is crash-safe: `mod.rs`). If the engine
+//! refuses (the memtable of `s` is being flushed or gone), the batch is written through the
+//! log at fresh sequence numbers, in engine writes of at most `write_entries_max` entries
+//! (each holds the commit lock, which writers need too, so only briefly). A fresh number is
+//! above every `s` handed out so far, so after such a write an update at `s <=` that number
+//! must not go in unlogged: its entry would sit below the logged one of the same index key
+//! (one document's keys belong to one worker) and be shadowed by it. So the worker tracks the
+//! last fresh number it wrote (`logged_through`, starting at the sequence number at open,
+//! which covers the updates queued again at open and every entry written before) and writes
+//! updates at or below it through the log too.
+//!
+//! Interference with writers: logged writes and the watermark write take the commit lock, and
+//! a writer that finds it held waits. So a worker that finds only a few updates ready lets them
 //! gather (up to `coalesce_wait` after the oldest was queued; at once when someone waits for
-//! them) instead of committing the one or two that arrived while it applied its previous batch,
-//! which at moderate load made nearly every update a commit of its own. The watermark write a
-//! flush drain asks for is a log sync under that lock: at most one per `watermark_interval`.
+//! them). The watermark write a flush drain asks for is a log sync under that lock: at most one
+//! per `watermark_interval`.
 //!
 //! For an update of document `pk` at sequence number `s`, for each asynchronous index:
 //! 1. read the version written at `s` (BA1), the version before it (`s - 1`, BA2) and the live
@@ -46,7 +58,7 @@ use crate::encoding::encode_pk;
 use crate::envelope::EnvelopeRef;
 use crate::error::{IndexError, Result};
 use parking_lot::RwLock;
-use sift_lsm::{Db, SeqNo, Tree, TreeId, WriteBatch, WriteOptions};
+use sift_lsm::{Db, SeqNo, Tree, TreeId, UnloggedInsert, ValueKind, WriteBatch, WriteOptions};
 use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -74,6 +86,10 @@ pub(crate) struct Worker {
     pub catalog: Arc<RwLock<Arc<Catalog>>>,
     pub shard: usize,
     pub recent: RecentVersions,
+    /// The highest sequence number of an entry this worker (or anyone before this open) wrote
+    /// through the log, at a fresh number: an update at or below it must be written through
+    /// the log too (see the module comment, "Unlogged entries").
+    pub logged_through: std::cell::Cell<SeqNo>,
 }
 
 /// The encoded values a worker last indexed for each document (see the module comment): the
@@ -421,18 +437,13 @@ impl Worker {
         }
         let catalog = Arc::clone(&self.catalog.read());
         let mut batch = WriteBatch::new();
+        // Where each item's entries start in `batch`, and its sequence number.
+        let mut starts: Vec<(usize, SeqNo)> = Vec::with_capacity(items.len());
         // Entries this batch already wrote: (tree, key) -> stored sequence number (None: gone).
         let mut written: HashMap<(TreeId, Vec<u8>), Option<SeqNo>> = HashMap::new();
         let mut learned = Vec::new();
         for (item, alone) in items {
-            if batch.len() >= self.core.options.write_entries_max.max(1) {
-                // Commit in slices: the engine's commit lock, which writers need too, is then
-                // held only briefly (each item's entries stay together; applying twice is
-                // harmless, so a retry after a partial failure is too).
-                let full = std::mem::replace(&mut batch, WriteBatch::new());
-                self.engine
-                    .write_unthrottled(full, &WriteOptions::default())?;
-            }
+            starts.push((batch.len(), item.seq));
             // A collection or index dropped since the write needs nothing any more.
             let Some(collection) = catalog.collections.get(&*item.collection) else {
                 continue;
@@ -593,11 +604,75 @@ impl Worker {
                 });
             }
         }
-        if !batch.is_empty() {
-            self.engine
-                .write_unthrottled(batch, &WriteOptions::default())?;
-        }
+        self.commit(&batch, &starts)?;
         Ok(learned)
+    }
+
+    /// Commits the entries of a batch of items (`starts`: where each item's entries start,
+    /// and its sequence number): inserted unlogged, each at its item's sequence number, or,
+    /// if the engine refuses that or an item is at or below `logged_through`, written through
+    /// the log in slices (see the module comment, "Unlogged entries").
+    fn commit(&self, batch: &WriteBatch, starts: &[(usize, SeqNo)]) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let mut sequences = Vec::with_capacity(batch.len());
+        for (index, &(start, seq)) in starts.iter().enumerate() {
+            let end = starts.get(index + 1).map_or(batch.len(), |next| next.0);
+            sequences.resize(sequences.len() + (end - start), seq);
+        }
+        // Items come in sequence order, so the first is the oldest.
+        let oldest = starts.first().map_or(0, |(_, seq)| *seq);
+        if oldest > self.logged_through.get() {
+            let newest = sequences.iter().copied().max().unwrap_or(0);
+            if self.engine.insert_unlogged_at_sequence(batch, &sequences)?
+                == UnloggedInsert::Inserted
+            {
+                // Before the items leave the queue (`finish`): see `AsyncCore::durable_through`.
+                self.core
+                    .unlogged_through
+                    .fetch_max(newest, Ordering::AcqRel);
+                return Ok(());
+            }
+        }
+        // Through the log, in slices of at most `write_entries_max` entries cut between items:
+        // each slice holds the engine's commit lock, which writers need too, only briefly
+        // (applying twice is harmless, so a retry after a partial failure is too).
+        let limit = self.core.options.write_entries_max.max(1);
+        let mut boundaries = starts.iter().map(|(start, _)| *start).peekable();
+        let mut slice = WriteBatch::new();
+        for (index, entry) in batch.iter().enumerate() {
+            while boundaries.next_if(|start| *start < index).is_some() {}
+            if boundaries.peek() == Some(&index) && slice.len() >= limit {
+                self.write_logged(std::mem::take(&mut slice))?;
+            }
+            let entry = entry.map_err(|e| {
+                IndexError::Internal(format!("an index batch built by a worker is corrupt: {e}"))
+            })?;
+            match entry.kind {
+                ValueKind::Delete => slice.delete_in(entry.tree, entry.key),
+                ValueKind::Merge => slice.merge_in(entry.tree, entry.key, entry.value),
+                ValueKind::Put => slice.put_in(entry.tree, entry.key, entry.value),
+            }
+        }
+        self.write_logged(slice)
+    }
+
+    /// One logged slice of [`Worker::commit`], at fresh sequence numbers: from now on no
+    /// entry of this worker may go in below its last one.
+    fn write_logged(&self, slice: WriteBatch) -> Result<()> {
+        if slice.is_empty() {
+            return Ok(());
+        }
+        let entries = slice.len() as SeqNo;
+        let first = self
+            .engine
+            .write_unthrottled(slice, &WriteOptions::default())?;
+        let last = first + entries - 1;
+        if last > self.logged_through.get() {
+            self.logged_through.set(last);
+        }
+        Ok(())
     }
 
     /// The sequence number the entry `key` names now (this batch's writes first).

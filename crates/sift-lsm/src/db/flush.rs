@@ -170,6 +170,7 @@ impl DbInner {
         // flush, not after it, or a switch that comes while the flush runs creates its log and
         // syncs the directory itself, under the commit lock.
         self.prepare_spare_wal();
+        let mut listened = None;
         if !self.options.flush_listeners.is_empty() {
             // Before anything of the flush is decided: a listener may block (see `hooks.rs`),
             // and only this thread removes frozen memtables, so the oldest stays the same.
@@ -185,6 +186,7 @@ impl DbInner {
             for listener in &self.options.flush_listeners {
                 listener.before_flush(&info);
             }
+            listened = Some(info);
         }
         // From here on the observers may run (after the listeners, which may block).
         let _job = JobTicket::new(self);
@@ -202,6 +204,9 @@ impl DbInner {
                 .map_or(state.mem.wal_number(), |m| m.wal_number());
             (imm, Arc::clone(&state.trees), next_wal)
         };
+        // Unlogged inserts (`Db::insert_unlogged_at_sequence`) may still be adding entries to
+        // it: stop new ones and wait for those running, so the table gets every entry.
+        imm.seal_for_flush();
         let snapshots = self.snapshots.sequences();
         let retain_above = self.snapshots.retention_floor();
         let mut edit = VersionEdit {
@@ -260,6 +265,11 @@ impl DbInner {
             }
         };
         self.commit_job(emitted, install)?;
+        if let Some(info) = listened {
+            for listener in &self.options.flush_listeners {
+                listener.after_flush(&info);
+            }
+        }
         self.prefault_new_tables(&new_numbers);
         EngineCounters::add(&self.counters.flushes, 1);
         EngineCounters::add(&self.counters.flush_bytes_written, flushed_bytes);

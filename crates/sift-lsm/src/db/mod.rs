@@ -22,8 +22,11 @@ mod read;
 mod state;
 #[cfg(test)]
 mod switch_sync_tests;
+#[cfg(test)]
+mod unlogged_tests;
 mod write;
 
+pub use hooks::{UnloggedInsert, UnloggedRefusal};
 pub use read::{ComponentIterator, ComponentView};
 use state::{DbInner, TreeInfo};
 

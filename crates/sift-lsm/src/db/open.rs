@@ -217,7 +217,6 @@ impl Db {
             let wal_path = dir.join(wal_file_name(wal_number));
             let file = fs.create(&wal_path)?;
             *inner.wal.lock() = Some(LogWriter::new(file, wal_path));
-            state.mem = Arc::new(Memtable::new(wal_number));
             let newest_in_tables = state
                 .version
                 .trees
@@ -232,6 +231,7 @@ impl Db {
                 .last_sequence
                 .max(last_sequence)
                 .max(newest_in_tables);
+            state.mem = Arc::new(Memtable::with_sequence_floor(wal_number, last + 1));
             edit.log_number = Some(wal_number);
             edit.last_sequence = Some(last);
             state.versions.log_and_apply(&mut edit)?;

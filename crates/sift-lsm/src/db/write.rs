@@ -520,8 +520,15 @@ impl DbInner {
             self.request_wal_presync();
         }
         *wal = Some(writer);
+        // Under the commit lock: the frozen memtable holds every number handed out so far,
+        // the new one every later number (`Db::insert_unlogged_at_sequence` relies on it).
+        let allocated = self.allocated_sequence.load(Ordering::Acquire);
         let mut state = self.lock_state_for_write();
-        let frozen = std::mem::replace(&mut state.mem, Arc::new(Memtable::new(number)));
+        let frozen = std::mem::replace(
+            &mut state.mem,
+            Arc::new(Memtable::with_sequence_floor(number, allocated + 1)),
+        );
+        frozen.freeze_at(allocated);
         state.imms.insert(0, frozen);
         self.install_super_version(&state);
         self.bg_cv.notify_all();

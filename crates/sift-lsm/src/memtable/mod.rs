@@ -16,7 +16,7 @@ use crate::key::{
 use crate::Result;
 use skiplist::{KeyOrder, Node, SkipList};
 use std::cmp::Ordering;
-use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
 /// Bytes of the tree-id prefix of every skiplist key.
@@ -94,7 +94,24 @@ pub struct Memtable {
     list: SkipList<EncodedKeyOrder>,
     wal_number: u64,
     approximate_bytes: AtomicUsize,
+    /// The first sequence number that may be written into this memtable (`SeqNo::MAX`: not
+    /// known, so it takes no unlogged inserts). Fixed at creation.
+    sequence_floor: SeqNo,
+    /// The last sequence number written into it: `SeqNo::MAX` while it is the active memtable,
+    /// set (under the commit lock) when it is frozen.
+    sequence_ceiling: AtomicU64,
+    /// Unlogged inserts (`Db::insert_unlogged_at_sequence`) running now; see
+    /// [`Memtable::begin_unlogged_insert`].
+    unlogged_inserts_running: AtomicUsize,
+    /// Set by the flush before it reads the memtable: no unlogged insert may start after.
+    sealed: AtomicBool,
 }
+
+/// How a flush waits for the unlogged inserts still running into the memtable it sealed:
+/// spins this many rounds (they take microseconds), then sleeps between checks (an inserting
+/// thread may have been preempted).
+const SEAL_SPIN_ROUNDS: u32 = 256;
+const SEAL_SLEEP: std::time::Duration = std::time::Duration::from_micros(50);
 
 impl std::fmt::Debug for Memtable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -128,12 +145,100 @@ unsafe fn node_value<'a>(node: *const Node) -> &'a [u8] {
 
 impl Memtable {
     /// A memtable for the records of WAL file `wal_number`.
+    /// Its sequence range is not known, so it takes no unlogged inserts (memtables of the
+    /// logs replayed at open, tests); see [`Memtable::with_sequence_floor`].
     pub fn new(wal_number: u64) -> Self {
+        Memtable::with_sequence_floor(wal_number, SeqNo::MAX)
+    }
+
+    /// An active memtable for the records of WAL file `wal_number` whose writes get sequence
+    /// numbers from `sequence_floor` on (the highest number handed out so far, plus one).
+    pub fn with_sequence_floor(wal_number: u64, sequence_floor: SeqNo) -> Self {
         Memtable {
             list: SkipList::new(),
             wal_number,
             approximate_bytes: AtomicUsize::new(0),
+            sequence_floor,
+            sequence_ceiling: AtomicU64::new(SeqNo::MAX),
+            unlogged_inserts_running: AtomicUsize::new(0),
+            sealed: AtomicBool::new(false),
         }
+    }
+
+    /// The first sequence number its writes may have (`SeqNo::MAX` if not known).
+    pub fn sequence_floor(&self) -> SeqNo {
+        self.sequence_floor
+    }
+
+    /// The last sequence number its writes may have: `SeqNo::MAX` while it is active.
+    pub fn sequence_ceiling(&self) -> SeqNo {
+        self.sequence_ceiling.load(AtomicOrdering::Acquire)
+    }
+
+    /// Records that `last` is the last sequence number written into it: it was frozen.
+    /// Called by the write leader under the commit lock, so no write gets a number in between.
+    pub(crate) fn freeze_at(&self, last: SeqNo) {
+        self.sequence_ceiling.store(last, AtomicOrdering::Release);
+    }
+
+    /// Whether `seq` lies in its sequence range.
+    pub fn holds_sequence(&self, seq: SeqNo) -> bool {
+        self.sequence_floor <= seq && seq <= self.sequence_ceiling()
+    }
+
+    /// Registers an unlogged insert about to start. `false` (nothing registered) if a flush
+    /// has sealed the memtable: the insert must not go in. Pair a `true` with
+    /// [`Memtable::end_unlogged_insert`] once the entries are in.
+    ///
+    /// Memory ordering (with [`Memtable::seal_for_flush`]): the inserter increments
+    /// `unlogged_inserts_running`, then reads `sealed`; the flush stores `sealed`, then reads
+    /// the counter. All four accesses are `SeqCst`, so they fall in one total order, and in it
+    /// either the increment comes before the flush's read of the counter (the flush sees it
+    /// and waits) or the store of `sealed` comes before the inserter's read of it (the insert
+    /// backs out). Weaker orderings would allow both to read the old values (each store still
+    /// in its core's store buffer) and the flush to iterate while the insert links nodes.
+    pub(crate) fn begin_unlogged_insert(&self) -> bool {
+        self.unlogged_inserts_running
+            .fetch_add(1, AtomicOrdering::SeqCst);
+        if self.sealed.load(AtomicOrdering::SeqCst) {
+            self.end_unlogged_insert();
+            return false;
+        }
+        true
+    }
+
+    /// Ends an insert registered by [`Memtable::begin_unlogged_insert`]. Release: a flush
+    /// that reads the decremented count (acquire) sees every node the insert linked.
+    pub(crate) fn end_unlogged_insert(&self) {
+        self.unlogged_inserts_running
+            .fetch_sub(1, AtomicOrdering::Release);
+    }
+
+    /// Whether a flush has sealed it.
+    pub fn is_sealed(&self) -> bool {
+        self.sealed.load(AtomicOrdering::Acquire)
+    }
+
+    /// Stops unlogged inserts into it and waits for those already running to end, so a flush
+    /// reads every entry it will ever hold (see [`Memtable::begin_unlogged_insert`] for the
+    /// memory ordering). Called by the flush before it reads the memtable; idempotent.
+    pub(crate) fn seal_for_flush(&self) {
+        self.sealed.store(true, AtomicOrdering::SeqCst);
+        let mut rounds = 0u32;
+        while self.unlogged_inserts_running.load(AtomicOrdering::SeqCst) > 0 {
+            rounds = rounds.saturating_add(1);
+            if rounds < SEAL_SPIN_ROUNDS {
+                std::hint::spin_loop();
+            } else {
+                std::thread::sleep(SEAL_SLEEP);
+            }
+        }
+    }
+
+    /// Unlogged inserts running now (for tests).
+    #[cfg(test)]
+    pub(crate) fn unlogged_inserts_running(&self) -> usize {
+        self.unlogged_inserts_running.load(AtomicOrdering::SeqCst)
     }
 
     /// The WAL file whose records this memtable holds.

@@ -1,0 +1,336 @@
+//! Tests of `Db::insert_unlogged_at_sequence`: where the entries land, when it refuses, that a
+//! flush waits for the inserts running into its memtable, that concurrent inserts with user
+//! writes and flushes keep every entry, and what a crash keeps.
+
+use crate::db::{Db, Tree, UnloggedInsert, UnloggedRefusal};
+use crate::key::{SeqNo, SEQ_MAX};
+use crate::options::{Options, TreeOptions, WriteOptions};
+use crate::write_batch::WriteBatch;
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+fn open_with_trees(dir: &std::path::Path, options: Options) -> (Db, Tree, Tree) {
+    let db = Db::open(dir, options).unwrap();
+    let base = db
+        .tree("base")
+        .or_else(|_| db.create_tree("base", TreeOptions::default()))
+        .unwrap();
+    let derived = db
+        .tree("derived")
+        .or_else(|_| db.create_tree("derived", TreeOptions::default()))
+        .unwrap();
+    (db, base, derived)
+}
+
+/// One put into `tree` at `seq`, unlogged.
+fn insert_at(db: &Db, tree: &Tree, key: &[u8], seq: SeqNo) -> UnloggedInsert {
+    let mut batch = WriteBatch::new();
+    batch.put(tree, key, &seq.to_be_bytes());
+    db.insert_unlogged_at_sequence(&batch, &[seq]).unwrap()
+}
+
+#[test]
+fn entries_land_in_the_memtable_holding_their_sequence_number() {
+    let dir = tempfile::tempdir().unwrap();
+    // Holds the flush the switch wakes, which would otherwise seal the frozen memtable first.
+    let gate = Arc::new(crate::db::write::tests::FlushGate::default());
+    let options = Options {
+        flush_listeners: vec![gate.clone()],
+        ..Options::default()
+    };
+    let (db, base, derived) = open_with_trees(dir.path(), options);
+    let old = db.put(&base, b"a", b"1").unwrap();
+    gate.set_closed(true);
+    db.inner.force_memtable_switch().unwrap();
+    let new = db.put(&base, b"b", b"2").unwrap();
+    // Both in one call, each into its own memtable.
+    let mut batch = WriteBatch::new();
+    batch.put(&derived, b"for-a", b"x");
+    batch.put(&derived, b"for-b", b"y");
+    assert_eq!(
+        db.insert_unlogged_at_sequence(&batch, &[old, new]).unwrap(),
+        UnloggedInsert::Inserted
+    );
+    let current = db.inner.super_version.load();
+    let frozen = &current.imms[0];
+    assert!(frozen.holds_sequence(old) && !frozen.holds_sequence(new));
+    assert_eq!(
+        frozen.get(derived.id(), b"for-a", SEQ_MAX).unwrap().seq,
+        old
+    );
+    assert!(frozen.get(derived.id(), b"for-b", SEQ_MAX).is_none());
+    assert_eq!(
+        current
+            .mem
+            .get(derived.id(), b"for-b", SEQ_MAX)
+            .unwrap()
+            .seq,
+        new
+    );
+    assert!(current.mem.get(derived.id(), b"for-a", SEQ_MAX).is_none());
+    // Readers see them at those sequence numbers.
+    let entry = db.get(&derived, b"for-a").unwrap().unwrap();
+    assert_eq!((entry.seq, entry.value), (old, b"x".to_vec()));
+    // No log record: the commit lock was never taken and the log did not grow.
+    assert_eq!(db.stats().unqueued_commits, 0);
+    assert_eq!(db.stats().unlogged_inserts, 1);
+    assert_eq!(db.stats().unlogged_insert_entries, 2);
+    gate.set_closed(false);
+}
+
+#[test]
+fn refused_inserts_write_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    // Holds the flush the switch wakes until the test has sealed the memtable itself.
+    let gate = Arc::new(crate::db::write::tests::FlushGate::default());
+    let options = Options {
+        flush_listeners: vec![gate.clone()],
+        ..Options::default()
+    };
+    let (db, base, derived) = open_with_trees(dir.path(), options);
+    let first = db.put(&base, b"a", b"1").unwrap();
+    let latest = db.latest_sequence();
+    assert_eq!(
+        insert_at(&db, &derived, b"future", latest + 1),
+        UnloggedInsert::Refused(UnloggedRefusal::SequenceNotAllocated)
+    );
+    assert_eq!(
+        insert_at(&db, &derived, b"zero", 0),
+        UnloggedInsert::Refused(UnloggedRefusal::SequenceNotAllocated)
+    );
+    // A sealed memtable (its flush started) refuses; so does the whole call, even the entry
+    // whose memtable would take it.
+    gate.set_closed(true);
+    db.inner.force_memtable_switch().unwrap();
+    let second = db.put(&base, b"b", b"2").unwrap();
+    db.inner.super_version.load().imms[0].seal_for_flush();
+    let mut batch = WriteBatch::new();
+    batch.put(&derived, b"sealed", b"x");
+    batch.put(&derived, b"active", b"y");
+    assert_eq!(
+        db.insert_unlogged_at_sequence(&batch, &[first, second])
+            .unwrap(),
+        UnloggedInsert::Refused(UnloggedRefusal::MemtableSealed)
+    );
+    assert!(db.get(&derived, b"sealed").unwrap().is_none());
+    assert!(db.get(&derived, b"active").unwrap().is_none());
+    // Once flushed, its numbers are older than every memtable.
+    gate.set_closed(false);
+    db.flush().unwrap();
+    assert!(db.flushed_through() >= second);
+    assert_eq!(
+        insert_at(&db, &derived, b"flushed", first),
+        UnloggedInsert::Refused(UnloggedRefusal::MemtableFlushed)
+    );
+    assert!(db.get(&derived, b"flushed").unwrap().is_none());
+    // A count mismatch is an error naming both counts.
+    let error = db
+        .insert_unlogged_at_sequence(&batch, &[second])
+        .unwrap_err();
+    assert!(error.to_string().contains("2 entries given 1"), "{error}");
+    assert_eq!(db.stats().unlogged_insert_refusals, 4);
+    assert_eq!(db.stats().unlogged_inserts, 0);
+}
+
+#[test]
+fn a_flush_waits_for_an_unlogged_insert_running_into_its_memtable() {
+    let dir = tempfile::tempdir().unwrap();
+    // Holds the flush thread until the insert below has registered.
+    let gate = Arc::new(crate::db::write::tests::FlushGate::default());
+    let options = Options {
+        flush_listeners: vec![gate.clone()],
+        ..Options::default()
+    };
+    let (db, base, derived) = open_with_trees(dir.path(), options);
+    let seq = db.put(&base, b"a", b"1").unwrap();
+    gate.set_closed(true);
+    db.inner.force_memtable_switch().unwrap();
+    let frozen = Arc::clone(&db.inner.super_version.load().imms[0]);
+    // An insert that has registered and not linked its entry yet (a thread preempted there).
+    assert!(frozen.begin_unlogged_insert());
+    gate.set_closed(false);
+    let (done_sender, done) = mpsc::channel();
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            db.flush().unwrap();
+            done_sender.send(()).unwrap();
+        });
+        // The flush sealed the memtable and waits.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !frozen.is_sealed() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the flush never sealed"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(
+            done.recv_timeout(Duration::from_millis(200)).is_err(),
+            "the flush finished while an unlogged insert was running into its memtable"
+        );
+        assert!(
+            !frozen.begin_unlogged_insert(),
+            "a sealed memtable took an insert"
+        );
+        frozen.add(derived.id(), seq, crate::ValueKind::Put, b"late", b"x");
+        frozen.end_unlogged_insert();
+        done.recv_timeout(Duration::from_secs(10))
+            .expect("the flush never finished after the insert ended");
+    });
+    assert_eq!(frozen.unlogged_inserts_running(), 0);
+    // The entry went into the flushed table: it is no longer in any memtable, and still read.
+    let current = db.inner.super_version.load();
+    assert!(current.imms.is_empty());
+    assert!(current.mem.get(derived.id(), b"late", SEQ_MAX).is_none());
+    assert_eq!(db.get(&derived, b"late").unwrap().unwrap().seq, seq);
+}
+
+/// Two threads insert the derived entry of every base write (at its sequence number, falling
+/// back to a logged write when refused) while a writer writes and memtables switch and flush
+/// (small memtables, and explicit flushes): every entry is there afterwards, with its value.
+#[test]
+fn concurrent_unlogged_inserts_with_writes_and_flushes_keep_every_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options {
+        memtable_bytes_max: 32 << 10,
+        ..Options::default()
+    };
+    let (db, base, derived) = open_with_trees(dir.path(), options);
+    let writes = 6000u32;
+    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    let mut fallbacks = 0u64;
+    let flusher_stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let mut senders = Vec::new();
+        let mut inserters = Vec::new();
+        for _ in 0..2 {
+            let (sender, receiver) = mpsc::channel::<(Vec<u8>, SeqNo)>();
+            senders.push(sender);
+            let (db, derived) = (&db, &derived);
+            inserters.push(scope.spawn(move || {
+                let mut fallbacks = 0u64;
+                for (key, seq) in receiver {
+                    let mut batch = WriteBatch::new();
+                    batch.put(derived, &key, &seq.to_be_bytes());
+                    match db.insert_unlogged_at_sequence(&batch, &[seq]).unwrap() {
+                        UnloggedInsert::Inserted => {}
+                        UnloggedInsert::Refused(_) => {
+                            fallbacks += 1;
+                            db.write_unthrottled(batch, &WriteOptions::default())
+                                .unwrap();
+                        }
+                    }
+                }
+                fallbacks
+            }));
+        }
+        let flusher = scope.spawn(|| {
+            while !flusher_stop.load(Ordering::Acquire) {
+                db.flush().unwrap();
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        });
+        for i in 0..writes {
+            let key = format!("key{:05}", i % 2500).into_bytes();
+            let seq = db.put(&base, &key, &[b'v'; 40]).unwrap();
+            let derived_key = format!("derived{i:05}").into_bytes();
+            model.insert(derived_key.clone(), seq.to_be_bytes().to_vec());
+            senders[(i % 2) as usize].send((derived_key, seq)).unwrap();
+        }
+        drop(senders);
+        for inserter in inserters {
+            fallbacks += inserter.join().unwrap();
+        }
+        flusher_stop.store(true, Ordering::Release);
+        flusher.join().unwrap();
+    });
+    let found: BTreeMap<Vec<u8>, Vec<u8>> = db
+        .iter(&derived, crate::ReadOptions::default())
+        .unwrap()
+        .map(|item| item.map(|(key, value, _)| (key, value)).unwrap())
+        .collect();
+    assert_eq!(found.len(), model.len(), "entries lost or invented");
+    assert!(found == model, "entries differ from the model");
+    let stats = db.stats();
+    assert!(stats.flushes > 1, "no flush ran during the test");
+    assert!(
+        stats.unlogged_inserts > 0,
+        "every insert fell back ({fallbacks} fallbacks)"
+    );
+    assert_eq!(stats.unlogged_insert_refusals, fallbacks);
+    // After a flush of everything the same holds from the tables alone.
+    db.flush().unwrap();
+    for (key, value) in &model {
+        assert_eq!(&db.get(&derived, key).unwrap().unwrap().value, value);
+    }
+}
+
+/// A power loss keeps the unlogged entries whose memtable was flushed and loses only those
+/// still in a memtable; the base writes (synced) all survive.
+#[test]
+fn a_crash_loses_only_unflushed_unlogged_entries() {
+    let fs = crate::fs::FaultFileSystem::new();
+    let dir = std::path::Path::new("/unlogged-crash");
+    let options = Options {
+        file_system: Arc::new(fs.clone()),
+        ..Options::default()
+    };
+    let sync = WriteOptions { sync: true };
+    let (db, base, derived) = open_with_trees(dir, options.clone());
+    let mut flushed = Vec::new();
+    let mut unflushed = Vec::new();
+    let mut base_keys = Vec::new();
+    for round in 0..2 {
+        for i in 0..200u32 {
+            let key = format!("key{round}-{i:04}").into_bytes();
+            let mut batch = WriteBatch::new();
+            batch.put(&base, &key, b"base");
+            let seq = db.write(batch, &sync).unwrap();
+            base_keys.push(key.clone());
+            assert_eq!(
+                insert_at(&db, &derived, &key, seq),
+                UnloggedInsert::Inserted
+            );
+            if round == 0 {
+                flushed.push((key, seq));
+            } else {
+                unflushed.push(key);
+            }
+        }
+        if round == 0 {
+            db.flush().unwrap();
+        }
+    }
+    let last_flushed = flushed.last().map(|(_, seq)| *seq).unwrap();
+    assert!(db.flushed_through() >= last_flushed);
+    assert!(db.flushed_through() < db.latest_sequence());
+    fs.crash();
+    drop(db);
+    let options = Options {
+        file_system: Arc::new(fs.clone()),
+        ..options
+    };
+    let (db, base, derived) = open_with_trees(dir, options);
+    for key in &base_keys {
+        assert!(
+            db.get(&base, key).unwrap().is_some(),
+            "synced base write lost"
+        );
+    }
+    for (key, seq) in &flushed {
+        let entry = db.get(&derived, key).unwrap();
+        assert_eq!(
+            entry.map(|e| (e.seq, e.value)),
+            Some((*seq, seq.to_be_bytes().to_vec())),
+            "a flushed unlogged entry was lost"
+        );
+    }
+    for key in &unflushed {
+        assert!(
+            db.get(&derived, key).unwrap().is_none(),
+            "an unflushed unlogged entry survived a crash without any log holding it"
+        );
+    }
+}
