@@ -162,13 +162,14 @@ pub struct DiffIndexArgs {
     /// workers to these CPUs (engine option `background_thread_cpus`; Linux only), e.g. `1`
     /// or `2-3`. With --client-cpus on the other CPUs, background work never preempts a
     /// client on its core [default: every CPU].
+    // A fully qualified `Vec`: one value parsed into a list, not one value per occurrence.
     #[arg(long, value_parser = parse_cpus)]
-    pub background_cpus: Option<Vec<usize>>,
+    pub background_cpus: Option<::std::vec::Vec<usize>>,
     /// Pin the client threads of every step (no-index baseline included, so the comparison
     /// stays fair) and the read phases to these CPUs (Linux only), e.g. `0` [default: every
     /// CPU].
     #[arg(long, value_parser = parse_cpus)]
-    pub client_cpus: Option<Vec<usize>>,
+    pub client_cpus: Option<::std::vec::Vec<usize>>,
     /// fdatasync the WAL before acknowledging each write.
     #[arg(long)]
     pub sync: bool,
@@ -1861,6 +1862,33 @@ mod tests {
                 "background threads on CPUs {first_allowed}, clients on CPUs {first_allowed}"
             )),
             "{header}"
+        );
+    }
+
+    /// The CPU-list flags as a user types them (clap checks the parsed type only at parse
+    /// time: a mismatch panics there, not at compile time).
+    #[test]
+    fn cpu_list_flags_parse_from_the_command_line() {
+        #[derive(clap::Parser)]
+        struct Command {
+            #[command(flatten)]
+            args: DiffIndexArgs,
+        }
+        let parsed = <Command as clap::Parser>::try_parse_from([
+            "diff-index",
+            "--background-cpus",
+            "1-2,4",
+            "--client-cpus",
+            "0",
+        ])
+        .unwrap();
+        assert_eq!(parsed.args.background_cpus, Some(vec![1, 2, 4]));
+        assert_eq!(parsed.args.client_cpus, Some(vec![0]));
+        let unset = <Command as clap::Parser>::try_parse_from(["diff-index"]).unwrap();
+        assert_eq!(unset.args.background_cpus, None);
+        assert!(
+            <Command as clap::Parser>::try_parse_from(["diff-index", "--client-cpus", "x"])
+                .is_err()
         );
     }
 
