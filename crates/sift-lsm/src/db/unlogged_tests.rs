@@ -24,6 +24,21 @@ fn open_with_trees(dir: &std::path::Path, options: Options) -> (Db, Tree, Tree) 
     (db, base, derived)
 }
 
+/// [`open_with_trees`] with a gate on the flush thread: a test closes it before a memtable
+/// switch so the flush the switch wakes cannot seal or flush the frozen memtable before the
+/// test has looked at it, and opens it before anything waits for that flush (close included).
+fn open_with_flush_gate(
+    dir: &std::path::Path,
+) -> (Db, Tree, Tree, Arc<crate::db::write::tests::FlushGate>) {
+    let gate = Arc::new(crate::db::write::tests::FlushGate::default());
+    let options = Options {
+        flush_listeners: vec![gate.clone()],
+        ..Options::default()
+    };
+    let (db, base, derived) = open_with_trees(dir, options);
+    (db, base, derived, gate)
+}
+
 /// One put into `tree` at `seq`, unlogged.
 fn insert_at(db: &Db, tree: &Tree, key: &[u8], seq: SeqNo) -> UnloggedInsert {
     let mut batch = WriteBatch::new();
@@ -34,13 +49,7 @@ fn insert_at(db: &Db, tree: &Tree, key: &[u8], seq: SeqNo) -> UnloggedInsert {
 #[test]
 fn entries_land_in_the_memtable_holding_their_sequence_number() {
     let dir = tempfile::tempdir().unwrap();
-    // Holds the flush the switch wakes, which would otherwise seal the frozen memtable first.
-    let gate = Arc::new(crate::db::write::tests::FlushGate::default());
-    let options = Options {
-        flush_listeners: vec![gate.clone()],
-        ..Options::default()
-    };
-    let (db, base, derived) = open_with_trees(dir.path(), options);
+    let (db, base, derived, gate) = open_with_flush_gate(dir.path());
     let old = db.put(&base, b"a", b"1").unwrap();
     gate.set_closed(true);
     db.inner.force_memtable_switch().unwrap();
@@ -83,13 +92,7 @@ fn entries_land_in_the_memtable_holding_their_sequence_number() {
 #[test]
 fn refused_inserts_write_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    // Holds the flush the switch wakes until the test has sealed the memtable itself.
-    let gate = Arc::new(crate::db::write::tests::FlushGate::default());
-    let options = Options {
-        flush_listeners: vec![gate.clone()],
-        ..Options::default()
-    };
-    let (db, base, derived) = open_with_trees(dir.path(), options);
+    let (db, base, derived, gate) = open_with_flush_gate(dir.path());
     let first = db.put(&base, b"a", b"1").unwrap();
     let latest = db.latest_sequence();
     assert_eq!(
@@ -137,13 +140,7 @@ fn refused_inserts_write_nothing() {
 #[test]
 fn a_flush_waits_for_an_unlogged_insert_running_into_its_memtable() {
     let dir = tempfile::tempdir().unwrap();
-    // Holds the flush thread until the insert below has registered.
-    let gate = Arc::new(crate::db::write::tests::FlushGate::default());
-    let options = Options {
-        flush_listeners: vec![gate.clone()],
-        ..Options::default()
-    };
-    let (db, base, derived) = open_with_trees(dir.path(), options);
+    let (db, base, derived, gate) = open_with_flush_gate(dir.path());
     let seq = db.put(&base, b"a", b"1").unwrap();
     gate.set_closed(true);
     db.inner.force_memtable_switch().unwrap();

@@ -667,28 +667,29 @@ pub(super) mod tests {
             (default, b"e", b"5"),
         ];
         assert_eq!(validate(&fine), Ok(()));
+        let missing_tree = format!("tree id {missing}");
+        type Entry<'a> = (u32, &'a [u8], &'a [u8]);
+        let bad: [(Entry, &str); 3] = [
+            ((missing, b"x", b"y"), &missing_tree),
+            (
+                (default, b"too long a key", b"y"),
+                "key of 14 bytes exceeds key_bytes_max (8)",
+            ),
+            (
+                (other, b"k", b"too long a value"),
+                "value of 16 bytes exceeds value_bytes_max (8)",
+            ),
+        ];
         for position in 0..=fine.len() {
-            let mut entries = fine.to_vec();
-            entries.insert(position, (missing, b"x", b"y"));
-            let refused = validate(&entries).unwrap_err();
-            assert!(
-                refused.contains(&format!("tree id {missing}")),
-                "missing tree at {position}: {refused}"
-            );
-            let mut entries = fine.to_vec();
-            entries.insert(position, (default, b"too long a key", b"y"));
-            let refused = validate(&entries).unwrap_err();
-            assert!(
-                refused.contains("key of 14 bytes exceeds key_bytes_max (8)"),
-                "long key at {position}: {refused}"
-            );
-            let mut entries = fine.to_vec();
-            entries.insert(position, (other, b"k", b"too long a value"));
-            let refused = validate(&entries).unwrap_err();
-            assert!(
-                refused.contains("value of 16 bytes exceeds value_bytes_max (8)"),
-                "long value at {position}: {refused}"
-            );
+            for (entry, expected) in &bad {
+                let mut entries = fine.to_vec();
+                entries.insert(position, *entry);
+                let refused = validate(&entries).unwrap_err();
+                assert!(
+                    refused.contains(expected),
+                    "{expected:?} at {position}: {refused}"
+                );
+            }
         }
     }
 
