@@ -510,7 +510,7 @@ impl AsyncIndexer {
     }
 
     /// A write committed: its items may now be applied (by a worker's next poll, or now if
-    /// the workers are parked or a shard filled up).
+    /// the workers are parked or the inbox filled up).
     pub fn committed(&self) {
         self.core.queue.wake_if_requested();
     }

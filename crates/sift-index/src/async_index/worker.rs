@@ -68,7 +68,7 @@ use std::time::{Duration, Instant};
 
 /// How often a worker that had work recently looks for more. Writes do not wake it (a wake-up
 /// per write would cost the writer more than its own work at low load): updates wait up to
-/// this long, unless a shard fills up to `WAKE_ITEMS`.
+/// this long, unless the inbox fills up to `WAKE_ITEMS`.
 const POLL_WAIT: Duration = Duration::from_millis(1);
 /// After this long without work a worker parks: it sleeps until a write (or a drain) wakes it,
 /// looking again after `PARKED_WAIT` at the latest.
