@@ -275,7 +275,7 @@ impl AsyncCore {
     /// Every base write `<= ` the result is indexed. `visible` must be read before the call
     /// (a write's items are queued before its sequence number becomes visible).
     pub fn indexed_through(&self, visible: SeqNo) -> SeqNo {
-        match self.queue.state.lock().oldest_pending() {
+        match self.queue.lock().oldest_pending() {
             Some(oldest) => visible.min(oldest.saturating_sub(1)),
             None => visible,
         }
@@ -291,7 +291,7 @@ impl AsyncCore {
         report_failures: bool,
     ) -> std::result::Result<bool, (u32, String)> {
         let deadline = timeout.map(|t| Instant::now() + t);
-        let mut state = self.queue.state.lock();
+        let mut state = self.queue.lock();
         let attempts_before = state.attempts();
         // Counted while waiting: workers do not hold back (coalesce) updates someone waits for.
         state.progress_waiters += 1;
@@ -408,13 +408,7 @@ impl FlushListener for DrainBeforeFlush {
 
     fn before_flush(&self, info: &FlushInfo) {
         let core = &self.0;
-        if core
-            .queue
-            .state
-            .lock()
-            .pending_up_to(info.sequence_upper_bound)
-            == 0
-        {
+        if core.queue.lock().pending_up_to(info.sequence_upper_bound) == 0 {
             return;
         }
         let started = Instant::now();
@@ -516,14 +510,14 @@ impl AsyncIndexer {
     }
 
     /// A write committed: its items may now be applied (by a worker's next poll, or now if
-    /// the workers are parked or a shard filled up).
+    /// the workers are parked or the inbox filled up).
     pub fn committed(&self) {
         self.core.queue.wake_if_requested();
     }
 
     fn stop(&self) {
-        self.core.queue.state.lock().shutting_down = true;
-        self.core.queue.work.notify_all();
+        self.core.queue.lock().shutting_down = true;
+        self.core.queue.wake_workers();
         self.core.queue.progress.notify_all();
         for handle in self.workers.lock().drain(..) {
             let _ = handle.join();
@@ -816,7 +810,7 @@ impl Database {
     pub fn async_index_stats(&self) -> AsyncIndexStats {
         let core = &self.async_index.core;
         let (queue_length, oldest_pending_us, persistent_failure, updates_queued) = {
-            let state = core.queue.state.lock();
+            let state = core.queue.lock();
             let oldest = state
                 .shards
                 .iter()

@@ -68,7 +68,7 @@ use std::time::{Duration, Instant};
 
 /// How often a worker that had work recently looks for more. Writes do not wake it (a wake-up
 /// per write would cost the writer more than its own work at low load): updates wait up to
-/// this long, unless a shard fills up to `WAKE_ITEMS`.
+/// this long, unless the inbox fills up to `WAKE_ITEMS`.
 const POLL_WAIT: Duration = Duration::from_millis(1);
 /// After this long without work a worker parks: it sleeps until a write (or a drain) wakes it,
 /// looking again after `PARKED_WAIT` at the latest.
@@ -256,8 +256,9 @@ impl Worker {
         loop {
             // Each item with whether it is the only pending write of its document.
             let batch: Vec<(Arc<Item>, bool)> = {
-                let mut state = queue.state.lock();
+                let mut state = queue.lock();
                 loop {
+                    queue.absorb(&mut state);
                     if state.shutting_down {
                         return;
                     }
@@ -307,9 +308,10 @@ impl Worker {
                     {
                         queue.work.wait_for(&mut state, POLL_WAIT);
                     } else {
-                        state.workers_parked += 1;
-                        queue.work.wait_for(&mut state, PARKED_WAIT);
-                        state.workers_parked -= 1;
+                        // Parked without the state lock: a write wakes it through the inbox.
+                        parking_lot::MutexGuard::unlocked(&mut state, || {
+                            queue.park_until_pushed(PARKED_WAIT);
+                        });
                     }
                 }
             };
@@ -344,7 +346,7 @@ impl Worker {
                     // Conservative: what a partly applied batch taught is not trusted.
                     self.recent.clear();
                     let attempts = {
-                        let mut state = queue.state.lock();
+                        let mut state = queue.lock();
                         let shard = &mut state.shards[self.shard];
                         shard.attempts += 1;
                         shard.last_error = Some(error.to_string());
@@ -366,7 +368,7 @@ impl Worker {
             .saturating_mul(1u32 << attempts.saturating_sub(1).min(20))
             .min(options.retry_backoff_max);
         let deadline = Instant::now() + delay;
-        let mut state = self.core.queue.state.lock();
+        let mut state = self.core.queue.lock();
         while !state.shutting_down && Instant::now() < deadline {
             self.core.queue.work.wait_until(&mut state, deadline);
         }
@@ -385,7 +387,7 @@ impl Worker {
         // Only the shard holds the items now, so they can be reused.
         let applied_seqs: Vec<SeqNo> = batch.into_iter().map(|(item, _)| item.seq).collect();
         {
-            let mut state = self.core.queue.state.lock();
+            let mut state = self.core.queue.lock();
             let super::queue::QueueState {
                 shards,
                 spare_items,
