@@ -1012,3 +1012,70 @@ fn async_workers_commit_without_the_commit_lock_between_flushes() {
     assert_eq!(after.unlogged_insert_refusals, 0, "seed {seed}");
     db.close().unwrap();
 }
+
+/// Regression guard for the workers' `logged_through` (`worker.rs`, "Unlogged entries"): the
+/// updates queued again at open find their memtables gone, so they are written through the log
+/// at fresh sequence numbers, above the writes made since the open. A later update of the same
+/// document, at a number below those, must then go through the log too: inserted unlogged at
+/// its own number it would sit below the recovered update's entries and be shadowed by them.
+/// Here every document goes back, after the open, to the value it had before its lost update:
+/// the recovered update deletes that value's entry (at a fresh number) and the newer update puts
+/// it back (below that number, if unlogged), so the index would miss every document. Checked
+/// against the model after `wait_until_indexed` and again after a reopen.
+#[test]
+fn updates_after_the_open_are_not_shadowed_by_recovered_updates_written_through_the_log() {
+    let value_before = |pk: u64| Some((pk % VALUES as u64) as i64);
+    let value_lost = |pk: u64| Some(((pk + 1) % VALUES as u64) as i64);
+    let dir = tempfile::tempdir().unwrap();
+    let options = || {
+        let mut opts = options(1);
+        // No flush: its drain would wait for the failing workers.
+        opts.engine.memtable_bytes_max = 4 << 20;
+        opts
+    };
+    let mut model = Model::new();
+    let put = |db: &Database, model: &mut Model, pk: u64, v: Option<i64>| {
+        let seq = db.put(COLLECTION, &doc(pk, v, "a")).unwrap();
+        model.insert(pk, (v, "a".into(), seq));
+    };
+    {
+        // Indexed, flushed and covered by the watermark the close writes.
+        let db = Database::open(dir.path(), options()).unwrap();
+        setup(&db, Maintenance::AsyncSimple);
+        for pk in 0..PKS {
+            put(&db, &mut model, pk, value_before(pk));
+        }
+        db.close().unwrap();
+    }
+    {
+        // Never indexed: queued again at the next open.
+        let opts = options();
+        opts.async_index
+            .inject_failures
+            .store(u64::MAX, Ordering::SeqCst);
+        let db = Database::open(dir.path(), opts).unwrap();
+        for pk in 0..PKS {
+            put(&db, &mut model, pk, value_lost(pk));
+        }
+        assert_eq!(db.async_index_stats().queue_length, PKS);
+        drop(db); // no close: nothing drained, no watermark written
+    }
+    let mut opts = options();
+    // The recovered updates take several batches, and the updates written after the open
+    // come in later batches (their numbers are below the recovered ones' fresh numbers).
+    opts.async_index.batch_items_max = 4;
+    let failures = Arc::clone(&opts.async_index.inject_failures);
+    // The workers hold off until the newer updates are written.
+    failures.store(u64::MAX, Ordering::SeqCst);
+    let db = Database::open(dir.path(), opts.clone()).unwrap();
+    assert_eq!(db.async_index_stats().updates_recovered, PKS);
+    for pk in 0..PKS {
+        put(&db, &mut model, pk, value_before(pk));
+    }
+    failures.store(0, Ordering::SeqCst);
+    check_exact(&db, &model, "after the recovered updates");
+    db.close().unwrap();
+    let db = Database::open(dir.path(), opts).unwrap();
+    check_exact(&db, &model, "after a reopen");
+    db.close().unwrap();
+}
