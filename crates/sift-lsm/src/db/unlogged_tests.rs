@@ -593,3 +593,42 @@ fn a_failed_flush_keeps_its_unlogged_entries_unflushed_until_the_reopen_replays_
         UnloggedInsert::Refused(UnloggedRefusal::MemtableFlushed)
     );
 }
+
+/// An unlogged entry at an old number goes into the frozen memtable holding that number, so
+/// the two memtables' L0 files keep disjoint sequence ranges (checked) and reads stay right:
+/// the derived key has a logged version at `c` in the older memtable and an unlogged one at
+/// `a < c`; had the unlogged one gone into the newer memtable, its L0 file (listed first)
+/// would serve the version at `a`.
+#[test]
+fn entries_at_old_numbers_keep_the_l0_files_of_distinct_memtables_disjoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, base, derived, gate) = open_with_flush_gate(dir.path());
+    let _open_gate = OpenGateOnDrop(Arc::clone(&gate));
+    let old = db.put(&base, b"a", b"1").unwrap();
+    let newer_in_same_memtable = db.put(&derived, b"d", b"logged").unwrap();
+    gate.set_closed(true);
+    db.inner.force_memtable_switch().unwrap();
+    let new = db.put(&base, b"b", b"2").unwrap();
+    assert!(old < newer_in_same_memtable && newer_in_same_memtable < new);
+    let mut batch = WriteBatch::new();
+    batch.put(&derived, b"d", b"unlogged");
+    batch.put(&derived, b"for-b", b"y");
+    assert_eq!(
+        db.insert_unlogged_at_sequence(&batch, &[old, new]).unwrap(),
+        UnloggedInsert::Inserted
+    );
+    gate.set_closed(false);
+    db.flush().unwrap();
+    assert_sequence_ranges_disjoint(&db, "after both flushes");
+    let level0 = db
+        .components(&derived, &ReadOptions::default())
+        .unwrap()
+        .files(0);
+    assert_eq!(level0.len(), 2, "one file per memtable");
+    let entry = db.get(&derived, b"d").unwrap().unwrap();
+    assert_eq!(
+        (entry.seq, entry.value),
+        (newer_in_same_memtable, b"logged".to_vec())
+    );
+    assert_eq!(db.get(&derived, b"for-b").unwrap().unwrap().seq, new);
+}
