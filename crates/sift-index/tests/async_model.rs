@@ -1079,3 +1079,76 @@ fn updates_after_the_open_are_not_shadowed_by_recovered_updates_written_through_
     check_exact(&db, &model, "after a reopen");
     db.close().unwrap();
 }
+
+/// Makes the next file creation fail once a flush reaches it, when armed (after the flush made
+/// its spare log: the next creation is the flush's first table).
+struct FailNextTableCreation {
+    fs: FaultFileSystem,
+    armed: std::sync::atomic::AtomicBool,
+}
+
+impl sift_lsm::hooks::FlushListener for FailNextTableCreation {
+    fn before_flush(&self, _info: &sift_lsm::hooks::FlushInfo) {
+        if self.armed.swap(false, Ordering::SeqCst) {
+            self.fs.fail_after(sift_lsm::fs::FaultKind::Create, 0);
+        }
+    }
+}
+
+/// A flush fails (its table cannot be created) after its drain inserted index entries into
+/// the memtable unlogged. The engine does not retry it; the watermark written before the
+/// failure stays at or below `flushed_through`, so the reopen (the recovery) queues the
+/// memtable's base writes again, and after `wait_until_indexed` the index holds exactly the
+/// live versions' entries, once each, as brute force over the model says.
+#[test]
+fn a_failed_flush_of_unlogged_index_entries_is_recovered_by_the_reopen() {
+    let seed = seed();
+    let _guard = SeedGuard(seed);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let fs = FaultFileSystem::new();
+    let failure = Arc::new(FailNextTableCreation {
+        fs: fs.clone(),
+        armed: std::sync::atomic::AtomicBool::new(false),
+    });
+    let path = Path::new("/index-failed-flush");
+    let mut opts = options(1);
+    opts.engine.file_system = Arc::new(fs.clone());
+    opts.engine.flush_listeners.push(failure.clone());
+    opts.engine.memtable_bytes_max = 64 << 20; // only the test's flushes
+    opts.async_index.watermark_interval = Duration::ZERO;
+    let mut model = Model::new();
+    let db = Database::open(path, opts.clone()).unwrap();
+    setup(&db, Maintenance::AsyncSimple);
+    for _ in 0..150 {
+        random_write(&mut rng, &db, &mut model);
+    }
+    db.wait_until_indexed().unwrap();
+    db.flush().unwrap();
+    let flushed = db.engine().flushed_through();
+    // Indexed unlogged into the memtable whose flush will fail.
+    for _ in 0..150 {
+        random_write(&mut rng, &db, &mut model);
+    }
+    db.wait_until_indexed().unwrap();
+    db.write_index_watermark().unwrap();
+    let watermark = db.async_index_stats().durable_watermark;
+    assert!(
+        watermark <= db.engine().flushed_through(),
+        "seed {seed}: watermark {watermark} past the unflushed memtable"
+    );
+    failure
+        .armed
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    assert!(db.flush().is_err(), "seed {seed}: the flush did not fail");
+    assert_eq!(db.engine().flushed_through(), flushed, "seed {seed}");
+    drop(db);
+    fs.heal();
+    let db = Database::open(path, opts).unwrap();
+    assert!(
+        db.async_index_stats().updates_recovered > 0,
+        "seed {seed}: nothing queued again after the failed flush"
+    );
+    assert_eq!(recovered_model(&db), model, "seed {seed}: the primary");
+    check_exact(&db, &model, &format!("seed {seed}: after the reopen"));
+    db.close().unwrap();
+}
