@@ -1016,3 +1016,143 @@ fn async_workers_commit_without_the_commit_lock_between_flushes() {
     assert_eq!(after.unlogged_insert_refusals, 0, "seed {seed}");
     db.close().unwrap();
 }
+
+/// Regression guard for the workers' `logged_through` (`worker.rs`, "Unlogged entries"): the
+/// updates queued again at open find their memtables gone, so they are written through the log
+/// at fresh sequence numbers, above the writes made since the open. A later update of the same
+/// document, at a number below those, must then go through the log too: inserted unlogged at
+/// its own number it would sit below the recovered update's entries and be shadowed by them.
+/// Here every document goes back, after the open, to the value it had before its lost update:
+/// the recovered update deletes that value's entry (at a fresh number) and the newer update puts
+/// it back (below that number, if unlogged), so the index would miss every document. Checked
+/// against the model after `wait_until_indexed` and again after a reopen.
+#[test]
+fn updates_after_the_open_are_not_shadowed_by_recovered_updates_written_through_the_log() {
+    let value_before = |pk: u64| Some((pk % VALUES as u64) as i64);
+    let value_lost = |pk: u64| Some(((pk + 1) % VALUES as u64) as i64);
+    let dir = tempfile::tempdir().unwrap();
+    let options = || {
+        let mut opts = options(1);
+        // No flush: its drain would wait for the failing workers.
+        opts.engine.memtable_bytes_max = 4 << 20;
+        opts
+    };
+    let mut model = Model::new();
+    let put = |db: &Database, model: &mut Model, pk: u64, v: Option<i64>| {
+        let seq = db.put(COLLECTION, &doc(pk, v, "a")).unwrap();
+        model.insert(pk, (v, "a".into(), seq));
+    };
+    {
+        // Indexed, flushed and covered by the watermark the close writes.
+        let db = Database::open(dir.path(), options()).unwrap();
+        setup(&db, Maintenance::AsyncSimple);
+        for pk in 0..PKS {
+            put(&db, &mut model, pk, value_before(pk));
+        }
+        db.close().unwrap();
+    }
+    {
+        // Never indexed: queued again at the next open.
+        let opts = options();
+        opts.async_index
+            .inject_failures
+            .store(u64::MAX, Ordering::SeqCst);
+        let db = Database::open(dir.path(), opts).unwrap();
+        for pk in 0..PKS {
+            put(&db, &mut model, pk, value_lost(pk));
+        }
+        assert_eq!(db.async_index_stats().queue_length, PKS);
+        drop(db); // no close: nothing drained, no watermark written
+    }
+    let mut opts = options();
+    // The recovered updates take several batches, and the updates written after the open
+    // come in later batches (their numbers are below the recovered ones' fresh numbers).
+    opts.async_index.batch_items_max = 4;
+    let failures = Arc::clone(&opts.async_index.inject_failures);
+    // The workers hold off until the newer updates are written.
+    failures.store(u64::MAX, Ordering::SeqCst);
+    let db = Database::open(dir.path(), opts.clone()).unwrap();
+    assert_eq!(db.async_index_stats().updates_recovered, PKS);
+    for pk in 0..PKS {
+        put(&db, &mut model, pk, value_before(pk));
+    }
+    failures.store(0, Ordering::SeqCst);
+    check_exact(&db, &model, "after the recovered updates");
+    db.close().unwrap();
+    let db = Database::open(dir.path(), opts).unwrap();
+    check_exact(&db, &model, "after a reopen");
+    db.close().unwrap();
+}
+
+/// Makes the next file creation fail once a flush reaches it, when armed (after the flush made
+/// its spare log: the next creation is the flush's first table).
+struct FailNextTableCreation {
+    fs: FaultFileSystem,
+    armed: std::sync::atomic::AtomicBool,
+}
+
+impl sift_lsm::hooks::FlushListener for FailNextTableCreation {
+    fn before_flush(&self, _info: &sift_lsm::hooks::FlushInfo) {
+        if self.armed.swap(false, Ordering::SeqCst) {
+            self.fs.fail_after(sift_lsm::fs::FaultKind::Create, 0);
+        }
+    }
+}
+
+/// A flush fails (its table cannot be created) after its drain inserted index entries into
+/// the memtable unlogged. The engine does not retry it; the watermark written before the
+/// failure stays at or below `flushed_through`, so the reopen (the recovery) queues the
+/// memtable's base writes again, and after `wait_until_indexed` the index holds exactly the
+/// live versions' entries, once each, as brute force over the model says.
+#[test]
+fn a_failed_flush_of_unlogged_index_entries_is_recovered_by_the_reopen() {
+    let seed = seed();
+    let _guard = SeedGuard(seed);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let fs = FaultFileSystem::new();
+    let failure = Arc::new(FailNextTableCreation {
+        fs: fs.clone(),
+        armed: std::sync::atomic::AtomicBool::new(false),
+    });
+    let path = Path::new("/index-failed-flush");
+    let mut opts = options(1);
+    opts.engine.file_system = Arc::new(fs.clone());
+    opts.engine.flush_listeners.push(failure.clone());
+    opts.engine.memtable_bytes_max = 64 << 20; // only the test's flushes
+    opts.async_index.watermark_interval = Duration::ZERO;
+    let mut model = Model::new();
+    let db = Database::open(path, opts.clone()).unwrap();
+    setup(&db, Maintenance::AsyncSimple);
+    for _ in 0..150 {
+        random_write(&mut rng, &db, &mut model);
+    }
+    db.wait_until_indexed().unwrap();
+    db.flush().unwrap();
+    let flushed = db.engine().flushed_through();
+    // Indexed unlogged into the memtable whose flush will fail.
+    for _ in 0..150 {
+        random_write(&mut rng, &db, &mut model);
+    }
+    db.wait_until_indexed().unwrap();
+    db.write_index_watermark().unwrap();
+    let watermark = db.async_index_stats().durable_watermark;
+    assert!(
+        watermark <= db.engine().flushed_through(),
+        "seed {seed}: watermark {watermark} past the unflushed memtable"
+    );
+    failure
+        .armed
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    assert!(db.flush().is_err(), "seed {seed}: the flush did not fail");
+    assert_eq!(db.engine().flushed_through(), flushed, "seed {seed}");
+    drop(db);
+    fs.heal();
+    let db = Database::open(path, opts).unwrap();
+    assert!(
+        db.async_index_stats().updates_recovered > 0,
+        "seed {seed}: nothing queued again after the failed flush"
+    );
+    assert_eq!(recovered_model(&db), model, "seed {seed}: the primary");
+    check_exact(&db, &model, &format!("seed {seed}: after the reopen"));
+    db.close().unwrap();
+}

@@ -3,11 +3,13 @@
 //! writes and flushes keep every entry, and what a crash keeps.
 
 use crate::db::{Db, Tree, UnloggedInsert, UnloggedRefusal};
+use crate::fs::{FaultFileSystem, FaultKind};
+use crate::hooks::{FlushInfo, FlushListener};
 use crate::key::{SeqNo, SEQ_MAX};
-use crate::options::{Options, TreeOptions, WriteOptions};
+use crate::options::{Options, ReadOptions, TreeOptions, WriteOptions};
 use crate::write_batch::WriteBatch;
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
@@ -44,6 +46,86 @@ fn insert_at(db: &Db, tree: &Tree, key: &[u8], seq: SeqNo) -> UnloggedInsert {
     let mut batch = WriteBatch::new();
     batch.put(tree, key, &seq.to_be_bytes());
     db.insert_unlogged_at_sequence(&batch, &[seq]).unwrap()
+}
+
+/// The sequence-number layout unlogged inserts at old numbers must keep, checked on one super
+/// version. In each tree every L0 file holds numbers strictly above those of the L0 files
+/// listed after it: L0 is ordered by largest number and a point read returns the first L0 file
+/// holding its key (`DbInner::get_at`), so files whose ranges interleave could serve an older
+/// version of a key before a newer one, and a compaction that took the newer file alone would
+/// move it below the older. The memtables' ranges are disjoint and descending, and each L0 file
+/// lies below every memtable, or inside the one whose flush is being installed.
+fn assert_sequence_ranges_disjoint(db: &Db, context: &str) {
+    if let Err(violation) = sequence_ranges_disjoint(db) {
+        panic!("{context}: {violation}");
+    }
+}
+
+/// [`assert_sequence_ranges_disjoint`] as a result, for threads that must not panic.
+fn sequence_ranges_disjoint(db: &Db) -> Result<(), String> {
+    let current = db.inner.super_version.load();
+    let ranges: Vec<(SeqNo, SeqNo)> = std::iter::once(&current.mem)
+        .chain(current.imms.iter())
+        .filter(|memtable| memtable.sequence_floor() != SeqNo::MAX)
+        .map(|memtable| (memtable.sequence_floor(), memtable.sequence_ceiling()))
+        .collect();
+    for pair in ranges.windows(2) {
+        if pair[1].1 >= pair[0].0 {
+            return Err(format!(
+                "memtable ranges {:?} (newer) and {:?} overlap or are out of order",
+                pair[0], pair[1]
+            ));
+        }
+    }
+    for (tree, tree_version) in &current.version.trees {
+        let level0 = tree_version.levels.first().map_or(&[][..], Vec::as_slice);
+        for pair in level0.windows(2) {
+            if pair[0].seq_min <= pair[1].seq_max {
+                return Err(format!(
+                    "tree {tree}: L0 file {} ({}..={}) is listed before file {} ({}..={}), \
+                     and their sequence ranges are not disjoint and descending",
+                    pair[0].number,
+                    pair[0].seq_min,
+                    pair[0].seq_max,
+                    pair[1].number,
+                    pair[1].seq_min,
+                    pair[1].seq_max
+                ));
+            }
+        }
+        for file in level0 {
+            for &(floor, ceiling) in &ranges {
+                let below = file.seq_max < floor;
+                let inside = floor <= file.seq_min && file.seq_max <= ceiling;
+                if !below && !inside {
+                    return Err(format!(
+                        "tree {tree}: L0 file {} ({}..={}) overlaps memtable range \
+                         {floor}..={ceiling}",
+                        file.number, file.seq_min, file.seq_max
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// How many components (memtables, L0 files, levels) of `tree` hold each stored version
+/// `(key, sequence number)`: 1 each when nothing was flushed twice or replayed over a table.
+fn stored_versions(db: &Db, tree: &Tree) -> BTreeMap<(Vec<u8>, SeqNo), usize> {
+    let view = db.components(tree, &ReadOptions::default()).unwrap();
+    let mut versions = BTreeMap::new();
+    for id in view.ids() {
+        let mut iter = view.iter(id).unwrap();
+        iter.seek_to_first().unwrap();
+        while iter.valid() {
+            *versions
+                .entry((iter.user_key().to_vec(), iter.seq()))
+                .or_insert(0) += 1;
+            iter.next().unwrap();
+        }
+    }
+    versions
 }
 
 #[test]
@@ -122,6 +204,7 @@ fn refused_inserts_write_nothing() {
     // Once flushed, its numbers are older than every memtable.
     gate.set_closed(false);
     db.flush().unwrap();
+    assert_sequence_ranges_disjoint(&db, "after the flush");
     assert!(db.flushed_through() >= second);
     assert_eq!(
         insert_at(&db, &derived, b"flushed", first),
@@ -199,6 +282,7 @@ fn concurrent_unlogged_inserts_with_writes_and_flushes_keep_every_entry() {
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
     let mut fallbacks = 0u64;
     let flusher_stop = std::sync::atomic::AtomicBool::new(false);
+    let mut violation = None;
     std::thread::scope(|scope| {
         let mut senders = Vec::new();
         let mut inserters = Vec::new();
@@ -235,6 +319,12 @@ fn concurrent_unlogged_inserts_with_writes_and_flushes_keep_every_entry() {
             let derived_key = format!("derived{i:05}").into_bytes();
             model.insert(derived_key.clone(), seq.to_be_bytes().to_vec());
             senders[(i % 2) as usize].send((derived_key, seq)).unwrap();
+            // Recorded, not asserted: a panic here would leave the flusher running and the
+            // scope waiting for it.
+            if let Err(found) = sequence_ranges_disjoint(&db) {
+                violation = Some(format!("after write {i}: {found}"));
+                break;
+            }
         }
         drop(senders);
         for inserter in inserters {
@@ -257,8 +347,11 @@ fn concurrent_unlogged_inserts_with_writes_and_flushes_keep_every_entry() {
         "every insert fell back ({fallbacks} fallbacks)"
     );
     assert_eq!(stats.unlogged_insert_refusals, fallbacks);
+    assert_eq!(violation, None, "sequence ranges");
+    assert_sequence_ranges_disjoint(&db, "after the inserts");
     // After a flush of everything the same holds from the tables alone.
     db.flush().unwrap();
+    assert_sequence_ranges_disjoint(&db, "after the last flush");
     for (key, value) in &model {
         assert_eq!(&db.get(&derived, key).unwrap().unwrap().value, value);
     }
@@ -298,6 +391,7 @@ fn a_crash_loses_only_unflushed_unlogged_entries() {
         }
         if round == 0 {
             db.flush().unwrap();
+            assert_sequence_ranges_disjoint(&db, "after the flush");
         }
     }
     let last_flushed = flushed.last().map(|(_, seq)| *seq).unwrap();
@@ -310,6 +404,7 @@ fn a_crash_loses_only_unflushed_unlogged_entries() {
         ..options
     };
     let (db, base, derived) = open_with_trees(dir, options);
+    assert_sequence_ranges_disjoint(&db, "after the reopen");
     for key in &base_keys {
         assert!(
             db.get(&base, key).unwrap().is_some(),
@@ -330,4 +425,210 @@ fn a_crash_loses_only_unflushed_unlogged_entries() {
             "an unflushed unlogged entry survived a crash without any log holding it"
         );
     }
+}
+
+/// Opens a [`crate::db::write::tests::FlushGate`] when dropped.
+struct OpenGateOnDrop(Arc<crate::db::write::tests::FlushGate>);
+
+impl Drop for OpenGateOnDrop {
+    fn drop(&mut self) {
+        self.0.set_closed(false);
+    }
+}
+
+/// Makes the next table creation fail once a flush reaches it, when armed: after the flush
+/// created its spare log and passed the gates listed before it, before it seals its memtable.
+struct FailNextTableCreation {
+    fs: FaultFileSystem,
+    armed: AtomicBool,
+}
+
+impl FlushListener for FailNextTableCreation {
+    fn before_flush(&self, _info: &FlushInfo) {
+        if self.armed.swap(false, Ordering::SeqCst) {
+            self.fs.fail_after(FaultKind::Create, 0);
+        }
+    }
+}
+
+/// A flush fails (its first table cannot be created) while its sealed memtable holds unlogged
+/// entries, some inserted after the memtable was frozen; the next memtable holds more. The
+/// engine does not retry a failed flush: it records a background error and stops writes, so
+/// `flushed_through` stays below the failed memtable, and its unlogged entries stay readable,
+/// each stored once. The recovery is a reopen, which replays the logs of both memtables into
+/// tables: every base write is back, each version stored once; the unlogged entries of the
+/// flushed memtable are there once, those of the unflushed ones are gone (they had no log
+/// record: the caller re-derives them, at fresh numbers, since their memtables are gone).
+#[test]
+fn a_failed_flush_keeps_its_unlogged_entries_unflushed_until_the_reopen_replays_its_log() {
+    let fs = FaultFileSystem::new();
+    let dir = std::path::Path::new("/unlogged-failed-flush");
+    let gate = Arc::new(crate::db::write::tests::FlushGate::default());
+    let failure = Arc::new(FailNextTableCreation {
+        fs: fs.clone(),
+        armed: AtomicBool::new(false),
+    });
+    let options = Options {
+        file_system: Arc::new(fs.clone()),
+        flush_listeners: vec![gate.clone(), failure.clone()],
+        ..Options::default()
+    };
+    let (db, base, derived) = open_with_trees(dir, options.clone());
+    // Dropped before `db`: a failed check must not leave the flush held and the drop waiting.
+    let _open_gate = OpenGateOnDrop(Arc::clone(&gate));
+    let mut base_keys = Vec::new();
+    // Derived key -> (sequence number, round: 0 flushed, 1 in the failed flush, 2 active).
+    let mut model: BTreeMap<Vec<u8>, (SeqNo, u32)> = BTreeMap::new();
+    let mut round_first = [0; 3];
+    for round in 0..3u32 {
+        if round == 1 {
+            db.flush().unwrap();
+            assert_sequence_ranges_disjoint(&db, "after the first flush");
+        }
+        if round == 2 {
+            // Frozen, and its flush held before it seals the memtable.
+            gate.set_closed(true);
+            db.inner.force_memtable_switch().unwrap();
+        }
+        for i in 0..150u32 {
+            let key = format!("key{round}-{i:04}").into_bytes();
+            let seq = db.put(&base, &key, b"base").unwrap();
+            if i == 0 {
+                round_first[round as usize] = seq;
+            }
+            base_keys.push(key.clone());
+            assert_eq!(
+                insert_at(&db, &derived, &key, seq),
+                UnloggedInsert::Inserted
+            );
+            model.insert(key, (seq, round));
+        }
+    }
+    // More entries into the frozen memtable, at its writes' numbers, after the next memtable
+    // took writes.
+    let frozen = Arc::clone(&db.inner.super_version.load().imms[0]);
+    for (key, (seq, round)) in model.clone() {
+        if round == 1 {
+            let late = [b"late-".as_slice(), &key].concat();
+            assert_eq!(
+                insert_at(&db, &derived, &late, seq),
+                UnloggedInsert::Inserted
+            );
+            assert!(frozen.get(derived.id(), &late, SEQ_MAX).is_some());
+            model.insert(late, (seq, 1));
+        }
+    }
+    let flushed_before = db.flushed_through();
+    assert!(flushed_before < round_first[1]);
+    assert_sequence_ranges_disjoint(&db, "before the failing flush");
+    failure.armed.store(true, Ordering::SeqCst);
+    gate.set_closed(false);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let error = loop {
+        if let Some(error) = db.inner.state.lock().bg_error.clone() {
+            break error;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the flush neither failed nor stopped"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    assert!(!failure.armed.load(Ordering::SeqCst), "{error}");
+    assert_eq!(db.stats().flushes, 1, "the failing flush was installed");
+    // Not retried: the memtable stays, sealed, with every entry; nothing more is flushed.
+    assert!(db.flush().is_err());
+    std::thread::sleep(Duration::from_millis(50));
+    let current = db.inner.super_version.load();
+    assert!(current.imms.iter().any(|m| Arc::ptr_eq(m, &frozen)));
+    assert!(frozen.is_sealed());
+    assert_eq!(db.flushed_through(), flushed_before);
+    assert!(db.flushed_through() < round_first[1]);
+    assert_sequence_ranges_disjoint(&db, "after the failed flush");
+    let stored = stored_versions(&db, &derived);
+    let expected: BTreeMap<(Vec<u8>, SeqNo), usize> = model
+        .iter()
+        .map(|(key, (seq, _))| ((key.clone(), *seq), 1))
+        .collect();
+    assert!(
+        stored == expected,
+        "derived entries lost, invented or doubled"
+    );
+    for (key, (seq, _)) in &model {
+        let entry = db.get(&derived, key).unwrap().unwrap();
+        assert_eq!((entry.seq, entry.value), (*seq, seq.to_be_bytes().to_vec()));
+    }
+    // Writes stopped: unlogged inserts too.
+    assert!(db
+        .insert_unlogged_at_sequence(&WriteBatch::new(), &[])
+        .is_err());
+    drop(current);
+    drop(db);
+
+    let (db, base, derived) = open_with_trees(dir, options);
+    assert_sequence_ranges_disjoint(&db, "after the reopen");
+    assert_eq!(db.flushed_through(), db.latest_sequence());
+    let base_stored = stored_versions(&db, &base);
+    assert_eq!(base_stored.len(), base_keys.len(), "base writes lost");
+    assert!(
+        base_stored.values().all(|&copies| copies == 1),
+        "a base write stored twice"
+    );
+    for key in &base_keys {
+        assert!(db.get(&base, key).unwrap().is_some(), "base write lost");
+    }
+    let kept: BTreeMap<(Vec<u8>, SeqNo), usize> = model
+        .iter()
+        .filter(|(_, (_, round))| *round == 0)
+        .map(|(key, (seq, _))| ((key.clone(), *seq), 1))
+        .collect();
+    assert!(
+        stored_versions(&db, &derived) == kept,
+        "after the reopen, the derived entries are not those of the flushed memtable, once each"
+    );
+    // Their memtables are gone: an unlogged insert at their numbers is refused.
+    let (lost_key, (lost_seq, _)) = model.iter().find(|(_, (_, round))| *round == 1).unwrap();
+    assert_eq!(
+        insert_at(&db, &derived, lost_key, *lost_seq),
+        UnloggedInsert::Refused(UnloggedRefusal::MemtableFlushed)
+    );
+}
+
+/// An unlogged entry at an old number goes into the frozen memtable holding that number, so
+/// the two memtables' L0 files keep disjoint sequence ranges (checked) and reads stay right:
+/// the derived key has a logged version at `c` in the older memtable and an unlogged one at
+/// `a < c`; had the unlogged one gone into the newer memtable, its L0 file (listed first)
+/// would serve the version at `a`.
+#[test]
+fn entries_at_old_numbers_keep_the_l0_files_of_distinct_memtables_disjoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, base, derived, gate) = open_with_flush_gate(dir.path());
+    let _open_gate = OpenGateOnDrop(Arc::clone(&gate));
+    let old = db.put(&base, b"a", b"1").unwrap();
+    let newer_in_same_memtable = db.put(&derived, b"d", b"logged").unwrap();
+    gate.set_closed(true);
+    db.inner.force_memtable_switch().unwrap();
+    let new = db.put(&base, b"b", b"2").unwrap();
+    assert!(old < newer_in_same_memtable && newer_in_same_memtable < new);
+    let mut batch = WriteBatch::new();
+    batch.put(&derived, b"d", b"unlogged");
+    batch.put(&derived, b"for-b", b"y");
+    assert_eq!(
+        db.insert_unlogged_at_sequence(&batch, &[old, new]).unwrap(),
+        UnloggedInsert::Inserted
+    );
+    gate.set_closed(false);
+    db.flush().unwrap();
+    assert_sequence_ranges_disjoint(&db, "after both flushes");
+    let level0 = db
+        .components(&derived, &ReadOptions::default())
+        .unwrap()
+        .files(0);
+    assert_eq!(level0.len(), 2, "one file per memtable");
+    let entry = db.get(&derived, b"d").unwrap().unwrap();
+    assert_eq!(
+        (entry.seq, entry.value),
+        (newer_in_same_memtable, b"logged".to_vec())
+    );
+    assert_eq!(db.get(&derived, b"for-b").unwrap().unwrap().seq, new);
 }
