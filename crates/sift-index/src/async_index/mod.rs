@@ -23,7 +23,8 @@
 //! - Per-key order: an index key names its document, whose updates one worker applies in
 //!   sequence order, so the internal numbers of an index key only grow and the newest
 //!   component still holds the newest entry. When the engine refuses (the memtable of `s` is
-//!   being flushed or gone: a drain that gave up, an update queued again at open), the worker
+//!   being flushed or gone: an update queued again at open, or a drain cut short by a
+//!   shutdown), the worker
 //!   writes through the log at fresh numbers as before (`Db::write_unthrottled`), and from
 //!   then on writes every update at or below the last fresh number it took through the log too,
 //!   so an older `s` never lands below one of its own entries (`worker.rs`).
@@ -71,8 +72,10 @@
 //!   indexes' creation points).
 //! - Failed index operations are retried with exponential backoff, never dropped; a batch
 //!   that keeps failing is reported by [`Database::wait_until_indexed`] and in the stats. A
-//!   drain that meets such a failure lets the flush go on: the watermark then stays below the
-//!   failed updates, so the next open queues them again.
+//!   drain waits through such failures, and the flush with it (only a shutdown cuts the wait
+//!   short): a flush that went on would delete the log of updates not applied yet. Updates
+//!   left when a shutdown cuts it short stay above the watermark, so the next open queues them
+//!   again.
 
 pub mod queue;
 pub mod session;

@@ -132,6 +132,8 @@ fn stored_versions(db: &Db, tree: &Tree) -> BTreeMap<(Vec<u8>, SeqNo), usize> {
 fn entries_land_in_the_memtable_holding_their_sequence_number() {
     let dir = tempfile::tempdir().unwrap();
     let (db, base, derived, gate) = open_with_flush_gate(dir.path());
+    // A failed assertion must not leave the flush held: dropping the database waits for it.
+    let _open_gate = OpenGateOnDrop(Arc::clone(&gate));
     let old = db.put(&base, b"a", b"1").unwrap();
     gate.set_closed(true);
     db.inner.force_memtable_switch().unwrap();
@@ -175,6 +177,8 @@ fn entries_land_in_the_memtable_holding_their_sequence_number() {
 fn refused_inserts_write_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let (db, base, derived, gate) = open_with_flush_gate(dir.path());
+    // A failed assertion must not leave the flush held: dropping the database waits for it.
+    let _open_gate = OpenGateOnDrop(Arc::clone(&gate));
     let first = db.put(&base, b"a", b"1").unwrap();
     let latest = db.latest_sequence();
     assert_eq!(
@@ -224,6 +228,8 @@ fn refused_inserts_write_nothing() {
 fn a_flush_waits_for_an_unlogged_insert_running_into_its_memtable() {
     let dir = tempfile::tempdir().unwrap();
     let (db, base, derived, gate) = open_with_flush_gate(dir.path());
+    // A failed assertion must not leave the flush held: dropping the database waits for it.
+    let _open_gate = OpenGateOnDrop(Arc::clone(&gate));
     let seq = db.put(&base, b"a", b"1").unwrap();
     gate.set_closed(true);
     db.inner.force_memtable_switch().unwrap();
