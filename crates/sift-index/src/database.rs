@@ -1525,6 +1525,17 @@ impl Database {
                 if index.record.maintenance.is_async() {
                     continue; // applied by the workers (`async_index`)
                 }
+                if index.record.kind == IndexKind::Embedded {
+                    // Recorded before the engine write (see `embedded/memtable.rs`); the old
+                    // version plays no part. First in the loop, so a put to a collection with
+                    // an embedded index runs little code beyond the primary write.
+                    if let (Some(embedded), Some(envelope)) = (&index.embedded, &new_ref) {
+                        if let Some(value) = index.encoded_value(envelope, seq) {
+                            embedded.map.insert(&value, seq, &pk);
+                        }
+                    }
+                    continue;
+                }
                 let old_value = old_envelope.as_ref().and_then(|(envelope, old_seq)| {
                     index
                         .encoded_value(envelope, *old_seq)
@@ -1644,12 +1655,7 @@ impl Database {
                             state.memtable.insert(value, seq, &pk);
                         }
                     }
-                    IndexKind::Embedded => {
-                        // Recorded before the engine write (see `embedded/memtable.rs`).
-                        if let (Some(embedded), Some(value)) = (&index.embedded, &new_value) {
-                            embedded.map.insert(value, seq, &pk);
-                        }
-                    }
+                    IndexKind::Embedded => {} // handled at the top of the loop
                     IndexKind::Memory => {
                         memory_updates.push((
                             position,

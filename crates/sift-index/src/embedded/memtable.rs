@@ -166,8 +166,40 @@ struct Mark {
 type BufferRecord<'a> = (SeqNo, &'a [u8], &'a [u8], usize);
 
 impl Buffer {
+    /// Appends a record. The usual record (an 8-byte int or time value, a short pk, not the
+    /// first of a mark's stretch, in sequence order, room already reserved) is written by a
+    /// short straight-line path; everything else by [`Buffer::push_general`], kept out of line
+    /// so the write path's code stays small.
     #[inline]
     fn push(&mut self, value: &[u8], seq: SeqNo, pk: &[u8]) {
+        const HEAD_BYTES: usize = 8 + 1 + 1 + 8;
+        if let (Some(value_head), Ok(pk_length @ 0..0x80)) =
+            (value.first_chunk::<8>(), u8::try_from(pk.len()))
+        {
+            if value.len() == 8
+                && !self.records.is_multiple_of(MARK_EVERY_RECORDS)
+                && self.last_seq <= seq
+                && self.bytes.capacity() - self.bytes.len() >= HEAD_BYTES + pk.len()
+            {
+                let mut head = [0u8; HEAD_BYTES];
+                head[..8].copy_from_slice(&seq.to_le_bytes());
+                head[8] = 8;
+                head[9] = pk_length;
+                head[10..].copy_from_slice(value_head);
+                self.bytes.extend_from_slice(&head);
+                self.bytes.extend_from_slice(pk);
+                self.last_seq = seq;
+                self.records += 1;
+                self.charge += charge_of(value, pk);
+                return;
+            }
+        }
+        self.push_general(value, seq, pk);
+    }
+
+    /// [`Buffer::push`] for every record.
+    #[inline(never)]
+    fn push_general(&mut self, value: &[u8], seq: SeqNo, pk: &[u8]) {
         if !self.bytes.is_empty() && self.last_seq > seq {
             self.unordered = true;
         }
@@ -189,22 +221,6 @@ impl Buffer {
         } else {
             self.bytes.reserve(record_bytes_max);
         }
-        if let (Some(value_head), Ok(pk_length @ 0..0x80)) =
-            (value.first_chunk::<8>(), u8::try_from(pk.len()))
-        {
-            if value.len() == 8 {
-                // An int or time value (the usual record): the header and the value in one copy
-                // of known length.
-                let mut head = [0u8; 18];
-                head[..8].copy_from_slice(&seq.to_le_bytes());
-                head[8] = 8;
-                head[9] = pk_length;
-                head[10..].copy_from_slice(value_head);
-                self.bytes.extend_from_slice(&head);
-                self.bytes.extend_from_slice(pk);
-                return;
-            }
-        }
         if let (Ok(value_length @ 0..0x80), Ok(pk_length @ 0..0x80)) =
             (u8::try_from(value.len()), u8::try_from(pk.len()))
         {
@@ -221,6 +237,17 @@ impl Buffer {
         }
         self.bytes.extend_from_slice(value);
         self.bytes.extend_from_slice(pk);
+    }
+
+    /// Heap bytes the buffer holds: its reserved capacity (a first reservation is
+    /// `BUFFER_FIRST_CAPACITY_BYTES`, whatever is written into it) and its marks.
+    fn reserved_bytes(&self) -> usize {
+        self.bytes.capacity() + self.marks.capacity() * std::mem::size_of::<Mark>()
+    }
+
+    /// What the buffer is charged: its records' charge, or the memory it holds if that is more.
+    fn memory_charge(&self) -> usize {
+        self.charge.max(self.reserved_bytes())
     }
 
     fn is_empty(&self) -> bool {
@@ -337,12 +364,15 @@ struct Maps {
     /// Oldest first; sequence ranges do not overlap and increase.
     runs: Vec<Run>,
     pruned_through: SeqNo,
-    bytes: usize,
-    entries: usize,
+    /// The runs' charge and entry count (the buffer keeps its own).
+    runs_bytes: usize,
+    runs_entries: usize,
 }
 
 impl Maps {
-    /// Forgets every write `<= seq`.
+    /// Forgets every write `<= seq`. Out of line: it runs once per flush, not per write.
+    #[cold]
+    #[inline(never)]
     fn prune_through(&mut self, seq: SeqNo) {
         let maps = self;
         if seq <= maps.pruned_through {
@@ -373,24 +403,37 @@ impl Maps {
             });
             run.seq_min = seq + 1;
         }
+        maps.runs_bytes = maps.runs_bytes.saturating_sub(freed_bytes);
+        maps.runs_entries = maps.runs_entries.saturating_sub(freed_entries);
         if maps.buffer.unordered {
             let mut kept = Buffer::default();
             for (record_seq, value, pk, _) in maps.buffer.records() {
                 if record_seq > seq {
                     kept.push(value, record_seq, pk);
-                } else {
-                    freed_bytes += charge_of(value, pk);
-                    freed_entries += 1;
                 }
             }
             maps.buffer = kept;
         } else {
-            let (records, charge) = maps.buffer.cut_through(seq);
-            freed_entries += records;
-            freed_bytes += charge;
+            maps.buffer.cut_through(seq);
         }
-        maps.bytes = maps.bytes.saturating_sub(freed_bytes);
-        maps.entries = maps.entries.saturating_sub(freed_entries);
+        if maps.buffer.records == 0 {
+            // Nothing left to sort: the buffer's memory goes (an idle map holds nothing), and
+            // the next write reserves again.
+            maps.buffer = Buffer {
+                last_seq: maps.buffer.last_seq,
+                ..Buffer::default()
+            };
+        }
+    }
+
+    /// Recorded writes (in runs and in the buffer).
+    fn entries(&self) -> usize {
+        self.runs_entries + self.buffer.records
+    }
+
+    /// Heap bytes charged: the runs' entries, and the buffer's records or reservation.
+    fn memory_charge(&self) -> usize {
+        self.runs_bytes + self.buffer.memory_charge()
     }
 
     fn seal_buffer(&mut self) {
@@ -402,6 +445,8 @@ impl Maps {
             .records()
             .map(|(seq, value, pk, _)| Entry::new(value, seq, pk))
             .collect();
+        self.runs_bytes += self.buffer.charge;
+        self.runs_entries += self.buffer.records;
         self.buffer.clear();
         entries.sort_unstable_by(Entry::order);
         let seq_min = entries.iter().map(|e| e.seq).min().unwrap_or(0);
@@ -458,17 +503,20 @@ pub struct MemtableMap {
 impl MemtableMap {
     /// Records a put of `pk` at `seq` carrying `value`. Called before the write reaches the
     /// engine, so no query can see the version without the map knowing it.
+    ///
+    /// One function, out of line, with the buffer's usual record written inline: it runs on
+    /// every put, where the code it touches counts as much as its instructions.
+    #[inline(never)]
     pub fn insert(&self, value: &[u8], seq: SeqNo, pk: &[u8]) {
         let mut maps = self.lock();
         if seq <= maps.pruned_through {
             return;
         }
-        maps.bytes += charge_of(value, pk);
-        maps.entries += 1;
         maps.buffer.push(value, seq, pk);
     }
 
     /// The maps, with any requested prune applied.
+    #[inline]
     fn lock(&self) -> MutexGuard<'_, Maps> {
         let mut maps = self.maps.lock();
         let requested = self.prune_requested.load(AtomicOrdering::Acquire);
@@ -541,16 +589,17 @@ impl MemtableMap {
     }
 
     pub fn len(&self) -> usize {
-        self.lock().entries
+        self.lock().entries()
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// Approximate heap bytes held.
+    /// Approximate heap bytes held: the recorded writes' charge, and at least the memory the
+    /// buffer of unsorted writes has reserved.
     pub fn memory_bytes(&self) -> u64 {
-        self.lock().bytes as u64
+        self.lock().memory_charge() as u64
     }
 }
 
@@ -589,6 +638,101 @@ mod tests {
             .map(|(seq, value, pk, _)| (seq, value.to_vec(), pk.to_vec()))
             .collect();
         assert_eq!(got, want_records, "seed {seed}");
+    }
+
+    /// `Buffer::push` (its short path for the usual record) leaves the buffer exactly as
+    /// `Buffer::push_general` does: bytes, marks, counts, charge and order flag, with sequence
+    /// numbers mostly increasing (sometimes repeated or going back) and every kind of record.
+    #[test]
+    fn push_matches_the_general_push() {
+        for seed in [1u64, 2, 3] {
+            let mut rng = StdRng::seed_from_u64(seed);
+            let mut fast = Buffer::default();
+            let mut general = Buffer::default();
+            let mut seq: SeqNo = 1000;
+            for step in 0..5000 {
+                seq = match rng.gen_range(0..20) {
+                    0 => seq.saturating_sub(rng.gen_range(1..50)),
+                    1 => seq,
+                    _ => seq + rng.gen_range(1..3),
+                };
+                let value_length = [8, 8, 8, 8, 0, 7, 9, 130][rng.gen_range(0..8)];
+                let pk_length = [16, 16, 16, 1, 0, 127, 128, 300][rng.gen_range(0..8)];
+                let value: Vec<u8> = (0..value_length).map(|_| rng.gen()).collect();
+                let pk: Vec<u8> = (0..pk_length).map(|_| rng.gen()).collect();
+                fast.push(&value, seq, &pk);
+                general.push_general(&value, seq, &pk);
+                assert_eq!(fast.bytes, general.bytes, "step {step} seed {seed}");
+                assert_eq!(fast.records, general.records, "step {step} seed {seed}");
+                assert_eq!(fast.charge, general.charge, "step {step} seed {seed}");
+                assert_eq!(fast.last_seq, general.last_seq, "step {step} seed {seed}");
+                assert_eq!(fast.unordered, general.unordered, "step {step} seed {seed}");
+                let marks = |buffer: &Buffer| -> Vec<(SeqNo, usize, usize, usize)> {
+                    buffer
+                        .marks
+                        .iter()
+                        .map(|m| (m.seq, m.offset, m.records_before, m.charge_before))
+                        .collect()
+                };
+                assert_eq!(marks(&fast), marks(&general), "step {step} seed {seed}");
+                if rng.gen_ratio(1, 700) {
+                    // A prune cuts both the same way (records no longer a multiple of the
+                    // mark stride afterwards).
+                    let cut = seq.saturating_sub(rng.gen_range(0..200));
+                    if !fast.unordered {
+                        assert_eq!(
+                            fast.cut_through(cut),
+                            general.cut_through(cut),
+                            "step {step} seed {seed}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// The map's memory charge covers what its buffer has reserved (the first write reserves
+    /// `BUFFER_FIRST_CAPACITY_BYTES`), and a prune of every write gives the memory back.
+    #[test]
+    fn memory_charge_covers_the_reserved_buffer() {
+        let seed = 11;
+        let mut rng = StdRng::seed_from_u64(seed);
+        let map = MemtableMap::default();
+        assert_eq!(map.memory_bytes(), 0);
+        map.insert(&7u64.to_be_bytes(), 1, b"pk1");
+        let reserved = |map: &MemtableMap| map.lock().buffer.reserved_bytes() as u64;
+        assert!(reserved(&map) >= BUFFER_FIRST_CAPACITY_BYTES as u64);
+        assert!(map.memory_bytes() >= reserved(&map));
+        let mut seq = 1;
+        for round in 0..30 {
+            for _ in 0..rng.gen_range(1..3000) {
+                seq += 1;
+                let value: Vec<u8> = (0..rng.gen_range(0..40)).map(|_| rng.gen()).collect();
+                map.insert(&value, seq, format!("pk{seq}").as_bytes());
+            }
+            if rng.gen_ratio(1, 3) {
+                map.prune_through(seq - rng.gen_range(0..seq.min(500)));
+            }
+            if rng.gen_ratio(1, 5) {
+                map.candidates(b"", None, 0, SeqNo::MAX);
+            }
+            let maps = map.lock();
+            let held = maps.buffer.reserved_bytes() + maps.runs_bytes;
+            let charge = maps.runs_bytes + maps.buffer.charge;
+            drop(maps);
+            assert!(
+                map.memory_bytes() >= held as u64,
+                "round {round} seed {seed}: charge {} below reserved {held}",
+                map.memory_bytes()
+            );
+            assert!(
+                map.memory_bytes() >= charge as u64,
+                "round {round} seed {seed}"
+            );
+        }
+        map.prune_through(seq);
+        assert_eq!(map.memory_bytes(), 0);
+        assert!(map.is_empty());
     }
 
     fn sorted(mut v: Vec<(SeqNo, Vec<u8>)>) -> Vec<(SeqNo, Vec<u8>)> {
@@ -653,9 +797,12 @@ mod tests {
             sorted(map.candidates(b"", None, 0, 100).0),
             vec![(11, b"k11".to_vec())]
         );
+        // The sorted entry, and the buffer's reservation (kept for the writes to come).
+        let reserved = map.lock().buffer.reserved_bytes();
+        assert!(reserved > 0);
         assert_eq!(
             map.memory_bytes(),
-            (b"b".len() + b"k11".len() + ENTRY_OVERHEAD_BYTES) as u64
+            (b"b".len() + b"k11".len() + ENTRY_OVERHEAD_BYTES + reserved) as u64
         );
     }
 
@@ -682,10 +829,13 @@ mod tests {
             model.retain(|s, _| *s > pruned);
             let charge: usize = model.values().map(|(v, pk)| charge_of(v, pk)).sum();
             assert_eq!(map.len(), model.len(), "round {round} seed {seed}");
-            assert_eq!(
-                map.memory_bytes(),
-                charge as u64,
-                "round {round} seed {seed}"
+            // At least the records' charge and the buffer's reservation, at most both.
+            let reserved = map.lock().buffer.reserved_bytes() as u64;
+            let charged = map.memory_bytes();
+            let charge = charge as u64;
+            assert!(
+                charged >= charge.max(reserved) && charged <= charge + reserved,
+                "round {round} seed {seed}: charged {charged}, records {charge}, reserved {reserved}"
             );
             if round % 5 == 4 {
                 let want: Vec<(SeqNo, Vec<u8>)> =
