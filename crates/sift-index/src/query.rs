@@ -47,10 +47,10 @@ pub struct Hit {
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct QueryStats {
-    /// Index entries (composite keys, postings, map entries) looked at. A lazy LOOKUP counts
-    /// the postings it read up to and including the first one the top K could not accept
-    /// (postings cancelled by a remove are not counted); the rest of a list is only checked
-    /// for order.
+    /// Index entries (composite keys, postings, map entries) looked at. A lazy LOOKUP or
+    /// RANGE counts, in each component it reads, the postings taken newest first up to and
+    /// including the first one the top K could not accept (postings cancelled by a remove are
+    /// not counted); the postings after that are not examined.
     pub candidates_examined: u64,
     /// Primary-tree reads made to validate candidates.
     pub validations: u64,
