@@ -2,10 +2,14 @@
 //! component's fragments are copied once into an arena and decoded in place (pks borrowed),
 //! and a component that holds one list (newest first, as the format requires) is examined from
 //! its head only until the top K can no longer accept a posting.
+//!
+//! The lazy RANGE (`Query::run_lazy`) reads its components the same way, through
+//! [`Query::collect_fragments`] and the general path [`Query::take_lists`].
 
 use super::Query;
 use crate::error::{IndexError, Result};
 use crate::postings::{PostingIter, PostingRef};
+use sift_lsm::db::ComponentView;
 use sift_lsm::{ComponentId, SeqNo, ValueKind};
 use std::cmp::Reverse;
 use std::collections::{HashMap, HashSet};
@@ -40,6 +44,16 @@ pub(super) struct ListSpan {
     end: usize,
 }
 
+/// The fragments of one component in the query's range, each copied once into an arena (a
+/// key once, however many fragments it has): refilled by [`Query::collect_fragments`] for
+/// each component, its buffers reused.
+#[derive(Default)]
+pub(super) struct ComponentFragments {
+    arena: Vec<u8>,
+    keys: Vec<Vec<u8>>,
+    lists: Vec<ListSpan>,
+}
+
 impl Query<'_> {
     /// Lazy LOOKUP: component by component, newest first, stopping after the first component
     /// at which K valid hits are known. Hits are exactly those of the general lazy path: a
@@ -50,46 +64,59 @@ impl Query<'_> {
         let mut removed = RemovedPostings::default();
         // Keys whose base (a full list or a delete) was met: nothing below them counts.
         let mut based: HashSet<Vec<u8>> = HashSet::new();
-        let mut arena: Vec<u8> = Vec::new();
-        let mut lists: Vec<ListSpan> = Vec::new();
+        let mut fragments = ComponentFragments::default();
         for id in view.ids() {
             self.stats.components_read += 1;
-            let mut keys: Vec<Vec<u8>> = Vec::new();
-            arena.clear();
-            lists.clear();
-            let mut iter = view.iter(id)?;
-            iter.seek(&self.start)?;
-            while iter.valid() && self.in_range(iter.user_key()) {
-                let key = iter.user_key();
-                if !based.contains(key) {
-                    let kind = iter.kind();
-                    if kind != ValueKind::Delete {
-                        if keys.last().is_none_or(|last| last.as_slice() != key) {
-                            keys.push(key.to_vec());
-                        }
-                        let start = arena.len();
-                        arena.extend_from_slice(iter.value());
-                        lists.push(ListSpan {
-                            key: keys.len() - 1,
-                            start,
-                            end: arena.len(),
-                        });
-                    }
-                    if kind != ValueKind::Merge {
-                        based.insert(key.to_vec());
-                    }
-                }
-                iter.next()?;
-            }
-            drop(iter);
-            if let [list] = lists[..] {
-                self.take_single_list(id, &arena, &keys, list, &mut removed)?;
+            self.collect_fragments(&view, id, &mut based, &mut fragments)?;
+            if let [list] = fragments.lists[..] {
+                self.take_single_list(id, &fragments.arena, &fragments.keys, list, &mut removed)?;
             } else {
-                self.take_lists(id, &arena, &keys, &lists, &mut removed)?;
+                self.take_lists(id, &fragments, &mut removed)?;
             }
             if self.top.is_full() {
                 break;
             }
+        }
+        Ok(())
+    }
+
+    /// Copies the fragments of component `id` in the query's range into `fragments`, except
+    /// those of keys in `based` (a newer component holds their base), and adds to `based` the
+    /// keys whose base (a full list or a delete) this component holds.
+    pub(super) fn collect_fragments(
+        &self,
+        view: &ComponentView,
+        id: ComponentId,
+        based: &mut HashSet<Vec<u8>>,
+        fragments: &mut ComponentFragments,
+    ) -> Result<()> {
+        let ComponentFragments { arena, keys, lists } = fragments;
+        arena.clear();
+        keys.clear();
+        lists.clear();
+        let mut iter = view.iter(id)?;
+        iter.seek(&self.start)?;
+        while iter.valid() && self.in_range(iter.user_key()) {
+            let key = iter.user_key();
+            if !based.contains(key) {
+                let kind = iter.kind();
+                if kind != ValueKind::Delete {
+                    if keys.last().is_none_or(|last| last.as_slice() != key) {
+                        keys.push(key.to_vec());
+                    }
+                    let start = arena.len();
+                    arena.extend_from_slice(iter.value());
+                    lists.push(ListSpan {
+                        key: keys.len() - 1,
+                        start,
+                        end: arena.len(),
+                    });
+                }
+                if kind != ValueKind::Merge {
+                    based.insert(key.to_vec());
+                }
+            }
+            iter.next()?;
         }
         Ok(())
     }
@@ -185,11 +212,10 @@ impl Query<'_> {
     pub(super) fn take_lists(
         &mut self,
         component: ComponentId,
-        arena: &[u8],
-        keys: &[Vec<u8>],
-        lists: &[ListSpan],
+        fragments: &ComponentFragments,
         removed: &mut RemovedPostings,
     ) -> Result<()> {
+        let ComponentFragments { arena, keys, lists } = fragments;
         let mut adds: Vec<(SeqNo, &[u8], usize)> = Vec::new();
         for list in lists {
             let postings = PostingIter::new(&arena[list.start..list.end])

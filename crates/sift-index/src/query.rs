@@ -33,6 +33,7 @@ mod composite_bounded;
 
 #[path = "lazy_point.rs"]
 mod lazy_point;
+use lazy_point::{ComponentFragments, RemovedPostings};
 
 /// One result: the document's live version.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,10 +47,10 @@ pub struct Hit {
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct QueryStats {
-    /// Index entries (composite keys, postings, map entries) looked at. A lazy LOOKUP counts
-    /// the postings it read up to and including the first one the top K could not accept
-    /// (postings cancelled by a remove are not counted); the rest of a list is only checked
-    /// for order.
+    /// Index entries (composite keys, postings, map entries) looked at. A lazy LOOKUP or
+    /// RANGE counts, in each component it reads, the postings taken newest first up to and
+    /// including the first one the top K could not accept (postings cancelled by a remove are
+    /// not counted); the postings after that are not examined.
     pub candidates_examined: u64,
     /// Primary-tree reads made to validate candidates.
     pub validations: u64,
@@ -551,58 +552,14 @@ impl Query<'_> {
         let tree = self.index.stand_alone_tree()?;
         let view = self.engine.components(tree, &self.read)?;
         let ids = view.ids();
-        let mut removed: HashSet<(Vec<u8>, SeqNo)> = HashSet::new();
+        let mut removed = RemovedPostings::default();
         // Keys whose base (a full list or a delete) was met: nothing below them counts.
         let mut based: HashSet<Vec<u8>> = HashSet::new();
+        let mut fragments = ComponentFragments::default();
         for (position, id) in ids.iter().enumerate() {
             self.stats.components_read += 1;
-            // Postings with the index (in `keys`) of the key they are filed under: a key is
-            // copied once, not once per posting.
-            let mut keys: Vec<Vec<u8>> = Vec::new();
-            let mut adds: Vec<(usize, Posting)> = Vec::new();
-            let mut iter = view.iter(*id)?;
-            iter.seek(&self.start)?;
-            while iter.valid() && self.in_range(iter.user_key()) {
-                let key = iter.user_key();
-                if !based.contains(key) {
-                    let kind = iter.kind();
-                    if kind != ValueKind::Delete {
-                        let list = decode_postings(iter.value())
-                            .map_err(|e| self.corrupt("posting fragment", &e))?;
-                        if keys.last().is_none_or(|last| last.as_slice() != key) {
-                            keys.push(key.to_vec());
-                        }
-                        let key_index = keys.len() - 1;
-                        for posting in list {
-                            if posting.remove {
-                                removed.insert((posting.pk, posting.seq));
-                            } else {
-                                adds.push((key_index, posting));
-                            }
-                        }
-                    }
-                    if kind != ValueKind::Merge {
-                        based.insert(key.to_vec());
-                    }
-                }
-                iter.next()?;
-            }
-            adds.sort_by_key(|(_, posting)| Reverse(posting.seq));
-            for (key_index, posting) in adds {
-                // A posting cancelled by a remove fragment is not a candidate.
-                let seq = posting.seq;
-                let key = (posting.pk, seq);
-                if !removed.is_empty() && removed.contains(&key) {
-                    continue;
-                }
-                self.stats.candidates_examined += 1;
-                if !self.top.would_accept(seq) {
-                    continue;
-                }
-                if !self.emitted.contains(&key.0) {
-                    self.validate_owned(key.0, &keys[key_index], Some(seq), false)?;
-                }
-            }
+            self.collect_fragments(&view, *id, &mut based, &mut fragments)?;
+            self.take_lists(*id, &fragments, &mut removed)?;
             if !self.top.is_full() {
                 continue;
             }

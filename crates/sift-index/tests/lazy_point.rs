@@ -1,7 +1,8 @@
 //! Lazy LOOKUP of a heavy value: the point path stops reading a newest-first list once the
 //! top K is settled, and its hits equal a brute-force filter over a model of the collection; a
 //! stored list that breaks the format's newest-first order is reported as corrupt where the
-//! stream meets the break.
+//! stream meets the break. Lazy RANGE, which reads its components through the same code, is
+//! checked against the model too.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
@@ -135,6 +136,68 @@ fn heavy_value_in_a_fully_compacted_tree_matches_brute_force() {
         examined < live_heavy / 2,
         "seed {seed}: top-10 examined {examined} of {live_heavy} live postings"
     );
+}
+
+/// Lazy RANGE against the model, before and after a full compaction, for limits 1, 10 and
+/// none: hits are the live documents in `[lo, hi]`, newest first. A top-10 RANGE of the heavy
+/// value in the compacted tree (one list) examines postings only until the top K cannot accept
+/// one, not every posting of the component.
+#[test]
+fn range_matches_brute_force_and_examines_only_what_the_top_k_needs() {
+    let seed = 0x1a23_u64.wrapping_add(7);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let (db, _) = setup(dir.path());
+    let (model, _) = load(&db, &mut rng, 4000);
+    let live_heavy = expected(&model, None).len() as u64;
+    assert!(
+        live_heavy > 300,
+        "seed {seed}: a heavy value ({live_heavy})"
+    );
+    for compacted in [false, true] {
+        if compacted {
+            db.flush().unwrap();
+            db.compact_all().unwrap();
+        }
+        for (lo, hi) in [(HEAVY, HEAVY), (HEAVY - 2, HEAVY + 3), (0, 19)] {
+            for name in INDEXES {
+                for limit in [Some(1), Some(10), None] {
+                    let result = db
+                        .range(
+                            "docs",
+                            name,
+                            &AttrValue::Int(lo),
+                            &AttrValue::Int(hi),
+                            limit,
+                        )
+                        .unwrap();
+                    let got: Vec<(String, u64)> = result
+                        .hits
+                        .iter()
+                        .map(|hit| (String::from_utf8(hit.pk.clone()).unwrap(), hit.seq))
+                        .collect();
+                    let mut want: Vec<(String, u64)> = model
+                        .iter()
+                        .filter(|(_, (n, _))| (lo..=hi).contains(n))
+                        .map(|(pk, (_, seq))| (pk.clone(), *seq))
+                        .collect();
+                    want.sort_by_key(|(_, seq)| std::cmp::Reverse(*seq));
+                    want.truncate(limit.unwrap_or(usize::MAX));
+                    let what = format!(
+                        "seed {seed}, compacted {compacted}, [{lo}, {hi}], {name}, limit {limit:?}"
+                    );
+                    assert_eq!(got, want, "{what}");
+                    if compacted && lo == hi && limit == Some(10) {
+                        let examined = result.stats.candidates_examined;
+                        assert!(
+                            examined < live_heavy / 2,
+                            "{what}: examined {examined} of {live_heavy} live postings"
+                        );
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Lists that break the format's order (written straight into the index tree, bypassing the
@@ -513,18 +576,23 @@ fn malformed_lists_are_corruption_errors() {
                 let fragment = encode_postings(&[Posting::add(b"p0003", 1)]);
                 db.engine().merge(&tree, &key, &fragment).unwrap();
             }
+            let heavy = AttrValue::Int(HEAVY);
             for limit in [Some(1), Some(10), None] {
-                let error = db
-                    .lookup("docs", INDEXES[0], &AttrValue::Int(HEAVY), limit)
-                    .expect_err(what)
-                    .to_string();
-                let component = if flush { "Level0File" } else { "Memtable" };
-                assert!(
-                    error.contains("corrupt posting fragment in")
-                        && error.contains(component)
-                        && error.contains("offset"),
-                    "{what}, flush {flush}, limit {limit:?}: {error}"
-                );
+                // LOOKUP, and RANGE (which reads components through the same code).
+                let errors = [
+                    db.lookup("docs", INDEXES[0], &heavy, limit),
+                    db.range("docs", INDEXES[0], &heavy, &heavy, limit),
+                ];
+                for (query, result) in ["lookup", "range"].into_iter().zip(errors) {
+                    let error = result.expect_err(what).to_string();
+                    let component = if flush { "Level0File" } else { "Memtable" };
+                    assert!(
+                        error.contains("corrupt posting fragment in")
+                            && error.contains(component)
+                            && error.contains("offset"),
+                        "{what}, {query}, flush {flush}, limit {limit:?}: {error}"
+                    );
+                }
             }
         }
     }
