@@ -108,13 +108,25 @@ fn check(db: &Database, model: &Model, seed: u64, what: &str) -> u64 {
     examined_top10
 }
 
-#[test]
-fn heavy_value_in_a_fully_compacted_tree_matches_brute_force() {
-    let seed = 0x1a23_u64.wrapping_add(3);
+/// A database loaded with 4000 writes from `seed`, its model, and the number of live documents
+/// holding the heavy value (asserted to be over 300, so a top-10 reads a fraction of them).
+fn loaded_with_a_heavy_value(seed: u64) -> (tempfile::TempDir, Database, Model, u64) {
     let mut rng = StdRng::seed_from_u64(seed);
     let dir = tempfile::tempdir().unwrap();
     let (db, _) = setup(dir.path());
     let (model, _) = load(&db, &mut rng, 4000);
+    let live_heavy = expected(&model, None).len() as u64;
+    assert!(
+        live_heavy > 300,
+        "seed {seed}: a heavy value ({live_heavy})"
+    );
+    (dir, db, model, live_heavy)
+}
+
+#[test]
+fn heavy_value_in_a_fully_compacted_tree_matches_brute_force() {
+    let seed = 0x1a23_u64.wrapping_add(3);
+    let (_dir, db, model, live_heavy) = loaded_with_a_heavy_value(seed);
     db.flush().unwrap();
     db.compact_all().unwrap();
     assert!(
@@ -124,11 +136,6 @@ fn heavy_value_in_a_fully_compacted_tree_matches_brute_force() {
             .iter()
             .all(|tree| tree.levels[0].files == 0),
         "seed {seed}: everything compacted out of L0"
-    );
-    let live_heavy = expected(&model, None).len() as u64;
-    assert!(
-        live_heavy > 300,
-        "seed {seed}: a heavy value ({live_heavy})"
     );
     let examined = check(&db, &model, seed, "compacted");
     // The newest-first list is read only from its head (stale postings may precede hits).
@@ -145,15 +152,7 @@ fn heavy_value_in_a_fully_compacted_tree_matches_brute_force() {
 #[test]
 fn range_matches_brute_force_and_examines_only_what_the_top_k_needs() {
     let seed = 0x1a23_u64.wrapping_add(7);
-    let mut rng = StdRng::seed_from_u64(seed);
-    let dir = tempfile::tempdir().unwrap();
-    let (db, _) = setup(dir.path());
-    let (model, _) = load(&db, &mut rng, 4000);
-    let live_heavy = expected(&model, None).len() as u64;
-    assert!(
-        live_heavy > 300,
-        "seed {seed}: a heavy value ({live_heavy})"
-    );
+    let (_dir, db, model, live_heavy) = loaded_with_a_heavy_value(seed);
     for compacted in [false, true] {
         if compacted {
             db.flush().unwrap();

@@ -315,9 +315,9 @@ impl AsyncCore {
                 break Ok(false);
             }
             self.queue.wake_workers();
+            let retry_at = Instant::now() + Duration::from_millis(20);
             self.queue
-                .progress
-                .wait_for(&mut state, Duration::from_millis(20));
+                .wait_until(&self.queue.progress, &mut state, retry_at);
         };
         state.progress_waiters -= 1;
         outcome

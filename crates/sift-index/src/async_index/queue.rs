@@ -198,7 +198,7 @@ pub(crate) struct Inbox {
     /// Applied items for the writes to reuse (see [`QueueState::spare_items`]), handed over
     /// a whole vector at a time.
     spare_items: Vec<Arc<Item>>,
-    /// Workers sleeping until a write wakes them ([`UpdateQueue::park_until_pushed`]).
+    /// Workers sleeping until a write wakes them ([`UpdateQueue::park`]).
     workers_parked: usize,
 }
 
@@ -238,7 +238,7 @@ impl UpdateQueue {
 
     /// Moves the inbox's items into their shards (under the state lock, so in the order they
     /// were pushed), and hands the inbox the spare items if it ran out.
-    pub fn absorb(&self, state: &mut QueueState) {
+    fn absorb(&self, state: &mut QueueState) {
         {
             let mut inbox = self.inbox.lock();
             if inbox.items.is_empty() && !inbox.spare_items.is_empty() {
@@ -256,17 +256,33 @@ impl UpdateQueue {
         state.absorbing = absorbing;
     }
 
-    /// Sleeps (without the state lock) until a write pushes something, `wake_workers` is
-    /// called, or `timeout` passes; at once if the inbox holds items. The check and the wait
-    /// are under the inbox lock, which a write holds while it pushes and decides to wake: so
-    /// no write's wake-up is missed.
-    pub fn park_until_pushed(&self, timeout: Duration) {
-        let mut inbox = self.inbox.lock();
-        if inbox.items.is_empty() {
-            inbox.workers_parked += 1;
-            self.parked.wait_for(&mut inbox, timeout);
-            inbox.workers_parked -= 1;
-        }
+    /// Waits on `condition` (`work` or `progress`) with the state lock until `deadline`, then
+    /// moves in what was pushed meanwhile: every wait on the state goes through here or
+    /// [`UpdateQueue::park`], so the holder always sees every item pushed so far.
+    pub fn wait_until(
+        &self,
+        condition: &Condvar,
+        state: &mut MutexGuard<'_, QueueState>,
+        deadline: Instant,
+    ) {
+        condition.wait_until(state, deadline);
+        self.absorb(state);
+    }
+
+    /// Sleeps without the state lock until a write pushes something, `wake_workers` is called,
+    /// or `timeout` passes; at once if the inbox holds items. The check and the wait are under
+    /// the inbox lock, which a write holds while it pushes and decides to wake: so no write's
+    /// wake-up is missed.
+    pub fn park(&self, state: &mut MutexGuard<'_, QueueState>, timeout: Duration) {
+        MutexGuard::unlocked(state, || {
+            let mut inbox = self.inbox.lock();
+            if inbox.items.is_empty() {
+                inbox.workers_parked += 1;
+                self.parked.wait_for(&mut inbox, timeout);
+                inbox.workers_parked -= 1;
+            }
+        });
+        self.absorb(state);
     }
 
     /// A hash of (collection, pk): FNV-1a, then mixed (splitmix64's finalizer) so that its
@@ -627,8 +643,12 @@ mod tests {
             std::thread::scope(|scope| {
                 let worker = scope.spawn(|| {
                     let started = Instant::now();
-                    queue.park_until_pushed(Duration::from_secs(30));
-                    started.elapsed()
+                    // As a worker does: it parks only when nothing is queued.
+                    let mut state = queue.lock();
+                    if state.length() == 0 {
+                        queue.park(&mut state, Duration::from_secs(30));
+                    }
+                    (started.elapsed(), state.length())
                 });
                 if round % 2 == 0 {
                     // Sometimes only once the worker is asleep.
@@ -638,11 +658,12 @@ mod tests {
                 }
                 push_one(&queue, round + 1);
                 queue.wake_if_requested();
-                let slept = worker.join().unwrap_or(Duration::MAX);
+                let (slept, queued) = worker.join().unwrap_or((Duration::MAX, 0));
                 assert!(
                     slept < Duration::from_secs(20),
                     "round {round}: the worker missed the wake-up and slept {slept:?}"
                 );
+                assert_eq!(queued, 1, "round {round}: the woken worker sees the write");
             });
         }
     }

@@ -258,7 +258,6 @@ impl Worker {
             let batch: Vec<(Arc<Item>, bool)> = {
                 let mut state = queue.lock();
                 loop {
-                    queue.absorb(&mut state);
                     if state.shutting_down {
                         return;
                     }
@@ -287,7 +286,7 @@ impl Worker {
                             && state.progress_waiters == 0
                             && gather_until.is_some_and(|until| Instant::now() < until);
                         if let (true, Some(until)) = (coalescing, gather_until) {
-                            queue.work.wait_until(&mut state, until);
+                            queue.wait_until(&queue.work, &mut state, until);
                             continue;
                         }
                         let shard = &state.shards[self.shard];
@@ -306,12 +305,10 @@ impl Worker {
                     if !state.shards[self.shard].items.is_empty()
                         || last_work.elapsed() < ACTIVE_WINDOW
                     {
-                        queue.work.wait_for(&mut state, POLL_WAIT);
+                        queue.wait_until(&queue.work, &mut state, Instant::now() + POLL_WAIT);
                     } else {
                         // Parked without the state lock: a write wakes it through the inbox.
-                        parking_lot::MutexGuard::unlocked(&mut state, || {
-                            queue.park_until_pushed(PARKED_WAIT);
-                        });
+                        queue.park(&mut state, PARKED_WAIT);
                     }
                 }
             };
@@ -368,9 +365,10 @@ impl Worker {
             .saturating_mul(1u32 << attempts.saturating_sub(1).min(20))
             .min(options.retry_backoff_max);
         let deadline = Instant::now() + delay;
-        let mut state = self.core.queue.lock();
+        let queue = &self.core.queue;
+        let mut state = queue.lock();
         while !state.shutting_down && Instant::now() < deadline {
-            self.core.queue.work.wait_until(&mut state, deadline);
+            queue.wait_until(&queue.work, &mut state, deadline);
         }
     }
 
