@@ -641,3 +641,82 @@ fn a_failing_resumed_build_is_reported_and_resumed_again() {
         &format!("seed {seed}: after the second resume"),
     );
 }
+
+/// The names of `db`'s running background threads.
+fn background_thread_names(db: &Database) -> Vec<String> {
+    db.engine()
+        .background_thread_ids()
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect()
+}
+
+/// The thread of a resumed build is listed among the engine's background threads while it
+/// runs and leaves the list when it ends; the index workers and the engine's own threads,
+/// which live as long as the database, stay listed.
+#[test]
+fn the_build_thread_leaves_the_background_thread_list_when_it_ends() {
+    let seed = seed();
+    let _guard = SeedGuard(seed);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let mut model = Model::new();
+    {
+        let db = Database::open(dir.path(), options(IndexBuildsAtOpen::Resume)).unwrap();
+        db.create_collection("docs", "id").unwrap();
+        fill(&db, &mut model, &mut rng);
+        create_interrupted(&db, 1, seed);
+    }
+    // The build waits after its first table until the test has looked.
+    let (file_done, files_done) = mpsc::channel::<()>();
+    let (go_on, go) = mpsc::channel::<()>();
+    let go = parking_lot::Mutex::new(go);
+    let db = open_with_progress(dir.path(), move |progress| {
+        if !progress.finished {
+            let _ = file_done.send(());
+            let _ = go.lock().recv_timeout(Duration::from_secs(10));
+        }
+    });
+    files_done
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the resumed build reports its first table");
+    let is_worker = |name: &String| name.starts_with("sift-index-async-");
+    // The workers enter the list as they start.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !background_thread_names(&db).iter().any(is_worker) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let during = background_thread_names(&db);
+    assert!(
+        during.iter().any(|name| name == "sift-index-build"),
+        "seed {seed}: {during:?}"
+    );
+    let workers = during.iter().filter(|name| is_worker(name)).count();
+    assert!(workers > 0, "seed {seed}: {during:?}");
+    // No more waiting: the build runs to its end, and `wait_for_index_builds` joins it.
+    drop(go_on);
+    let status = db.wait_for_index_builds();
+    assert!(status.failures.is_empty(), "seed {seed}: {status:?}");
+    assert_eq!(
+        status.finished.len(),
+        INDEXES.len(),
+        "seed {seed}: {status:?}"
+    );
+    let after = background_thread_names(&db);
+    assert!(
+        !after.iter().any(|name| name == "sift-index-build"),
+        "seed {seed}: {after:?}"
+    );
+    assert_eq!(
+        after.iter().filter(|name| is_worker(name)).count(),
+        workers,
+        "seed {seed}: {after:?}"
+    );
+    for name in ["sift-flush", "sift-wal-presync", "sift-compact-0"] {
+        assert!(
+            after.iter().any(|n| n == name),
+            "seed {seed}: {name}: {after:?}"
+        );
+    }
+    db.close().unwrap();
+}
