@@ -553,32 +553,15 @@ mod tests {
     #[cfg(feature = "sift")]
     #[test]
     fn cpu_lists_parse_and_are_checked() {
-        let args = parse(&["--background-cpus", "4,1-2", "--client-cpus", "0"]).unwrap();
-        assert_eq!(args.background_cpus, Some(vec![1, 2, 4]));
-        assert_eq!(args.client_cpus, Some(vec![0]));
-        let unset = parse(&[]).unwrap();
-        assert_eq!((unset.background_cpus, unset.client_cpus), (None, None));
-        assert!(parse(&["--client-cpus", "x"]).is_err());
-        assert!(parse(&["--background-cpus", ""]).is_err());
-
-        let allowed = sift_lsm::cpu_affinity::process_allowed_cpus();
-        let first = allowed[0].to_string();
-        let config = parse(&["--background-cpus", &first, "--client-cpus", &first])
-            .unwrap()
-            .config()
-            .unwrap();
-        assert_eq!(config.background_cpus, Some(vec![allowed[0]]));
-        assert_eq!(config.client_cpus, Some(vec![allowed[0]]));
-        if cfg!(target_os = "linux") {
-            for option in ["--background-cpus", "--client-cpus"] {
-                let error = parse(&[option, "4096"]).unwrap().config().unwrap_err();
-                assert!(
-                    error.message().starts_with(&format!("{option}: CPU 4096 ")),
-                    "{error}"
-                );
-            }
-        }
-        let suite = parse(&["--next-suite", "windows", "--client-cpus", &first]).unwrap();
+        crate::pinning::check_cpu_options(&|arguments| {
+            let args = parse(arguments).map_err(|e| e.to_string())?;
+            let configured = args
+                .config()
+                .map(|config| (config.background_cpus, config.client_cpus))
+                .map_err(|e| e.to_string());
+            Ok(((args.background_cpus, args.client_cpus), configured))
+        });
+        let suite = parse(&["--next-suite", "windows", "--client-cpus", "0"]).unwrap();
         let error = run_from_args(&suite, &mut |_, _| {
             Err(BenchError::new("must not be opened"))
         })

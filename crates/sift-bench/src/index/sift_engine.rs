@@ -613,15 +613,7 @@ mod tests {
         }
         assert!(rows.iter().any(|row| row.phase == "load"));
         assert!(rows.iter().any(|row| row.op == "LOOKUP"));
-        for row in &rows {
-            let json = serde_json::to_value(row).expect("json");
-            assert_eq!(
-                json["background_cpus"],
-                serde_json::json!([first]),
-                "{json}"
-            );
-            assert_eq!(json["client_cpus"], serde_json::json!([first]), "{json}");
-        }
+        crate::pinning::assert_rows_report_pinning(&rows, first);
         if cfg!(target_os = "linux") {
             let (dir, args) = parse("4096");
             let error = crate::index::run_from_args(&args, &mut SiftIndexEngine::open_boxed)
@@ -641,17 +633,7 @@ mod tests {
             .engine()
             .background_thread_ids()
             .into_iter()
-            .map(|(name, id)| {
-                let cpus = std::fs::read_to_string(format!("/proc/self/task/{id}/status"))
-                    .ok()
-                    .and_then(|status| {
-                        status
-                            .lines()
-                            .find_map(|line| line.strip_prefix("Cpus_allowed_list:"))
-                            .map(|list| list.trim().to_owned())
-                    });
-                (name, cpus)
-            })
+            .map(|(name, id)| (name, crate::pinning::thread_cpu_list(id)))
             .collect()
     }
 

@@ -803,9 +803,10 @@ mod tests {
         let (entered, listed) = std::sync::mpsc::channel();
         let (finish, finished) = std::sync::mpsc::channel::<()>();
         std::thread::scope(|scope| {
+            let db = &db;
             std::thread::Builder::new()
                 .name("test-one-off".into())
-                .spawn_scoped(scope, || {
+                .spawn_scoped(scope, move || {
                     let _registration = db.enter_background_thread();
                     entered.send(()).expect("send");
                     let _ = finished.recv();
@@ -813,10 +814,10 @@ mod tests {
                 .expect("spawn");
             listed.recv().expect("the thread entered");
             assert_eq!(
-                names(&db).iter().filter(|n| *n == "test-one-off").count(),
+                names(db).iter().filter(|n| *n == "test-one-off").count(),
                 1,
                 "{:?}",
-                names(&db)
+                names(db)
             );
             finish.send(()).expect("send");
         });
