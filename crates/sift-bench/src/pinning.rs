@@ -104,77 +104,78 @@ pub fn pinning_description(
     )
 }
 
-/// The calling thread's CPUs as the kernel lists them (`Cpus_allowed_list` of Linux `/proc`),
-/// for tests that check where a thread ran.
+/// What tests of the benchmarks' pinning share.
 #[cfg(test)]
-pub(crate) fn current_thread_cpu_list() -> Option<String> {
-    cpu_list_in("/proc/thread-self/status")
-}
-
-/// The CPUs of this process's thread `thread_id` (Linux), as `current_thread_cpu_list`.
-#[cfg(test)]
-pub(crate) fn thread_cpu_list(thread_id: i64) -> Option<String> {
-    cpu_list_in(&format!("/proc/self/task/{thread_id}/status"))
-}
-
-#[cfg(test)]
-fn cpu_list_in(status_path: &str) -> Option<String> {
-    std::fs::read_to_string(status_path)
-        .ok()?
-        .lines()
-        .find_map(|line| line.strip_prefix("Cpus_allowed_list:"))
-        .map(|list| list.trim().to_owned())
-}
-
-/// The (background, client) CPU lists of parsed arguments or of a configuration.
-#[cfg(all(test, feature = "sift"))]
-pub(crate) type CpuLists = (Option<Vec<usize>>, Option<Vec<usize>>);
-
-/// Checks a benchmark's `--background-cpus` and `--client-cpus`: `parse_and_configure` parses
-/// the arguments (an error: refused by the parser) and returns the lists the arguments carry
-/// and those of the checked configuration (or its error). The lists parse as `taskset -c`
-/// takes them; a CPU this process may not use is refused, naming the option and the CPU.
-#[cfg(all(test, feature = "sift"))]
-pub(crate) fn check_cpu_options(
-    parse_and_configure: &dyn Fn(&[&str]) -> Result<(CpuLists, Result<CpuLists, String>), String>,
-) {
-    let (parsed, _) =
-        parse_and_configure(&["--background-cpus", "4,1-2", "--client-cpus", "0"]).unwrap();
-    assert_eq!(parsed, (Some(vec![1, 2, 4]), Some(vec![0])));
-    let (unset, configured) = parse_and_configure(&[]).unwrap();
-    assert_eq!(unset, (None, None));
-    assert_eq!(configured, Ok((None, None)));
-    for bad in [["--client-cpus", "x"], ["--background-cpus", "3-1"]] {
-        assert!(parse_and_configure(&bad).is_err(), "{bad:?}");
+pub(crate) mod test_support {
+    /// The calling thread's CPUs as the kernel lists them (`Cpus_allowed_list` of Linux
+    /// `/proc`), for tests that check where a thread ran.
+    pub(crate) fn current_thread_cpu_list() -> Option<String> {
+        cpu_list_in("/proc/thread-self/status")
     }
-    let allowed = sift_lsm::cpu_affinity::process_allowed_cpus();
-    let first = allowed[0].to_string();
-    let (_, configured) =
-        parse_and_configure(&["--background-cpus", &first, "--client-cpus", &first]).unwrap();
-    assert_eq!(
-        configured,
-        Ok((Some(vec![allowed[0]]), Some(vec![allowed[0]])))
-    );
-    if cfg!(target_os = "linux") {
-        for option in ["--background-cpus", "--client-cpus"] {
-            let (_, configured) = parse_and_configure(&[option, "4096"]).unwrap();
-            let error = configured.unwrap_err();
-            assert!(
-                error.starts_with(&format!("{option}: CPU 4096 ")),
-                "{error}"
-            );
+
+    /// The CPUs of this process's thread `thread_id` (Linux), as `current_thread_cpu_list`.
+    pub(crate) fn thread_cpu_list(thread_id: i64) -> Option<String> {
+        cpu_list_in(&format!("/proc/self/task/{thread_id}/status"))
+    }
+
+    fn cpu_list_in(status_path: &str) -> Option<String> {
+        std::fs::read_to_string(status_path)
+            .ok()?
+            .lines()
+            .find_map(|line| line.strip_prefix("Cpus_allowed_list:"))
+            .map(|list| list.trim().to_owned())
+    }
+
+    /// The (background, client) CPU lists of parsed arguments or of a configuration.
+    pub(crate) type CpuLists = (Option<Vec<usize>>, Option<Vec<usize>>);
+
+    /// Parses arguments (an error: refused by the parser) into the lists they carry and
+    /// those of the checked configuration (or its error).
+    pub(crate) type ParseAndConfigure<'a> =
+        dyn Fn(&[&str]) -> Result<(CpuLists, Result<CpuLists, String>), String> + 'a;
+
+    /// Checks a benchmark's `--background-cpus` and `--client-cpus`: the lists parse as
+    /// `taskset -c` takes them and reach the configuration; a CPU this process may not use
+    /// is refused, naming the option and the CPU.
+    #[cfg(feature = "sift")]
+    pub(crate) fn check_cpu_options(parse_and_configure: &ParseAndConfigure<'_>) {
+        let (parsed, _) =
+            parse_and_configure(&["--background-cpus", "4,1-2", "--client-cpus", "0"]).unwrap();
+        assert_eq!(parsed, (Some(vec![1, 2, 4]), Some(vec![0])));
+        let (unset, configured) = parse_and_configure(&[]).unwrap();
+        assert_eq!(unset, (None, None));
+        assert_eq!(configured, Ok((None, None)));
+        for bad in [["--client-cpus", "x"], ["--background-cpus", "3-1"]] {
+            assert!(parse_and_configure(&bad).is_err(), "{bad:?}");
+        }
+        let allowed = sift_lsm::cpu_affinity::process_allowed_cpus();
+        let first = allowed[0].to_string();
+        let (_, configured) =
+            parse_and_configure(&["--background-cpus", &first, "--client-cpus", &first]).unwrap();
+        assert_eq!(
+            configured,
+            Ok((Some(vec![allowed[0]]), Some(vec![allowed[0]])))
+        );
+        if cfg!(target_os = "linux") {
+            for option in ["--background-cpus", "--client-cpus"] {
+                let (_, configured) = parse_and_configure(&[option, "4096"]).unwrap();
+                let error = configured.unwrap_err();
+                assert!(
+                    error.starts_with(&format!("{option}: CPU 4096 ")),
+                    "{error}"
+                );
+            }
         }
     }
-}
 
-/// Every row of a run pinned to `cpu` (background and clients) says so in its JSON.
-#[cfg(all(test, feature = "sift"))]
-pub(crate) fn assert_rows_report_pinning<Row: serde::Serialize>(rows: &[Row], cpu: usize) {
-    assert!(!rows.is_empty());
-    for row in rows {
-        let json = serde_json::to_value(row).unwrap();
-        assert_eq!(json["background_cpus"], serde_json::json!([cpu]), "{json}");
-        assert_eq!(json["client_cpus"], serde_json::json!([cpu]), "{json}");
+    /// Every row of a run pinned to `cpu` (background and clients) says so in its JSON.
+    pub(crate) fn assert_rows_report_pinning<Row: serde::Serialize>(rows: &[Row], cpu: usize) {
+        assert!(!rows.is_empty());
+        for row in rows {
+            let json = serde_json::to_value(row).unwrap();
+            assert_eq!(json["background_cpus"], serde_json::json!([cpu]), "{json}");
+            assert_eq!(json["client_cpus"], serde_json::json!([cpu]), "{json}");
+        }
     }
 }
 

@@ -553,7 +553,7 @@ mod tests {
     #[cfg(feature = "sift")]
     #[test]
     fn cpu_lists_parse_and_are_checked() {
-        crate::pinning::check_cpu_options(&|arguments| {
+        crate::pinning::test_support::check_cpu_options(&|arguments| {
             let args = parse(arguments).map_err(|e| e.to_string())?;
             let configured = args
                 .config()
@@ -577,7 +577,7 @@ mod tests {
 
     impl CpuNoting {
         fn note(&self) {
-            let cpus = crate::pinning::current_thread_cpu_list();
+            let cpus = crate::pinning::test_support::current_thread_cpu_list();
             self.cpus.lock().unwrap().insert(cpus);
         }
     }
@@ -642,7 +642,7 @@ mod tests {
     #[test]
     fn the_client_thread_runs_on_the_client_cpus() {
         let allowed = sift_lsm::cpu_affinity::process_allowed_cpus();
-        let own = crate::pinning::current_thread_cpu_list();
+        let own = crate::pinning::test_support::current_thread_cpu_list();
         let first = allowed[0].to_string();
         for pinned in [true, false] {
             let mut arguments = vec!["--n", "200", "--gets", "5", "--lookups", "5"];
@@ -654,7 +654,7 @@ mod tests {
             let cpus = std::sync::Arc::default();
             let mut opener_cpus = None;
             let rows = run_from_args(&args, &mut |config, _| {
-                opener_cpus = crate::pinning::current_thread_cpu_list();
+                opener_cpus = crate::pinning::test_support::current_thread_cpu_list();
                 Ok(Box::new(CpuNoting {
                     inner: ReferenceEngine::new(&config.indexes),
                     cpus: std::sync::Arc::clone(&cpus),
@@ -672,7 +672,7 @@ mod tests {
                 "pinned: {pinned}"
             );
             assert_eq!(opener_cpus, own, "pinned: {pinned}");
-            assert_eq!(crate::pinning::current_thread_cpu_list(), own);
+            assert_eq!(crate::pinning::test_support::current_thread_cpu_list(), own);
             let reported = pinned.then(|| vec![allowed[0]]);
             assert!(rows.iter().all(|row| row.client_cpus == reported));
             assert!(rows.iter().all(|row| row.background_cpus.is_none()));

@@ -613,7 +613,7 @@ mod tests {
         }
         assert!(rows.iter().any(|row| row.phase == "load"));
         assert!(rows.iter().any(|row| row.op == "LOOKUP"));
-        crate::pinning::assert_rows_report_pinning(&rows, first);
+        crate::pinning::test_support::assert_rows_report_pinning(&rows, first);
         if cfg!(target_os = "linux") {
             let (dir, args) = parse("4096");
             let error = crate::index::run_from_args(&args, &mut SiftIndexEngine::open_boxed)
@@ -633,7 +633,7 @@ mod tests {
             .engine()
             .background_thread_ids()
             .into_iter()
-            .map(|(name, id)| (name, crate::pinning::thread_cpu_list(id)))
+            .map(|(name, id)| (name, crate::pinning::test_support::thread_cpu_list(id)))
             .collect()
     }
 

@@ -321,7 +321,7 @@ mod tests {
     #[cfg(feature = "sift")]
     #[test]
     fn cpu_lists_parse_and_are_checked() {
-        crate::pinning::check_cpu_options(&|arguments| {
+        crate::pinning::test_support::check_cpu_options(&|arguments| {
             let args = parse(arguments).map_err(|e| e.to_string())?;
             let configured = args
                 .config()

@@ -554,7 +554,7 @@ mod tests {
             self.putter_cpus
                 .lock()
                 .unwrap()
-                .insert(crate::pinning::current_thread_cpu_list());
+                .insert(crate::pinning::test_support::current_thread_cpu_list());
             self.map
                 .lock()
                 .unwrap()
@@ -666,7 +666,7 @@ mod tests {
     fn client_threads_run_on_the_client_cpus() {
         let format = KeyFormat::new(8, 1000).unwrap();
         let allowed = sift_lsm::cpu_affinity::process_allowed_cpus();
-        let own = crate::pinning::current_thread_cpu_list();
+        let own = crate::pinning::test_support::current_thread_cpu_list();
         for client_cpus in [Some(vec![allowed[0]]), None] {
             let engine = ModelEngine::default();
             let mut config = config(vec![Operation::FillSeq], 3);
@@ -683,7 +683,7 @@ mod tests {
                 std::iter::once(expected).collect(),
                 "client CPUs {client_cpus:?}"
             );
-            assert_eq!(crate::pinning::current_thread_cpu_list(), own);
+            assert_eq!(crate::pinning::test_support::current_thread_cpu_list(), own);
         }
     }
 
