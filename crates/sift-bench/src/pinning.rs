@@ -114,6 +114,7 @@ pub(crate) mod test_support {
     }
 
     /// The CPUs of this process's thread `thread_id` (Linux), as `current_thread_cpu_list`.
+    #[cfg(feature = "sift")]
     pub(crate) fn thread_cpu_list(thread_id: i64) -> Option<String> {
         cpu_list_in(&format!("/proc/self/task/{thread_id}/status"))
     }
@@ -127,10 +128,12 @@ pub(crate) mod test_support {
     }
 
     /// The (background, client) CPU lists of parsed arguments or of a configuration.
+    #[cfg(feature = "sift")]
     pub(crate) type CpuLists = (Option<Vec<usize>>, Option<Vec<usize>>);
 
     /// Parses arguments (an error: refused by the parser) into the lists they carry and
     /// those of the checked configuration (or its error).
+    #[cfg(feature = "sift")]
     pub(crate) type ParseAndConfigure<'a> =
         dyn Fn(&[&str]) -> Result<(CpuLists, Result<CpuLists, String>), String> + 'a;
 
@@ -169,6 +172,7 @@ pub(crate) mod test_support {
     }
 
     /// Every row of a run pinned to `cpu` (background and clients) says so in its JSON.
+    #[cfg(feature = "sift")]
     pub(crate) fn assert_rows_report_pinning<Row: serde::Serialize>(rows: &[Row], cpu: usize) {
         assert!(!rows.is_empty());
         for row in rows {

@@ -570,11 +570,13 @@ mod tests {
     }
 
     /// The reference engine, noting the CPUs of every thread that loads or queries it.
+    #[cfg(all(feature = "sift", target_os = "linux"))]
     struct CpuNoting {
         inner: ReferenceEngine,
         cpus: std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<Option<String>>>>,
     }
 
+    #[cfg(all(feature = "sift", target_os = "linux"))]
     impl CpuNoting {
         fn note(&self) {
             let cpus = crate::pinning::test_support::current_thread_cpu_list();
@@ -582,6 +584,7 @@ mod tests {
         }
     }
 
+    #[cfg(all(feature = "sift", target_os = "linux"))]
     impl IndexEngine for CpuNoting {
         fn name(&self) -> &str {
             self.inner.name()
