@@ -692,9 +692,11 @@ mod tests {
         });
         let lowered = caller.max(7);
         let db = crate::Db::open(dir.path(), options).expect("open");
+        // The WAL presync thread too may not have registered yet.
         wait_for(|| {
             nice_of(&db, "sift-compact-0") == Some(lowered)
                 && nice_of(&db, "sift-flush") == Some(lowered)
+                && nice_of(&db, "sift-wal-presync").is_some()
         });
         assert_eq!(nice_of(&db, "sift-flush"), Some(lowered));
         assert_eq!(nice_of(&db, "sift-compact-0"), Some(lowered));
