@@ -20,6 +20,7 @@
 
 use crate::hiccup::{self, Hiccups};
 use crate::kv::BenchError;
+use crate::pinning::{self, parse_cpus, pin_client, pinning_description};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
@@ -209,11 +210,6 @@ pub struct Settings {
     pub seed: u64,
 }
 
-/// A CPU list in the kernel's format (`0-1,3`), for `--background-cpus` and `--client-cpus`.
-pub fn parse_cpus(text: &str) -> Result<Vec<usize>, String> {
-    sift_lsm::cpu_affinity::parse_cpu_list(text).map_err(|e| e.to_string())
-}
-
 /// The machine's noise where the clients run: on a thread pinned as they are.
 fn machine_noise(client_cpus: Option<&[usize]>) -> Result<Hiccups, BenchError> {
     std::thread::scope(|scope| {
@@ -225,15 +221,6 @@ fn machine_noise(client_cpus: Option<&[usize]>) -> Result<Hiccups, BenchError> {
             .join()
             .map_err(|_| BenchError::new("the machine-noise meter thread panicked"))?
     })
-}
-
-/// Pins the calling client thread to `cpus` (if any).
-fn pin_client(cpus: Option<&[usize]>) -> Result<(), BenchError> {
-    match cpus {
-        Some(cpus) => sift_lsm::pin_current_thread_to_cpus(cpus)
-            .map_err(|e| BenchError::new(format!("--client-cpus: {e}"))),
-        None => Ok(()),
-    }
 }
 
 impl Settings {
@@ -266,17 +253,7 @@ impl Settings {
             .engine
             .background_thread_cpus
             .clone_from(&args.background_cpus);
-        if let Some(cpus) = &args.client_cpus {
-            let allowed = sift_lsm::cpu_affinity::process_allowed_cpus();
-            if let Some(cpu) = cpus.iter().find(|cpu| !allowed.contains(cpu)) {
-                if cfg!(target_os = "linux") {
-                    return Err(BenchError::new(format!(
-                        "--client-cpus: CPU {cpu} is not one this process may run on (allowed: {})",
-                        sift_lsm::cpu_affinity::format_cpu_list(&allowed)
-                    )));
-                }
-            }
-        }
+        pinning::check_allowed(args.background_cpus.as_deref(), args.client_cpus.as_deref())?;
         options.sync_writes = args.sync;
         let selectivities_ppm = args
             .selectivities
@@ -1451,24 +1428,6 @@ fn ms(us: f64) -> String {
     } else {
         format!("{us:.1}")
     }
-}
-
-/// Where the threads ran, for a run's header line.
-pub fn pinning_description(
-    background_cpus: Option<&[usize]>,
-    client_cpus: Option<&[usize]>,
-) -> String {
-    let on = |cpus: Option<&[usize]>| {
-        cpus.map_or_else(
-            || "any CPU".to_owned(),
-            |cpus| format!("CPUs {}", sift_lsm::cpu_affinity::format_cpu_list(cpus)),
-        )
-    };
-    format!(
-        "background threads on {}, clients on {}",
-        on(background_cpus),
-        on(client_cpus)
-    )
 }
 
 /// The report as text tables.

@@ -335,6 +335,39 @@ fn open_with_progress(
     Database::open(path, options).unwrap()
 }
 
+/// A database in `path` holding `fill`'s documents, with both indexes created and each build
+/// interrupted after `files` tables.
+fn interrupted_database(
+    path: &Path,
+    model: &mut Model,
+    rng: &mut StdRng,
+    files: u64,
+    seed: u64,
+) -> Database {
+    let db = Database::open(path, options(IndexBuildsAtOpen::Resume)).unwrap();
+    db.create_collection("docs", "id").unwrap();
+    fill(&db, model, rng);
+    create_interrupted(&db, files, seed);
+    db
+}
+
+/// Opens `path`, resuming the interrupted builds, which then wait after each table until the
+/// test lets them go on: the receiver hears of each table, and a message on the sender lets
+/// the build go on (once the sender is dropped, it no longer waits).
+fn open_stepped(path: &Path) -> (Database, mpsc::Receiver<()>, mpsc::Sender<()>) {
+    let (file_done, files_done) = mpsc::channel::<()>();
+    let (go_on, go) = mpsc::channel::<()>();
+    let go = parking_lot::Mutex::new(go);
+    let db = open_with_progress(path, move |progress| {
+        if !progress.finished {
+            let _ = file_done.send(());
+            // The test works meanwhile; it may also have stopped waiting (a failure).
+            let _ = go.lock().recv_timeout(Duration::from_secs(10));
+        }
+    });
+    (db, files_done, go_on)
+}
+
 /// A build interrupted after a few tables resumes at the next open, in the background. Between
 /// every table of the resumed build (the progress callback waits for the test), the test
 /// writes, flushes or compacts, and checks every index against the model; at the end every
@@ -347,10 +380,7 @@ fn an_interrupted_build_resumes_at_open() {
     let dir = tempfile::tempdir().unwrap();
     let mut model = Model::new();
     {
-        let db = Database::open(dir.path(), options(IndexBuildsAtOpen::Resume)).unwrap();
-        db.create_collection("docs", "id").unwrap();
-        fill(&db, &mut model, &mut rng);
-        create_interrupted(&db, 2, seed);
+        let db = interrupted_database(dir.path(), &mut model, &mut rng, 2, seed);
         for _ in 0..5 {
             check(&db, &model, &mut rng, &format!("seed {seed}: interrupted"));
         }
@@ -364,16 +394,7 @@ fn an_interrupted_build_resumes_at_open() {
         }
         db.close().unwrap();
     }
-    let (file_done, files_done) = mpsc::channel::<()>();
-    let (go_on, go) = mpsc::channel::<()>();
-    let go = parking_lot::Mutex::new(go);
-    let db = open_with_progress(dir.path(), move |progress| {
-        if !progress.finished {
-            let _ = file_done.send(());
-            // The test works meanwhile; it may also have stopped waiting (a failure).
-            let _ = go.lock().recv_timeout(Duration::from_secs(10));
-        }
-    });
+    let (db, files_done, go_on) = open_stepped(dir.path());
     let mut between_files = 0;
     loop {
         match files_done.recv_timeout(Duration::from_millis(50)) {
@@ -452,12 +473,13 @@ fn writes_and_compactions_race_a_resumed_build() {
     let mut rng = StdRng::seed_from_u64(seed);
     let dir = tempfile::tempdir().unwrap();
     let mut model = Model::new();
-    {
-        let db = Database::open(dir.path(), options(IndexBuildsAtOpen::Resume)).unwrap();
-        db.create_collection("docs", "id").unwrap();
-        fill(&db, &mut model, &mut rng);
-        create_interrupted(&db, 1, seed);
-    }
+    drop(interrupted_database(
+        dir.path(),
+        &mut model,
+        &mut rng,
+        1,
+        seed,
+    ));
     // A short pause per table so that the build overlaps the test's work.
     let db = open_with_progress(dir.path(), |_| std::thread::sleep(Duration::from_millis(3)));
     let mut rounds = 0;
@@ -508,12 +530,13 @@ fn drop_and_close_stop_a_resumed_build() {
     let mut rng = StdRng::seed_from_u64(seed);
     let dir = tempfile::tempdir().unwrap();
     let mut model = Model::new();
-    {
-        let db = Database::open(dir.path(), options(IndexBuildsAtOpen::Resume)).unwrap();
-        db.create_collection("docs", "id").unwrap();
-        fill(&db, &mut model, &mut rng);
-        create_interrupted(&db, 1, seed);
-    }
+    drop(interrupted_database(
+        dir.path(),
+        &mut model,
+        &mut rng,
+        1,
+        seed,
+    ));
     let files_built = Arc::new(AtomicU64::new(0));
     for close in [false, true] {
         let (file_done, files_done) = mpsc::channel::<()>();
@@ -640,4 +663,76 @@ fn a_failing_resumed_build_is_reported_and_resumed_again() {
         &mut rng,
         &format!("seed {seed}: after the second resume"),
     );
+}
+
+/// The names of `db`'s running background threads.
+fn background_thread_names(db: &Database) -> Vec<String> {
+    db.engine()
+        .background_thread_ids()
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect()
+}
+
+/// The thread of a resumed build is listed among the engine's background threads while it
+/// runs and leaves the list when it ends; the index workers and the engine's own threads,
+/// which live as long as the database, stay listed.
+#[test]
+fn the_build_thread_leaves_the_background_thread_list_when_it_ends() {
+    let seed = seed();
+    let _guard = SeedGuard(seed);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let mut model = Model::new();
+    drop(interrupted_database(
+        dir.path(),
+        &mut model,
+        &mut rng,
+        1,
+        seed,
+    ));
+    // The build waits after its first table until the test has looked.
+    let (db, files_done, go_on) = open_stepped(dir.path());
+    files_done
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the resumed build reports its first table");
+    let is_worker = |name: &String| name.starts_with("sift-index-async-");
+    // The workers enter the list as they start.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !background_thread_names(&db).iter().any(is_worker) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let during = background_thread_names(&db);
+    assert!(
+        during.iter().any(|name| name == "sift-index-build"),
+        "seed {seed}: {during:?}"
+    );
+    let workers = during.iter().filter(|name| is_worker(name)).count();
+    assert!(workers > 0, "seed {seed}: {during:?}");
+    // No more waiting: the build runs to its end, and `wait_for_index_builds` joins it.
+    drop(go_on);
+    let status = db.wait_for_index_builds();
+    assert!(status.failures.is_empty(), "seed {seed}: {status:?}");
+    assert_eq!(
+        status.finished.len(),
+        INDEXES.len(),
+        "seed {seed}: {status:?}"
+    );
+    let after = background_thread_names(&db);
+    assert!(
+        !after.iter().any(|name| name == "sift-index-build"),
+        "seed {seed}: {after:?}"
+    );
+    assert_eq!(
+        after.iter().filter(|name| is_worker(name)).count(),
+        workers,
+        "seed {seed}: {after:?}"
+    );
+    for name in ["sift-flush", "sift-wal-presync", "sift-compact-0"] {
+        assert!(
+            after.iter().any(|n| n == name),
+            "seed {seed}: {name}: {after:?}"
+        );
+    }
+    db.close().unwrap();
 }

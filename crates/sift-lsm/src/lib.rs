@@ -32,7 +32,8 @@ pub mod write_batch;
 
 pub use cpu_affinity::pin_current_thread_to_cpus;
 pub use db::{
-    ComponentId, Db, Entry, NewerVersion, Tree, UnloggedInsert, UnloggedRefusal, DEFAULT_TREE,
+    BackgroundThreadRegistration, ComponentId, Db, Entry, NewerVersion, Tree, UnloggedInsert,
+    UnloggedRefusal, DEFAULT_TREE,
 };
 pub use error::{Error, Result};
 pub use key::{SeqNo, TreeId, ValueKind};

@@ -537,6 +537,8 @@ mod tests {
             compression: CompressionKind::Snappy,
             sync: false,
             seed: 1,
+            background_cpus: None,
+            client_cpus: None,
         };
         let engine = LevelDbEngine::open(&config, &dir).unwrap();
         engine.put(b"k2", b"value-two").unwrap();

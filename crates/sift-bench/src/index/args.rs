@@ -6,6 +6,7 @@ use super::report::{table_header, table_row};
 use super::runner::{default_top_ks, run_index_benchmark, IndexBenchConfig, TopK};
 use super::{BenchError, IndexEngineOpener, IndexRow, IndexSpec};
 use crate::kv::{settings, BenchDir};
+use crate::pinning::{self, parse_cpus};
 use sift_workload::Workload;
 use std::io::Write;
 use std::path::PathBuf;
@@ -101,6 +102,20 @@ pub struct IndexBenchArgs {
     /// compactions left (Sift only).
     #[arg(long)]
     pub compact: bool,
+    /// Sift only: pin the engine's flush, compaction and WAL presync threads and the index
+    /// layer's background threads (asynchronous index workers, resumed index builds) to these
+    /// CPUs (engine option `background_thread_cpus`; Linux only), e.g. `1` or `2-3`. With
+    /// --client-cpus on the other CPUs, background work never preempts a client on its core
+    /// [default: every CPU].
+    // A fully qualified `Vec`: one value parsed into a list, not one value per occurrence.
+    #[arg(long, value_parser = parse_cpus)]
+    pub background_cpus: Option<::std::vec::Vec<usize>>,
+    /// Pin the client thread, the one that loads the tweets and issues the GETs, LOOKUPs,
+    /// RANGELOOKUPs and mixed operations, to these CPUs (Linux only), e.g. `0`. The store is
+    /// opened, reopened (--reopen) and closed from the main thread, which stays unpinned
+    /// [default: every CPU].
+    #[arg(long, value_parser = parse_cpus)]
+    pub client_cpus: Option<::std::vec::Vec<usize>>,
 }
 
 impl IndexBenchArgs {
@@ -149,6 +164,7 @@ impl IndexBenchArgs {
             Some(text) => super::parse_split_delta(text)?,
             None => None,
         };
+        pinning::check_allowed(self.background_cpus.as_deref(), self.client_cpus.as_deref())?;
         Ok(IndexBenchConfig {
             memtable_bytes: self.memtable_bytes,
             bloom_bits_per_key: self.bits_per_key,
@@ -165,6 +181,8 @@ impl IndexBenchArgs {
             measurement_seconds_max: self.max_seconds,
             cache_bytes: self.cache_bytes.unwrap_or(settings::DEFAULT_CACHE_BYTES),
             seed: self.seed,
+            background_cpus: self.background_cpus.clone(),
+            client_cpus: self.client_cpus.clone(),
         })
     }
 }
@@ -184,6 +202,12 @@ pub fn run_from_args(
     open: &mut IndexEngineOpener<'_>,
 ) -> Result<Vec<IndexRow>, BenchError> {
     if !args.next_suite.is_empty() {
+        if args.background_cpus.is_some() || args.client_cpus.is_some() {
+            return Err(BenchError::new(
+                "--background-cpus and --client-cpus pin the LevelDB++ workload's threads; \
+                 --next-suite does not take them",
+            ));
+        }
         #[cfg(feature = "sift")]
         {
             run_next_suite(args)?;
@@ -210,7 +234,7 @@ pub fn run_from_args(
     if !args.json {
         let indexes: Vec<String> = config.indexes.iter().map(ToString::to_string).collect();
         write_line(&format!(
-            "engine {}: n {} workload {} indexes [{}] cache_bytes {} seed {}\n{}db {}\n\
+            "engine {}: n {} workload {} indexes [{}] cache_bytes {} seed {}\n{}\n{}db {}\n\
              latency: time inside the engine's calls, per operation",
             engine.name(),
             config.tweets,
@@ -218,6 +242,10 @@ pub fn run_from_args(
             indexes.join(", "),
             config.cache_bytes,
             config.seed,
+            pinning::pinning_description(
+                config.background_cpus.as_deref(),
+                config.client_cpus.as_deref()
+            ),
             match engine.settings_note() {
                 note if note.is_empty() => String::new(),
                 note => format!("settings: {note}\n"),
@@ -227,15 +255,29 @@ pub fn run_from_args(
         write_line(&table_header())?;
     }
     let json = args.json;
-    let result = run_index_benchmark(&config, engine.as_ref(), &mut |row| {
-        if json {
-            let line = serde_json::to_string(row)
-                .map_err(|e| BenchError::new(format!("cannot encode a result row: {e}")))?;
-            write_line(&line)
-        } else {
-            write_line(&table_row(row))
-        }
-    });
+    // On a client thread of its own, pinned as asked; the engine was opened here, so its
+    // background threads do not inherit the client's CPUs.
+    let (engine, result) = std::thread::scope(|scope| {
+        let config = &config;
+        scope
+            .spawn(move || {
+                let result = pinning::pin_client(config.client_cpus.as_deref()).and_then(|()| {
+                    run_index_benchmark(config, engine.as_ref(), &mut |row| {
+                        if json {
+                            let line = serde_json::to_string(row).map_err(|e| {
+                                BenchError::new(format!("cannot encode a result row: {e}"))
+                            })?;
+                            write_line(&line)
+                        } else {
+                            write_line(&table_row(row))
+                        }
+                    })
+                });
+                (engine, result)
+            })
+            .join()
+            .map_err(|_| BenchError::new("the benchmark's client thread panicked"))
+    })?;
     let engine = match (&result, args.reopen) {
         (Ok(_), true) => {
             let (engine, mut report) = engine.reopen()?;
@@ -503,6 +545,141 @@ mod tests {
         // A mixed workload may start from an empty store.
         let args = parse(&["--n", "0", "--workload", "write-heavy"]).unwrap();
         assert_eq!(args.config().unwrap().tweets, 0);
+    }
+
+    /// The CPU lists parse as `taskset -c` takes them and reach the configuration; a CPU
+    /// this process may not use is refused, naming the option and the CPU; `--next-suite`
+    /// takes neither.
+    #[cfg(feature = "sift")]
+    #[test]
+    fn cpu_lists_parse_and_are_checked() {
+        crate::pinning::test_support::check_cpu_options(&|arguments| {
+            let args = parse(arguments).map_err(|e| e.to_string())?;
+            let configured = args
+                .config()
+                .map(|config| (config.background_cpus, config.client_cpus))
+                .map_err(|e| e.to_string());
+            Ok(((args.background_cpus, args.client_cpus), configured))
+        });
+        let suite = parse(&["--next-suite", "windows", "--client-cpus", "0"]).unwrap();
+        let error = run_from_args(&suite, &mut |_, _| {
+            Err(BenchError::new("must not be opened"))
+        })
+        .unwrap_err();
+        assert!(error.message().contains("--next-suite"), "{error}");
+    }
+
+    /// The reference engine, noting the CPUs of every thread that loads or queries it.
+    #[cfg(all(feature = "sift", target_os = "linux"))]
+    struct CpuNoting {
+        inner: ReferenceEngine,
+        cpus: std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<Option<String>>>>,
+    }
+
+    #[cfg(all(feature = "sift", target_os = "linux"))]
+    impl CpuNoting {
+        fn note(&self) {
+            let cpus = crate::pinning::test_support::current_thread_cpu_list();
+            self.cpus.lock().unwrap().insert(cpus);
+        }
+    }
+
+    #[cfg(all(feature = "sift", target_os = "linux"))]
+    impl IndexEngine for CpuNoting {
+        fn name(&self) -> &str {
+            self.inner.name()
+        }
+        fn index_labels(&self, attribute: Attribute) -> Option<(String, String)> {
+            self.inner.index_labels(attribute)
+        }
+        fn put(&self, tweet_id: u64, json: &str) -> Result<(), BenchError> {
+            self.note();
+            self.inner.put(tweet_id, json)
+        }
+        fn get(&self, tweet_id: u64) -> Result<Option<usize>, BenchError> {
+            self.note();
+            self.inner.get(tweet_id)
+        }
+        fn lookup(
+            &self,
+            attribute: Attribute,
+            value: i64,
+            top_k: Option<usize>,
+            hit_ids: Option<&mut Vec<u64>>,
+        ) -> Result<u64, BenchError> {
+            self.note();
+            self.inner.lookup(attribute, value, top_k, hit_ids)
+        }
+        fn range_lookup(
+            &self,
+            attribute: Attribute,
+            lo: i64,
+            hi: i64,
+            top_k: Option<usize>,
+            hit_ids: Option<&mut Vec<u64>>,
+        ) -> Result<u64, BenchError> {
+            self.note();
+            self.inner.range_lookup(attribute, lo, hi, top_k, hit_ids)
+        }
+        fn flush(&self) -> Result<(), BenchError> {
+            self.inner.flush()
+        }
+        fn wait_for_background_work(&self) -> Result<(), BenchError> {
+            self.inner.wait_for_background_work()
+        }
+        fn counters(&self) -> crate::index::EngineCounters {
+            self.inner.counters()
+        }
+        fn disk_bytes_per_tree(&self) -> Result<crate::index::TreeBytes, BenchError> {
+            self.inner.disk_bytes_per_tree()
+        }
+        fn close(self: Box<Self>) -> Result<(), BenchError> {
+            Box::new(self.inner).close()
+        }
+    }
+
+    /// With `--client-cpus`, the thread that loads and queries runs on those CPUs, and the
+    /// calling thread (which opens and closes the store) keeps its own; without, the loads
+    /// and queries run where the caller may.
+    #[cfg(all(feature = "sift", target_os = "linux"))]
+    #[test]
+    fn the_client_thread_runs_on_the_client_cpus() {
+        let allowed = sift_lsm::cpu_affinity::process_allowed_cpus();
+        let own = crate::pinning::test_support::current_thread_cpu_list();
+        let first = allowed[0].to_string();
+        for pinned in [true, false] {
+            let mut arguments = vec!["--n", "200", "--gets", "5", "--lookups", "5"];
+            arguments.extend(["--range-lookups", "2", "--json"]);
+            if pinned {
+                arguments.extend(["--client-cpus", &first]);
+            }
+            let args = parse(&arguments).unwrap();
+            let cpus = std::sync::Arc::default();
+            let mut opener_cpus = None;
+            let rows = run_from_args(&args, &mut |config, _| {
+                opener_cpus = crate::pinning::test_support::current_thread_cpu_list();
+                Ok(Box::new(CpuNoting {
+                    inner: ReferenceEngine::new(&config.indexes),
+                    cpus: std::sync::Arc::clone(&cpus),
+                }) as Box<dyn IndexEngine>)
+            })
+            .unwrap();
+            let expected = if pinned {
+                Some(first.clone())
+            } else {
+                own.clone()
+            };
+            assert_eq!(
+                *cpus.lock().unwrap(),
+                std::iter::once(expected).collect(),
+                "pinned: {pinned}"
+            );
+            assert_eq!(opener_cpus, own, "pinned: {pinned}");
+            assert_eq!(crate::pinning::test_support::current_thread_cpu_list(), own);
+            let reported = pinned.then(|| vec![allowed[0]]);
+            assert!(rows.iter().all(|row| row.client_cpus == reported));
+            assert!(rows.iter().all(|row| row.background_cpus.is_none()));
+        }
     }
 
     #[test]

@@ -148,12 +148,14 @@ pub fn parse_split_delta(text: &str) -> Result<Option<f64>, BenchError> {
 /// Bytes on disk per tree (data, each index, logs; a peer may report one total), by name.
 pub type TreeBytes = BTreeMap<String, u64>;
 
-/// A document store with secondary indexes under benchmark. Used from one thread.
+/// A document store with secondary indexes under benchmark. Used from one thread at a time:
+/// opened on one, driven from a client thread of its own (`run_from_args`), closed on the
+/// first.
 ///
 /// Values in queries are `i64`: the integer for `int` attributes, epoch milliseconds for
 /// `time` attributes. Ranges are inclusive. `hit_ids`, when given, receives the `tweet_id` of
 /// each hit in answer order (newest first); the benchmark passes it only to check answers.
-pub trait IndexEngine {
+pub trait IndexEngine: Send {
     /// "sift", "sqlite", "rocksdb", "reference".
     fn name(&self) -> &str;
 

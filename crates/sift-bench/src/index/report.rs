@@ -117,6 +117,12 @@ pub struct IndexRow {
     pub cache_bytes: u64,
     /// Engine settings worth knowing when reading the numbers.
     pub settings: String,
+    /// CPUs the engine's background threads and the client thread were pinned to
+    /// (`--background-cpus`, `--client-cpus`; `null`: not pinned).
+    #[serde(default)]
+    pub background_cpus: Option<Vec<usize>>,
+    #[serde(default)]
+    pub client_cpus: Option<Vec<usize>>,
 }
 
 /// `Some(10)` as 10, `None` (no limit) as "all".
@@ -255,6 +261,8 @@ mod tests {
             seed: 1,
             cache_bytes: 1,
             settings: String::new(),
+            background_cpus: None,
+            client_cpus: None,
         };
         let line = table_row(&row);
         assert_eq!(line.len(), table_header().len(), "{line}");

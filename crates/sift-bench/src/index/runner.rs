@@ -81,6 +81,10 @@ pub struct IndexBenchConfig {
     pub split_delta: Option<f64>,
     /// `--compact`: every tree compacted fully between the load and the queries.
     pub compact_after_load: bool,
+    /// CPUs the engine's background threads are pinned to (Sift only; `None`: not pinned).
+    pub background_cpus: Option<Vec<usize>>,
+    /// CPUs the client thread is pinned to (`None`: not pinned); `run_from_args` pins it.
+    pub client_cpus: Option<Vec<usize>>,
 }
 
 impl IndexBenchConfig {
@@ -109,6 +113,8 @@ impl IndexBenchConfig {
             bloom_bits_per_key: None,
             split_delta: None,
             compact_after_load: false,
+            background_cpus: None,
+            client_cpus: None,
         }
     }
 }
@@ -182,6 +188,8 @@ struct RowMaker {
     seed: u64,
     cache_bytes: u64,
     settings: String,
+    background_cpus: Option<Vec<usize>>,
+    client_cpus: Option<Vec<usize>>,
 }
 
 impl RowMaker {
@@ -242,6 +250,8 @@ impl RowMaker {
             seed: self.seed,
             cache_bytes: self.cache_bytes,
             settings: self.settings.clone(),
+            background_cpus: self.background_cpus.clone(),
+            client_cpus: self.client_cpus.clone(),
         }
     }
 }
@@ -307,6 +317,8 @@ pub fn run_index_benchmark(
         seed: config.seed,
         cache_bytes: config.cache_bytes as u64,
         settings: engine.settings_note(),
+        background_cpus: config.background_cpus.clone(),
+        client_cpus: config.client_cpus.clone(),
     };
     let mut rows = Vec::new();
     let mut emit = |row: IndexRow, rows: &mut Vec<IndexRow>| -> Result<(), BenchError> {

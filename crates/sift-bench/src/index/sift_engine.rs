@@ -87,11 +87,20 @@ impl SiftIndexEngine {
         config: &IndexBenchConfig,
         dir: &Path,
     ) -> Result<Box<dyn IndexEngine>, BenchError> {
+        Ok(Box::new(Self::open(config, dir)?))
+    }
+
+    /// Opens a database in `dir` with the benchmark's indexes.
+    pub fn open(config: &IndexBenchConfig, dir: &Path) -> Result<SiftIndexEngine, BenchError> {
         let mut options = DatabaseOptions::default();
         options.engine.block_cache_bytes = config.cache_bytes;
         if let Some(bytes) = config.memtable_bytes {
             scale_engine(&mut options, bytes);
         }
+        options
+            .engine
+            .background_thread_cpus
+            .clone_from(&config.background_cpus);
         let slots: Vec<IndexSlot> = config.indexes.iter().map(IndexSlot::for_tweets).collect();
         let mut engine = Self::open_slots_tuned(
             dir,
@@ -102,7 +111,7 @@ impl SiftIndexEngine {
             config.split_delta,
         )?;
         engine.print_async_lag = true;
-        Ok(Box::new(engine))
+        Ok(engine)
     }
 
     /// Opens a database in `dir` with `options`, one collection whose primary key is at
@@ -527,6 +536,105 @@ mod tests {
         assert!(after.iter().any(|(_, used)| *used == 1), "{after:?}");
         assert_eq!(answers(&engine), before);
         Box::new(engine).close().expect("close");
+    }
+
+    /// `sift bench index --index user.id:embedded --background-cpus C --client-cpus C --json`:
+    /// the engine's and the index layer's background threads run on C, every row reports
+    /// both lists, and a CPU the process may not use is refused before anything runs.
+    #[test]
+    fn a_pinned_run_pins_the_background_threads_and_reports_its_cpus() {
+        #[derive(Debug, clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: crate::index::IndexBenchArgs,
+        }
+        let parse = |cpus: &str| {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let db = dir.path().join("db").to_str().expect("utf-8").to_owned();
+            let arguments = [
+                "index",
+                "--n",
+                "300",
+                "--index",
+                "user.id:embedded",
+                "--gets",
+                "5",
+                "--lookups",
+                "5",
+                "--range-lookups",
+                "2",
+                "--db",
+                &db,
+                "--background-cpus",
+                cpus,
+                "--client-cpus",
+                cpus,
+                "--json",
+            ];
+            let args = <Cli as clap::Parser>::try_parse_from(arguments)
+                .expect("parse")
+                .args;
+            (dir, args)
+        };
+        let first = sift_lsm::cpu_affinity::process_allowed_cpus()[0];
+        let (_dir, args) = parse(&first.to_string());
+        let mut background_threads = Vec::new();
+        let rows = crate::index::run_from_args(&args, &mut |config, path| {
+            let engine = SiftIndexEngine::open(config, path)?;
+            if cfg!(target_os = "linux") {
+                // The threads pin themselves as they start: wait (up to 10 s) until they have.
+                let expected = Some(first.to_string());
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+                loop {
+                    background_threads = background_thread_cpus(&engine);
+                    let settled = ["sift-flush", "sift-compact-0", "sift-index-async-0"]
+                        .iter()
+                        .all(|name| background_threads.iter().any(|(n, _)| n == name))
+                        && background_threads.iter().all(|(_, cpus)| *cpus == expected);
+                    if settled || std::time::Instant::now() > deadline {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+            }
+            Ok(Box::new(engine) as Box<dyn IndexEngine>)
+        })
+        .expect("run");
+        if cfg!(target_os = "linux") {
+            let expected = Some(first.to_string());
+            for name in ["sift-flush", "sift-compact-0", "sift-index-async-0"] {
+                assert!(
+                    background_threads
+                        .iter()
+                        .any(|(n, cpus)| n == name && *cpus == expected),
+                    "{name} not on CPU {first}: {background_threads:?}"
+                );
+            }
+        }
+        assert!(rows.iter().any(|row| row.phase == "load"));
+        assert!(rows.iter().any(|row| row.op == "LOOKUP"));
+        crate::pinning::test_support::assert_rows_report_pinning(&rows, first);
+        if cfg!(target_os = "linux") {
+            let (dir, args) = parse("4096");
+            let error = crate::index::run_from_args(&args, &mut SiftIndexEngine::open_boxed)
+                .expect_err("CPU 4096 refused");
+            assert!(
+                error.message().starts_with("--background-cpus: CPU 4096 "),
+                "{error}"
+            );
+            assert!(!dir.path().join("db").exists(), "nothing ran");
+        }
+    }
+
+    /// The `Cpus_allowed_list` of each of the engine's running background threads, by name.
+    fn background_thread_cpus(engine: &SiftIndexEngine) -> Vec<(String, Option<String>)> {
+        engine
+            .database
+            .engine()
+            .background_thread_ids()
+            .into_iter()
+            .map(|(name, id)| (name, crate::pinning::test_support::thread_cpu_list(id)))
+            .collect()
     }
 
     /// `--reopen`: the reopened store reports the open and its parts, its `next` global index

@@ -6,6 +6,7 @@ use super::{
     report, run, settings, BenchError, CompressionKind, ConfiguredOpener, EngineOpener, KvConfig,
     Operation, Row,
 };
+use crate::pinning::{self, parse_cpus};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -42,6 +43,18 @@ pub struct KvArgs {
     /// Sync the WAL on every write (default: WAL on, not synced).
     #[arg(long)]
     pub sync: bool,
+    /// Sift only: pin the engine's flush, compaction and WAL presync threads to these CPUs
+    /// (engine option `background_thread_cpus`; Linux only), e.g. `1` or `2-3`. With
+    /// --client-cpus on the other CPUs, background work never preempts a client on its core
+    /// [default: every CPU].
+    // A fully qualified `Vec`: one value parsed into a list, not one value per occurrence.
+    #[arg(long, value_parser = parse_cpus)]
+    pub background_cpus: Option<::std::vec::Vec<usize>>,
+    /// Pin the client threads, the --threads threads that issue each operation's puts, gets,
+    /// seeks and scans, to these CPUs (Linux only), e.g. `0`. The database is opened, waited
+    /// on and closed from the main thread, which stays unpinned [default: every CPU].
+    #[arg(long, value_parser = parse_cpus)]
+    pub client_cpus: Option<::std::vec::Vec<usize>>,
     /// Seed of the random keys and values.
     #[arg(long, default_value_t = 301)]
     pub seed: u64,
@@ -62,6 +75,7 @@ impl KvArgs {
         if self.threads == 0 {
             return Err(BenchError::new("--threads must be at least 1"));
         }
+        pinning::check_allowed(self.background_cpus.as_deref(), self.client_cpus.as_deref())?;
         let config = KvConfig {
             operations: self.ops.clone(),
             key_count: self.n,
@@ -72,6 +86,8 @@ impl KvArgs {
             compression: self.compression,
             sync: self.sync,
             seed: self.seed,
+            background_cpus: self.background_cpus.clone(),
+            client_cpus: self.client_cpus.clone(),
         };
         config.key_format()?;
         Ok(config)
@@ -173,7 +189,8 @@ pub fn run_from_args(
     if !args.json {
         write_line(&format!(
             "engine {engine_name}: n {} key_bytes {} value_bytes {} threads {} compression {} \
-             cache_bytes {} sync {} seed {}\ndb {}\nlatency: per operation (readseq: per entry)",
+             cache_bytes {} sync {} seed {}\n{}\ndb {}\nlatency: per operation (readseq: per \
+             entry)",
             config.key_count,
             config.key_bytes,
             config.value_bytes,
@@ -182,6 +199,10 @@ pub fn run_from_args(
             config.cache_bytes,
             config.sync,
             config.seed,
+            pinning::pinning_description(
+                config.background_cpus.as_deref(),
+                config.client_cpus.as_deref()
+            ),
             dir.path().display()
         ))?;
         write_line(&report::table_header())?;
@@ -293,6 +314,21 @@ mod tests {
             .unwrap()
             .config();
         assert!(too_short.unwrap_err().message().contains("--key-bytes 5"));
+    }
+
+    /// The CPU lists parse as `taskset -c` takes them and reach the configuration; a CPU
+    /// this process may not use is refused, naming the option and the CPU.
+    #[cfg(feature = "sift")]
+    #[test]
+    fn cpu_lists_parse_and_are_checked() {
+        crate::pinning::test_support::check_cpu_options(&|arguments| {
+            let args = parse(arguments).map_err(|e| e.to_string())?;
+            let configured = args
+                .config()
+                .map(|config| (config.background_cpus, config.client_cpus))
+                .map_err(|e| e.to_string());
+            Ok(((args.background_cpus, args.client_cpus), configured))
+        });
     }
 
     #[test]

@@ -180,6 +180,10 @@ pub struct KvConfig {
     /// Sync the WAL on every write.
     pub sync: bool,
     pub seed: u64,
+    /// CPUs the engine's background threads are pinned to (Sift only; `None`: not pinned).
+    pub background_cpus: Option<Vec<usize>>,
+    /// CPUs the client threads are pinned to (`None`: not pinned).
+    pub client_cpus: Option<Vec<usize>>,
 }
 
 impl KvConfig {
@@ -322,8 +326,10 @@ pub fn run_operation(
             .map(|thread_index| {
                 let stop = &stop;
                 scope.spawn(move || {
-                    let outcome =
-                        run_thread(engine, config, key_format, operation, thread_index, stop);
+                    let outcome = crate::pinning::pin_client(config.client_cpus.as_deref())
+                        .and_then(|()| {
+                            run_thread(engine, config, key_format, operation, thread_index, stop)
+                        });
                     if outcome.is_err() {
                         stop.store(true, Ordering::Relaxed);
                     }
@@ -404,6 +410,8 @@ pub fn run_operation(
         blocks_read: delta(counters_before.blocks_read, counters_after.blocks_read),
         process_write_bytes: delta(io_before, io_after),
         background_wait_s: report::round_to(background_wait.as_secs_f64(), 6),
+        background_cpus: config.background_cpus.clone(),
+        client_cpus: config.client_cpus.clone(),
     })
 }
 
@@ -533,15 +541,20 @@ mod tests {
         assert!(Operation::ALL.iter().filter(|o| o.needs_fresh_db()).count() == 2);
     }
 
-    /// A model engine: a BTreeMap behind a mutex.
+    /// A model engine: a BTreeMap behind a mutex. Notes the CPUs of the threads that put.
     #[derive(Default)]
     struct ModelEngine {
         map: Mutex<BTreeMap<Vec<u8>, Vec<u8>>>,
         waits: Mutex<u32>,
+        putter_cpus: Mutex<std::collections::BTreeSet<Option<String>>>,
     }
 
     impl Engine for ModelEngine {
         fn put(&self, key: &[u8], value: &[u8]) -> Result<(), BenchError> {
+            self.putter_cpus
+                .lock()
+                .unwrap()
+                .insert(crate::pinning::test_support::current_thread_cpu_list());
             self.map
                 .lock()
                 .unwrap()
@@ -604,6 +617,8 @@ mod tests {
             compression: CompressionKind::None,
             sync: false,
             seed: 301,
+            background_cpus: None,
+            client_cpus: None,
         }
     }
 
@@ -641,6 +656,34 @@ mod tests {
             assert_eq!(seek.found, Some(1000));
             assert_eq!(seek.engine, "model");
             assert_eq!(seek.threads, threads);
+        }
+    }
+
+    /// With client CPUs, every thread that issues operations runs on them, and the calling
+    /// thread (which opens and waits) keeps its own; without, the threads keep the caller's.
+    #[cfg(all(feature = "sift", target_os = "linux"))]
+    #[test]
+    fn client_threads_run_on_the_client_cpus() {
+        let format = KeyFormat::new(8, 1000).unwrap();
+        let allowed = sift_lsm::cpu_affinity::process_allowed_cpus();
+        let own = crate::pinning::test_support::current_thread_cpu_list();
+        for client_cpus in [Some(vec![allowed[0]]), None] {
+            let engine = ModelEngine::default();
+            let mut config = config(vec![Operation::FillSeq], 3);
+            config.client_cpus.clone_from(&client_cpus);
+            let row = run_operation(&engine, &config, format, "model", Operation::FillSeq).unwrap();
+            assert_eq!(row.n, 1000);
+            assert_eq!(row.client_cpus, client_cpus);
+            let expected = match &client_cpus {
+                Some(cpus) => Some(crate::pinning::format_cpus(cpus)),
+                None => own.clone(),
+            };
+            assert_eq!(
+                *engine.putter_cpus.lock().unwrap(),
+                std::iter::once(expected).collect(),
+                "client CPUs {client_cpus:?}"
+            );
+            assert_eq!(crate::pinning::test_support::current_thread_cpu_list(), own);
         }
     }
 

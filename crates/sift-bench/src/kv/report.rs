@@ -114,6 +114,12 @@ pub struct Row {
     pub process_write_bytes: Option<u64>,
     /// Time spent waiting for flushes and compactions after a write operation.
     pub background_wait_s: f64,
+    /// CPUs the engine's background threads and the client threads were pinned to
+    /// (`--background-cpus`, `--client-cpus`; `null`: not pinned).
+    #[serde(default)]
+    pub background_cpus: Option<Vec<usize>>,
+    #[serde(default)]
+    pub client_cpus: Option<Vec<usize>>,
 }
 
 /// Header of the human-readable table.
@@ -251,6 +257,8 @@ mod tests {
             blocks_read: None,
             process_write_bytes: Some(10),
             background_wait_s: 0.0,
+            background_cpus: None,
+            client_cpus: Some(vec![0]),
         }
     }
 
@@ -274,9 +282,13 @@ mod tests {
             "cache_bytes",
             "elapsed_s",
             "engine",
+            "background_cpus",
+            "client_cpus",
         ] {
             assert!(value.get(field).is_some(), "missing {field} in {json}");
         }
+        assert!(value["background_cpus"].is_null());
+        assert_eq!(value["client_cpus"], serde_json::json!([0]));
         assert_eq!(value["engine"], "sift");
         assert!(value["blocks_read"].is_null());
         assert_eq!(value["found"], 632);

@@ -33,6 +33,7 @@ pub fn options(config: &KvConfig) -> Options {
         bloom_bits_per_key: settings::BLOOM_BITS_PER_KEY,
         memtable_bytes_max: settings::WRITE_BUFFER_BYTES,
         immutable_memtables_max: settings::IMMUTABLE_MEMTABLES_MAX,
+        background_thread_cpus: config.background_cpus.clone(),
         ..Options::default()
     }
 }
@@ -160,6 +161,8 @@ mod tests {
             compression: CompressionKind::Snappy,
             sync: false,
             seed: 0,
+            background_cpus: Some(vec![1]),
+            client_cpus: None,
         };
         let options = options(&config);
         assert_eq!(options.block_cache_bytes, 1234);
@@ -167,5 +170,63 @@ mod tests {
         assert_eq!(options.block_bytes, 4096);
         assert_eq!(options.bloom_bits_per_key, 10);
         assert_eq!(options.memtable_bytes_max, 64 << 20);
+        assert_eq!(options.background_thread_cpus, Some(vec![1]));
+    }
+
+    /// `sift bench kv --background-cpus C --client-cpus C --json`: every row reports both
+    /// lists; a CPU the process may not use is refused before anything runs.
+    #[test]
+    fn a_pinned_run_reports_its_cpus_in_json() {
+        #[derive(Debug, clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: super::super::KvArgs,
+        }
+        let parse = |cpus: &str| {
+            let dir = tempfile::tempdir().unwrap();
+            let db = dir.path().join("db").to_str().unwrap().to_owned();
+            let args = <Cli as clap::Parser>::try_parse_from([
+                "kv",
+                "--ops",
+                "fillrandom,readrandom",
+                "--n",
+                "300",
+                "--threads",
+                "2",
+                "--db",
+                &db,
+                "--background-cpus",
+                cpus,
+                "--client-cpus",
+                cpus,
+                "--json",
+            ])
+            .unwrap()
+            .args;
+            (dir, args)
+        };
+        let first = sift_lsm::cpu_affinity::process_allowed_cpus()[0];
+        let (_dir, args) = parse(&first.to_string());
+        let rows = super::super::run_from_args(&args, "sift", &mut SiftEngine::open_boxed).unwrap();
+        assert_eq!(rows.len(), 2);
+        for row in &rows {
+            let json = serde_json::to_value(row).unwrap();
+            assert_eq!(
+                json["background_cpus"],
+                serde_json::json!([first]),
+                "{json}"
+            );
+            assert_eq!(json["client_cpus"], serde_json::json!([first]), "{json}");
+        }
+        if cfg!(target_os = "linux") {
+            let (dir, args) = parse("4096");
+            let error = super::super::run_from_args(&args, "sift", &mut SiftEngine::open_boxed)
+                .unwrap_err();
+            assert!(
+                error.message().starts_with("--background-cpus: CPU 4096 "),
+                "{error}"
+            );
+            assert!(!dir.path().join("db").exists(), "nothing ran");
+        }
     }
 }

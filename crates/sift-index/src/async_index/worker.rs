@@ -246,7 +246,8 @@ fn with_seq(entry: &sift_lsm::Entry) -> Result<(EnvelopeRef<'_>, SeqNo)> {
 impl Worker {
     pub fn run(mut self) {
         // Pinned like the engine's background threads (`background_thread_cpus`).
-        self.engine.enter_background_thread();
+        // Kept for the thread's life: the thread leaves the engine's list when it ends.
+        let _registration = self.engine.enter_background_thread();
         sift_lsm::db::lower_current_thread_priority(self.core.options.worker_nice);
         let queue = &self.core.queue;
         let mut last_work = Instant::now();

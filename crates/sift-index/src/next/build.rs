@@ -425,7 +425,8 @@ impl IndexBuilds {
                 let status = Arc::clone(&status);
                 move || {
                     // Pinned like the engine's background threads (`background_thread_cpus`).
-                    engine.enter_background_thread();
+                    // Kept until the build ends: the thread then leaves the engine's list.
+                    let _registration = engine.enter_background_thread();
                     run_resumed(&engine, &next, &todo, &stop, &status, progress.as_ref());
                 }
             });

@@ -190,7 +190,8 @@ impl Db {
             let handle = std::thread::Builder::new()
                 .name(name)
                 .spawn(move || {
-                    let thread_id = registry.enter_background_thread(thread_name);
+                    let registration = registry.enter_background_thread(thread_name);
+                    let thread_id = registration.thread_id;
                     drop(registry);
                     if role != ThreadRole::WalPresync {
                         lower_thread_priority(thread_id, background_nice);
@@ -205,6 +206,7 @@ impl Db {
                         }
                     }
                     f();
+                    drop(registration);
                 })
                 .map_err(|e| Error::io(&inner.dir, e))?;
             threads.push(handle);
@@ -634,16 +636,18 @@ impl Db {
     /// threads a layer on top spawns (index workers, index builds): pins it to
     /// `Options::background_thread_cpus` when set (a refusal is counted in
     /// `Stats::background_thread_pin_failures`, never fatal) and records its thread id under
-    /// its name (`background_thread_ids`). The engine's own threads start the same way.
-    pub fn enter_background_thread(&self) {
+    /// its name (`background_thread_ids`) until the returned registration is dropped: keep it
+    /// for the thread's whole life. The engine's own threads start the same way.
+    #[must_use = "the thread leaves `background_thread_ids` when the registration is dropped"]
+    pub fn enter_background_thread(&self) -> BackgroundThreadRegistration {
         let name = std::thread::current().name().unwrap_or("").to_owned();
-        let _thread_id = self.inner.enter_background_thread(name);
+        self.inner.enter_background_thread(name)
     }
 
     /// Testing aid: the Linux thread id (0 elsewhere) of every thread that entered as one of
-    /// this database's background threads, by name, oldest first; threads that ended stay
-    /// listed. Tests read each thread's scheduling from `/proc/self/task/<id>` (by name alone
-    /// they would find the threads of other databases open in the same process).
+    /// this database's background threads and has not ended, by name, oldest first. Tests
+    /// read each thread's scheduling from `/proc/self/task/<id>` (by name alone they would
+    /// find the threads of other databases open in the same process).
     #[doc(hidden)]
     pub fn background_thread_ids(&self) -> Vec<(String, i64)> {
         self.inner.background_thread_ids.lock().clone()
@@ -656,17 +660,49 @@ impl Drop for Db {
     }
 }
 
+/// A background thread's entry in `Db::background_thread_ids`, removed when this is dropped
+/// (at the end of the thread). Holds the database weakly: a thread that outlives the database
+/// keeps nothing of it alive.
+#[derive(Debug)]
+pub struct BackgroundThreadRegistration {
+    database: std::sync::Weak<DbInner>,
+    name: String,
+    thread_id: i64,
+}
+
+impl Drop for BackgroundThreadRegistration {
+    fn drop(&mut self) {
+        if let Some(database) = self.database.upgrade() {
+            let mut threads = database.background_thread_ids.lock();
+            // Thread ids are unique among live threads on Linux; elsewhere all are 0 and one
+            // entry of the same name goes, which keeps the count right.
+            if let Some(position) = threads
+                .iter()
+                .position(|(name, id)| *id == self.thread_id && *name == self.name)
+            {
+                threads.remove(position);
+            }
+        }
+    }
+}
+
 impl DbInner {
-    /// See `Db::enter_background_thread`; `name` is the thread's name. Returns the thread's id.
-    fn enter_background_thread(&self, name: String) -> i64 {
+    /// See `Db::enter_background_thread`; `name` is the thread's name.
+    fn enter_background_thread(self: &Arc<Self>, name: String) -> BackgroundThreadRegistration {
         let thread_id = current_thread_id();
-        self.background_thread_ids.lock().push((name, thread_id));
+        self.background_thread_ids
+            .lock()
+            .push((name.clone(), thread_id));
         if let Some(cpus) = &self.options.background_thread_cpus {
             if crate::cpu_affinity::pin_current_thread_to_cpus(cpus).is_err() {
                 EngineCounters::add(&self.counters.background_thread_pin_failures, 1);
             }
         }
-        thread_id
+        BackgroundThreadRegistration {
+            database: Arc::downgrade(self),
+            name,
+            thread_id,
+        }
     }
 
     fn flush_loop(self: &Arc<Self>) {

@@ -692,9 +692,11 @@ mod tests {
         });
         let lowered = caller.max(7);
         let db = crate::Db::open(dir.path(), options).expect("open");
+        // The WAL presync thread too may not have registered yet.
         wait_for(|| {
             nice_of(&db, "sift-compact-0") == Some(lowered)
                 && nice_of(&db, "sift-flush") == Some(lowered)
+                && nice_of(&db, "sift-wal-presync").is_some()
         });
         assert_eq!(nice_of(&db, "sift-flush"), Some(lowered));
         assert_eq!(nice_of(&db, "sift-compact-0"), Some(lowered));
@@ -780,6 +782,53 @@ mod tests {
             assert_eq!(db.stats().background_thread_pin_failures, 0);
             db.close().expect("close");
         }
+    }
+
+    /// A thread that entered as a background thread is listed while it runs and leaves the
+    /// list when its registration goes (at its end); the engine's own threads stay listed.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_background_thread_leaves_the_list_when_it_ends() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let db = crate::Db::open(dir.path(), crate::Options::default()).expect("open");
+        let names = |db: &crate::Db| -> Vec<String> {
+            db.background_thread_ids()
+                .into_iter()
+                .map(|(name, _)| name)
+                .collect()
+        };
+        wait_for(|| {
+            ENGINE_THREADS
+                .iter()
+                .all(|name| names(&db).iter().any(|n| n == name))
+        });
+        let (entered, listed) = std::sync::mpsc::channel();
+        let (finish, finished) = std::sync::mpsc::channel::<()>();
+        std::thread::scope(|scope| {
+            let db = &db;
+            std::thread::Builder::new()
+                .name("test-one-off".into())
+                .spawn_scoped(scope, move || {
+                    let _registration = db.enter_background_thread();
+                    entered.send(()).expect("send");
+                    let _ = finished.recv();
+                })
+                .expect("spawn");
+            listed.recv().expect("the thread entered");
+            assert_eq!(
+                names(db).iter().filter(|n| *n == "test-one-off").count(),
+                1,
+                "{:?}",
+                names(db)
+            );
+            finish.send(()).expect("send");
+        });
+        let after = names(&db);
+        assert!(!after.iter().any(|n| n == "test-one-off"), "{after:?}");
+        for name in ENGINE_THREADS {
+            assert!(after.iter().any(|n| n == name), "{name} missing: {after:?}");
+        }
+        db.close().expect("close");
     }
 
     /// A CPU the process may not run on (or an empty list) is refused at open, naming it and

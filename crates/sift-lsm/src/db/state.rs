@@ -130,9 +130,11 @@ pub(crate) struct DbInner {
     /// flush thread, so the writer that freezes a full memtable does not create a file and sync
     /// the directory on its own thread: (file number, writer).
     pub spare_wal: Mutex<Option<(u64, LogWriter)>>,
-    /// Linux thread ids of this database's background threads (and of those a layer on top
-    /// started with `Db::enter_background_thread`), by thread name, recorded as each starts (tests check each thread's scheduling through `/proc/self/task/<id>`: by
-    /// name alone they would find the threads of other databases open in the process).
+    /// Linux thread ids of this database's running background threads (and of those a layer
+    /// on top started with `Db::enter_background_thread`), by thread name, recorded as each
+    /// starts and removed as it ends (tests check each thread's scheduling through
+    /// `/proc/self/task/<id>`: by name alone they would find the threads of other databases
+    /// open in the process).
     pub background_thread_ids: Mutex<Vec<(String, i64)>>,
     /// Unique among the databases opened by this process (a batch's `checked_by`).
     pub instance: u64,
