@@ -1,0 +1,1 @@
+//! Tests of recovery from background errors.
