@@ -166,7 +166,8 @@ pub struct Options {
     /// The longest wait, in milliseconds, between two automatic retries after a recoverable
     /// background error (an I/O error while a flush or compaction writes its tables or the
     /// manifest; see `Db::resume`). The first retry comes 100 ms after the failure (or this,
-    /// if smaller), and each failed retry doubles the wait up to this.
+    /// if smaller), and each failed retry doubles the wait up to this. Zero turns automatic
+    /// retries off: only `Db::resume` retries.
     pub background_error_retry_interval_max_millis: u64,
 
     pub key_bytes_max: usize,

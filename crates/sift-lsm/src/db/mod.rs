@@ -713,7 +713,11 @@ impl DbInner {
                             break false;
                         }
                         None => {}
-                        Some(error) if error.recoverable && !state.recovering => {
+                        Some(error)
+                            if error.recoverable
+                                && !state.recovering
+                                && self.retries_automatically() =>
+                        {
                             let retry_at = error.retry_at;
                             if std::time::Instant::now() >= retry_at {
                                 break true;

@@ -103,6 +103,8 @@ pub(crate) struct BackgroundError {
     pub retries_failed: u32,
     /// When the next automatic retry is due.
     pub retry_at: Instant,
+    /// Whether there are automatic retries (for the message).
+    pub retries_automatically: bool,
 }
 
 impl std::fmt::Display for BackgroundError {
@@ -110,9 +112,14 @@ impl std::fmt::Display for BackgroundError {
         if self.recoverable {
             write!(
                 f,
-                "{} (recoverable: the engine retries the failed work in the background, \
-                 {} retries failed so far; Db::resume retries now)",
-                self.message, self.retries_failed
+                "{} (recoverable: {}, {} retries failed so far; Db::resume retries now)",
+                self.message,
+                if self.retries_automatically {
+                    "the engine retries the failed work in the background"
+                } else {
+                    "automatic retries are off"
+                },
+                self.retries_failed
             )
         } else {
             write!(
@@ -436,10 +443,17 @@ impl DbInner {
                 retries_failed: 0,
                 retry_at: Instant::now()
                     + BACKGROUND_ERROR_RETRY_INTERVAL_FIRST.min(self.retry_interval_max()),
+                retries_automatically: self.retries_automatically(),
             });
         }
         self.writes_stopped.store(true, Ordering::Release);
         self.bg_cv.notify_all();
+    }
+
+    /// Whether the flush thread retries by itself (`Options::background_error_retry_interval_max_millis`
+    /// above zero).
+    pub fn retries_automatically(&self) -> bool {
+        self.options.background_error_retry_interval_max_millis > 0
     }
 
     /// `Options::background_error_retry_interval_max_millis`.
