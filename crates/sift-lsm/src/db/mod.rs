@@ -369,14 +369,22 @@ impl Db {
             trees_dropped: vec![tree.id()],
             ..Default::default()
         };
+        let before = Arc::clone(&state.trees);
         let mut trees = (*state.trees).clone();
         trees.remove(&tree.id());
         state.trees = Arc::new(trees);
-        self.inner.apply_edit(
+        let dropped = self.inner.apply_edit(
             &mut state,
             &mut edit,
             crate::extension::ChangeReason::DropTree,
-        )
+        );
+        if dropped.is_err() {
+            // The manifest still has the tree: so must the engine, or a flush after a
+            // recovery would skip its writes and then delete the log holding them.
+            state.trees = before;
+            self.inner.install_super_version(&state);
+        }
+        dropped
     }
 
     pub fn tree_names(&self) -> Vec<String> {

@@ -172,7 +172,9 @@ fn fail_and_recover(job: Job, kind: FaultKind, file_name_part: &str, healing: He
     match healing {
         Healing::Automatic => {
             // Retries fail while the fault lasts.
-            wait_until("a retry failed", || db.stats().background_error_retries >= 1);
+            wait_until("a retry failed", || {
+                db.stats().background_error_retries >= 1
+            });
             assert!(put(&db, &tree, b"refused", b"x").is_err(), "{context}");
         }
         Healing::Resume => {
@@ -347,7 +349,10 @@ fn corruption_found_by_a_compaction_is_not_retried() {
     db.resume_compactions();
     wait_until("the compaction fails", || db.stats().background_errors > 0);
     let error = db.resume().unwrap_err().to_string();
-    assert!(error.contains("reopen") && error.contains("corrupt"), "{error}");
+    assert!(
+        error.contains("reopen") && error.contains("corrupt"),
+        "{error}"
+    );
     std::thread::sleep(Duration::from_millis(300));
     assert!(put(&db, &tree, b"refused", b"x").is_err());
     assert_eq!(db.stats().background_error_retries, 0);

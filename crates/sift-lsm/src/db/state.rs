@@ -2,6 +2,7 @@
 
 use crate::db::write::WriteQueue;
 use crate::fs::{FileLock, FileSystem};
+use crate::hooks::FlushInfo;
 use crate::key::{SeqNo, TreeId};
 use crate::memtable::Memtable;
 use crate::options::{Options, TreeOptions};
@@ -19,7 +20,6 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use crate::hooks::FlushInfo;
 
 /// A tree's identity and code-level options.
 #[derive(Debug)]
