@@ -616,8 +616,20 @@ fn assert_writes_refused(db: &Db, trees: &[Tree]) {
     }
 }
 
+/// `small_options` without automatic retries after a background error: the tests that use it
+/// look at the stopped database after healing, and then recover it with `Db::resume` or a
+/// reopen.
+fn options_without_retries(fs: &FaultFileSystem) -> Options {
+    Options {
+        background_error_retry_interval_max_millis: 0,
+        ..small_options(fs)
+    }
+}
+
 /// Disk full while a flush writes its table: the flush fails, later writes are refused with a
-/// clear `Error::Closed`, reads keep working (from the memtables), and a reopen recovers it all.
+/// clear `Error::Closed`, reads keep working (from the memtables); with automatic retries off
+/// writes stay refused after healing, until `Db::resume` makes them work again, and a reopen
+/// (after a crash or a close) recovers it all.
 #[test]
 fn faults_disk_full_during_flush_stops_writes_and_recovers() {
     for seed in seeds(2) {
@@ -625,7 +637,7 @@ fn faults_disk_full_during_flush_stops_writes_and_recovers() {
             let mut rng = StdRng::seed_from_u64(seed);
             let fs = FaultFileSystem::new();
             let dir = Path::new("/flush-full");
-            let db = Db::open(dir, small_options(&fs)).expect("open");
+            let db = Db::open(dir, options_without_retries(&fs)).expect("open");
             let trees = open_trees(&db).expect("trees");
             let mut model = Model::new();
             fill(&db, &trees, &mut rng, 60, &mut model);
@@ -648,9 +660,17 @@ fn faults_disk_full_during_flush_stops_writes_and_recovers() {
             }
             assert_writes_refused(&db, &trees);
             fs.heal();
-            // Still refused after the disk has room again: the database stays stopped.
+            // Still refused after the disk has room again, until resumed.
             assert_writes_refused(&db, &trees);
             assert_reads_match(&db, &trees, &model, "reads after a failed flush");
+            db.resume().expect("resume after the disk has room again");
+            let mut batch = WriteBatch::new();
+            batch.put(&trees[2], b"after-resume", b"ok");
+            db.write(batch, &WriteOptions { sync: true })
+                .expect("writes work again after resume");
+            model.insert((2, b"after-resume".to_vec()), b"ok".to_vec());
+            db.flush().expect("flush after resume");
+            assert_reads_match(&db, &trees, &model, "reads after resume");
             if rng.gen_bool(0.5) {
                 fs.crash();
                 drop(db);
@@ -752,7 +772,7 @@ fn faults_background_compaction_failure_stops_writes() {
             let mut rng = StdRng::seed_from_u64(seed);
             let fs = FaultFileSystem::new();
             let dir = Path::new("/bg-compaction");
-            let db = Db::open(dir, small_options(&fs)).expect("open");
+            let db = Db::open(dir, options_without_retries(&fs)).expect("open");
             let trees = open_trees(&db).expect("trees");
             let mut model = Model::new();
             // One tree only, so that each flush creates exactly one table.

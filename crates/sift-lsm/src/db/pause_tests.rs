@@ -366,7 +366,10 @@ fn a_failed_manifest_sync_refuses_later_edits_and_resume_recovers() {
     let db = Db::open(dir, options).unwrap();
     let tree = db.default_tree();
     assert!(db.tree("after-resume").is_ok());
-    assert!(db.tree("refused").is_err(), "a failed tree creation came back");
+    assert!(
+        db.tree("refused").is_err(),
+        "a failed tree creation came back"
+    );
     assert_eq!(db.get(&tree, b"after").unwrap().unwrap().value, b"v");
     for i in 0..50u32 {
         assert_eq!(
