@@ -720,7 +720,6 @@ impl DbInner {
                             state.flush_running = true;
                             break false;
                         }
-                        None => {}
                         Some(error)
                             if error.recoverable
                                 && !state.recovering
@@ -733,7 +732,8 @@ impl DbInner {
                             self.bg_cv.wait_until(&mut state, retry_at);
                             continue;
                         }
-                        Some(_) => {}
+                        // Nothing to flush, or an error no automatic retry may clear.
+                        _ => {}
                     }
                     self.bg_cv.wait(&mut state);
                 }
