@@ -202,6 +202,8 @@ struct Harness {
     resumed_from_errors: usize,
     /// Rounds whose `resume` reported a fatal error (a reopen followed).
     resume_refused: usize,
+    /// The last write error, for messages.
+    last_write_error: Option<String>,
 }
 
 impl Harness {
@@ -220,6 +222,7 @@ impl Harness {
             resumed: 0,
             resumed_from_errors: 0,
             resume_refused: 0,
+            last_write_error: None,
         };
         h.open();
         h
@@ -286,6 +289,7 @@ impl Harness {
                     !e.is_corruption(),
                     "an injected I/O fault must not surface as corruption: {e}"
                 );
+                self.last_write_error = Some(e.to_string());
                 self.errors_seen += 1;
                 self.uncertain = Some(ops);
                 false
@@ -475,7 +479,11 @@ impl Harness {
         self.model = candidates.swap_remove(found);
         self.uncertain = None;
         for _ in 0..self.rng.gen_range(10..60) {
-            assert!(self.write(), "a write failed after a successful resume");
+            assert!(
+                self.write(),
+                "a write failed after a successful resume: {:?}",
+                self.last_write_error
+            );
         }
         let actual = read_all(self.db(), &self.trees);
         assert!(

@@ -195,7 +195,7 @@ impl DbInner {
     /// Runs compactions while any is due. Called by a compaction thread.
     pub(crate) fn compaction_loop(self: &Arc<Self>) {
         loop {
-            let compaction = {
+            let (compaction, attempt) = {
                 let mut state = self.state.lock();
                 loop {
                     if state.shutting_down {
@@ -208,7 +208,7 @@ impl DbInner {
                         if let Some(c) = self.pick_compaction(&state) {
                             c.mark(true);
                             state.compactions_running += 1;
-                            break c;
+                            break (c, state.begin_background_attempt());
                         }
                     }
                     self.bg_cv.wait(&mut state);
@@ -223,6 +223,7 @@ impl DbInner {
                     self.set_job_bg_error(&mut state, &e);
                 }
             }
+            state.end_background_attempt(attempt);
             self.bg_cv.notify_all();
         }
     }

@@ -709,7 +709,7 @@ impl DbInner {
     fn flush_loop(self: &Arc<Self>) {
         loop {
             self.prepare_spare_wal();
-            let retry = {
+            let flush_attempt = {
                 let mut state = self.state.lock();
                 loop {
                     if state.shutting_down {
@@ -718,7 +718,7 @@ impl DbInner {
                     match &state.bg_error {
                         None if !state.imms.is_empty() => {
                             state.flush_running = true;
-                            break false;
+                            break Some(state.begin_background_attempt());
                         }
                         Some(error)
                             if error.recoverable
@@ -727,7 +727,7 @@ impl DbInner {
                         {
                             let retry_at = error.retry_at;
                             if std::time::Instant::now() >= retry_at {
-                                break true;
+                                break None;
                             }
                             self.bg_cv.wait_until(&mut state, retry_at);
                             continue;
@@ -738,17 +738,18 @@ impl DbInner {
                     self.bg_cv.wait(&mut state);
                 }
             };
-            if retry {
+            let Some(attempt) = flush_attempt else {
                 // A failure is recorded in the state, with the next retry's time.
                 let _ = self.recover();
                 continue;
-            }
+            };
             let result = self.flush_oldest_memtable();
             let mut state = self.state.lock();
             state.flush_running = false;
             if let Err(e) = result {
                 self.set_job_bg_error(&mut state, &e);
             }
+            state.end_background_attempt(attempt);
             self.bg_cv.notify_all();
         }
     }

@@ -166,6 +166,8 @@ impl Db {
                 recovering: false,
                 flush_attempted: None,
                 failed_job_files: Vec::new(),
+                background_attempts: std::collections::BTreeSet::new(),
+                next_background_attempt: 0,
                 shutting_down: false,
                 compactions_running: 0,
                 flush_running: false,

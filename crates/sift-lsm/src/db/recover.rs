@@ -19,6 +19,18 @@ impl DbInner {
     /// running, waits for it and reports its outcome.
     pub(crate) fn recover(self: &Arc<Self>) -> Result<()> {
         let mut state = self.state.lock();
+        // The flushes and compactions running now may have hit the error being recovered
+        // from without having recorded it yet: their outcome counts. (While an error is set
+        // none starts, so this waits for no job started after the call.)
+        let horizon = state.next_background_attempt;
+        while !state.shutting_down
+            && state
+                .background_attempts
+                .first()
+                .is_some_and(|attempt| *attempt < horizon)
+        {
+            self.bg_cv.wait(&mut state);
+        }
         let mut waited_for_other = false;
         loop {
             if state.shutting_down {

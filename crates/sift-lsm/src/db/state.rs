@@ -61,6 +61,11 @@ pub(crate) struct DbState {
     /// removed by the recovery once it has rolled to a fresh manifest without them (or by the
     /// next open's sweep of unreferenced files).
     pub failed_job_files: Vec<u64>,
+    /// Flushes and compactions started by the background loops whose outcome (success, or the
+    /// error they record) is not in the state yet, by start number; and the next number. A
+    /// `Db::resume` waits for those started before it, so an error they hit is seen.
+    pub background_attempts: BTreeSet<u64>,
+    pub next_background_attempt: u64,
     pub shutting_down: bool,
     pub compactions_running: usize,
     pub flush_running: bool,
@@ -138,6 +143,21 @@ impl std::fmt::Display for BackgroundError {
 pub(crate) struct JobTicket<'a> {
     inner: &'a DbInner,
     ticket: u64,
+}
+
+impl DbState {
+    /// Registers a background flush or compaction about to start; returns its number, to
+    /// pass to `end_background_attempt` once its outcome is recorded.
+    pub fn begin_background_attempt(&mut self) -> u64 {
+        let attempt = self.next_background_attempt;
+        self.next_background_attempt += 1;
+        self.background_attempts.insert(attempt);
+        attempt
+    }
+
+    pub fn end_background_attempt(&mut self, attempt: u64) {
+        self.background_attempts.remove(&attempt);
+    }
 }
 
 impl<'a> JobTicket<'a> {
