@@ -61,9 +61,10 @@ pub(crate) struct DbState {
     /// removed by the recovery once it has rolled to a fresh manifest without them (or by the
     /// next open's sweep of unreferenced files).
     pub failed_job_files: Vec<u64>,
-    /// Flushes and compactions started by the background loops whose outcome (success, or the
-    /// error they record) is not in the state yet, by start number; and the next number. A
-    /// `Db::resume` waits for those started before it, so an error they hit is seen.
+    /// Flushes and compactions started by the background loops, and closed-log syncs of the
+    /// WAL presync thread, whose outcome (success, or the error they record) is not in the
+    /// state yet, by start number; and the next number. A `Db::resume` waits for those
+    /// started before it, so an error they hit is seen.
     pub background_attempts: BTreeSet<u64>,
     pub next_background_attempt: u64,
     pub shutting_down: bool,
@@ -305,17 +306,25 @@ impl DbInner {
             if self.closed.load(Ordering::Acquire) {
                 return;
             }
+            // Registered, so a `Db::resume` waits for this sync's outcome (a failure is fatal).
+            let attempt = self.state.lock().begin_background_attempt();
+            let synced = self.sync_closed_logs(ClosedLogSyncer::Background);
+            {
+                let mut state = self.state.lock();
+                state.end_background_attempt(attempt);
+                self.bg_cv.notify_all();
+                if let Err(e) = synced {
+                    // A closed log that cannot be synced may lose acknowledged writes on a
+                    // crash.
+                    self.set_bg_error(&mut state, &e);
+                    return;
+                }
+            }
             if self.writes_stopped.load(Ordering::Acquire) {
                 // A background error: no write is acknowledged until it is cleared (a
-                // recoverable one may be); this thread waits for the next request.
+                // recoverable one may be), so the active log gets nothing new; this thread
+                // waits for the next request.
                 continue;
-            }
-            let synced = self.sync_closed_logs(ClosedLogSyncer::Background);
-            if let Err(e) = synced {
-                // A closed log that cannot be synced may lose acknowledged writes on a crash.
-                let mut state = self.state.lock();
-                self.set_bg_error(&mut state, &e);
-                return;
             }
             let number = self.super_version.load().mem.wal_number();
             self.fs
