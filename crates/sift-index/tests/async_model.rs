@@ -1100,12 +1100,34 @@ impl sift_lsm::hooks::FlushListener for FailNextTableCreation {
 }
 
 /// A flush fails (its table cannot be created) after its drain inserted index entries into
-/// the memtable unlogged. The engine does not retry it; the watermark written before the
-/// failure stays at or below `flushed_through`, so the reopen (the recovery) queues the
-/// memtable's base writes again, and after `wait_until_indexed` the index holds exactly the
-/// live versions' entries, once each, as brute force over the model says.
+/// the memtable unlogged. With the engine's automatic retries off, nothing retries it before
+/// the database is dropped; the watermark written before the failure stays at or below
+/// `flushed_through`, so the reopen (the recovery) queues the memtable's base writes again,
+/// and after `wait_until_indexed` the index holds exactly the live versions' entries, once
+/// each, as brute force over the model says.
 #[test]
 fn a_failed_flush_of_unlogged_index_entries_is_recovered_by_the_reopen() {
+    failed_flush_of_unlogged_index_entries(Recovery::Reopen);
+}
+
+/// The same failed flush, recovered without a reopen: once the fault is healed,
+/// `Db::resume` (or the automatic retry it waits for) flushes the same memtable again. Its
+/// flush listener, the drain, is told the bound it drained to before, so it does not wait
+/// for index updates of writes made later (which could not be applied while writes are
+/// stopped). Writes and index maintenance go on; the index holds exactly the live versions'
+/// entries, before and after a reopen.
+#[test]
+fn a_failed_flush_of_unlogged_index_entries_is_recovered_by_resume() {
+    failed_flush_of_unlogged_index_entries(Recovery::Resume);
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Recovery {
+    Reopen,
+    Resume,
+}
+
+fn failed_flush_of_unlogged_index_entries(recovery: Recovery) {
     let seed = seed();
     let _guard = SeedGuard(seed);
     let mut rng = StdRng::seed_from_u64(seed);
@@ -1120,6 +1142,9 @@ fn a_failed_flush_of_unlogged_index_entries_is_recovered_by_the_reopen() {
     opts.engine.flush_listeners.push(failure.clone());
     opts.engine.memtable_bytes_max = 64 << 20; // only the test's flushes
     opts.async_index.watermark_interval = Duration::ZERO;
+    if recovery == Recovery::Reopen {
+        opts.engine.background_error_retry_interval_max_millis = 0;
+    }
     let mut model = Model::new();
     let db = Database::open(path, opts.clone()).unwrap();
     setup(&db, Maintenance::AsyncSimple);
@@ -1144,6 +1169,23 @@ fn a_failed_flush_of_unlogged_index_entries_is_recovered_by_the_reopen() {
         .armed
         .store(true, std::sync::atomic::Ordering::SeqCst);
     assert!(db.flush().is_err(), "seed {seed}: the flush did not fail");
+    if recovery == Recovery::Resume {
+        fs.heal();
+        db.engine().resume().unwrap();
+        assert!(db.engine().flushed_through() > flushed, "seed {seed}");
+        for _ in 0..150 {
+            random_write(&mut rng, &db, &mut model);
+        }
+        db.wait_until_indexed().unwrap();
+        check_exact(&db, &model, &format!("seed {seed}: after resume"));
+        db.flush().unwrap();
+        db.close().unwrap();
+        let db = Database::open(path, opts).unwrap();
+        assert_eq!(recovered_model(&db), model, "seed {seed}: the primary");
+        check_exact(&db, &model, &format!("seed {seed}: after the reopen"));
+        db.close().unwrap();
+        return;
+    }
     assert_eq!(db.engine().flushed_through(), flushed, "seed {seed}");
     drop(db);
     fs.heal();

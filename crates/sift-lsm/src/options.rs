@@ -163,6 +163,12 @@ pub struct Options {
     pub wal_recovery: WalRecovery,
     /// The manifest is rewritten from the current state when it grows beyond this.
     pub manifest_bytes_max: u64,
+    /// The longest wait, in milliseconds, between two automatic retries after a recoverable
+    /// background error (an I/O error while a flush or compaction writes its tables or the
+    /// manifest; see `Db::resume`). The first retry comes 100 ms after the failure (or this,
+    /// if smaller), and each failed retry doubles the wait up to this. Zero turns automatic
+    /// retries off: only `Db::resume` retries.
+    pub background_error_retry_interval_max_millis: u64,
 
     pub key_bytes_max: usize,
     pub value_bytes_max: usize,
@@ -206,6 +212,7 @@ impl Default for Options {
             use_mmap_reads: true,
             wal_recovery: WalRecovery::TolerateTornTail,
             manifest_bytes_max: crate::version::set::MANIFEST_BYTES_MAX,
+            background_error_retry_interval_max_millis: 10_000,
             key_bytes_max: 64 << 10,
             value_bytes_max: 64 << 20,
             tree_options: HashMap::new(),

@@ -63,6 +63,12 @@ pub struct EngineCounters {
     /// Time memtable switches spent syncing the log they closed (part of the switch time).
     /// Zero since switches leave that sync to the presync thread (see `closed_wal_syncs`).
     pub memtable_switch_wal_sync_micros: AtomicU64,
+    /// Background errors (the engine went from healthy to stopping writes), retries of the
+    /// failed work after a recoverable one, and recoveries (writes work again without a
+    /// reopen); see `Db::resume`.
+    pub background_errors: AtomicU64,
+    pub background_error_retries: AtomicU64,
+    pub background_error_recoveries: AtomicU64,
     /// Manifest records written and the time spent writing and syncing them.
     pub manifest_writes: AtomicU64,
     pub manifest_write_micros: AtomicU64,
@@ -142,6 +148,11 @@ pub struct Stats {
     pub unlogged_insert_entries: u64,
     pub unlogged_insert_refusals: u64,
     pub memtable_switch_wal_sync_micros: u64,
+    /// Background errors, retries after a recoverable one, and recoveries (see
+    /// `Db::resume`).
+    pub background_errors: u64,
+    pub background_error_retries: u64,
+    pub background_error_recoveries: u64,
     pub manifest_writes: u64,
     pub manifest_write_micros: u64,
     pub closed_wal_syncs: u64,
@@ -199,6 +210,9 @@ impl EngineCounters {
             unlogged_inserts: self.unlogged_inserts.load(Relaxed),
             unlogged_insert_entries: self.unlogged_insert_entries.load(Relaxed),
             unlogged_insert_refusals: self.unlogged_insert_refusals.load(Relaxed),
+            background_errors: self.background_errors.load(Relaxed),
+            background_error_retries: self.background_error_retries.load(Relaxed),
+            background_error_recoveries: self.background_error_recoveries.load(Relaxed),
             manifest_writes: self.manifest_writes.load(Relaxed),
             manifest_write_micros: self.manifest_write_micros.load(Relaxed),
             closed_wal_syncs: self.closed_wal_syncs.load(Relaxed),

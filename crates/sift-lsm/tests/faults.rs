@@ -6,7 +6,11 @@
 //! under a timeout, and a panic hook catches panics in the engine's background threads). After
 //! the faults are healed and the process crashes (or closes), the database must open and hold
 //! every write acknowledged with `sync: true`; its state must be the state after some prefix of
-//! the writes attempted, as in `tests/model.rs`.
+//! the writes attempted, as in `tests/model.rs`. Some rounds end instead with `Db::resume`
+//! after healing: if the background error was recoverable (or none was set) the database must
+//! be healthy without a reopen — it holds every acknowledged write, takes new writes, and
+//! reads equal the model — and the next rounds go on with it; if the error was fatal, `resume`
+//! must say a reopen is needed, and the round ends with a close.
 //!
 //! `SIFT_SEED` replays one seed; `SIFT_FAULT_SEEDS` sets how many random seeds run.
 
@@ -173,6 +177,9 @@ enum Ending {
     TornCrash,
     /// The process closes the database after the faults are healed.
     Close,
+    /// `Db::resume` after the faults are healed, then more writes on the same handle (a
+    /// close if the error was fatal).
+    Resume,
 }
 
 struct Harness {
@@ -189,6 +196,14 @@ struct Harness {
     /// A write that failed: it may or may not have reached the log. Writes stop after one.
     uncertain: Option<Vec<Op>>,
     errors_seen: usize,
+    /// Rounds that ended with a successful `resume`, and those of them that recovered from a
+    /// background error (without a reopen).
+    resumed: usize,
+    resumed_from_errors: usize,
+    /// Rounds whose `resume` reported a fatal error (a reopen followed).
+    resume_refused: usize,
+    /// The last write error, for messages.
+    last_write_error: Option<String>,
 }
 
 impl Harness {
@@ -204,6 +219,10 @@ impl Harness {
             since_durable: Vec::new(),
             uncertain: None,
             errors_seen: 0,
+            resumed: 0,
+            resumed_from_errors: 0,
+            resume_refused: 0,
+            last_write_error: None,
         };
         h.open();
         h
@@ -270,6 +289,7 @@ impl Harness {
                     !e.is_corruption(),
                     "an injected I/O fault must not surface as corruption: {e}"
                 );
+                self.last_write_error = Some(e.to_string());
                 self.errors_seen += 1;
                 self.uncertain = Some(ops);
                 false
@@ -379,11 +399,35 @@ impl Harness {
             }
         }
         self.fs.heal();
-        let ending = match self.rng.gen_range(0..3) {
+        let mut ending = match self.rng.gen_range(0..4) {
             0 => Ending::Crash,
             1 => Ending::TornCrash,
-            _ => Ending::Close,
+            2 => Ending::Close,
+            _ => Ending::Resume,
         };
+        if let Ending::Resume = ending {
+            let recoveries_before = self.db().stats().background_error_recoveries;
+            match self.db().resume() {
+                Ok(()) => {
+                    self.resumed += 1;
+                    if self.db().stats().background_error_recoveries > recoveries_before {
+                        self.resumed_from_errors += 1;
+                    }
+                    self.continue_after_resume();
+                    return;
+                }
+                Err(e) => {
+                    // Faults are healed: a retry of recoverable work cannot fail again.
+                    assert!(!e.is_corruption(), "resume reported corruption: {e}");
+                    assert!(
+                        e.to_string().contains("reopen"),
+                        "resume failed with faults healed without asking for a reopen: {e}"
+                    );
+                    self.resume_refused += 1;
+                    ending = Ending::Close;
+                }
+            }
+        }
         match ending {
             Ending::Crash => {
                 self.fs.crash();
@@ -393,7 +437,7 @@ impl Harness {
                 self.fs.crash_with_torn_writes(self.rng.gen());
                 drop(self.db.take());
             }
-            Ending::Close => {
+            Ending::Close | Ending::Resume => {
                 // Closing may fail (a WAL that failed once cannot be synced); it must not panic.
                 let _ = self.db.take().expect("open").close();
             }
@@ -411,6 +455,46 @@ impl Harness {
         self.check_recovered(ending);
     }
 
+    /// After a successful `resume`, on the same handle: the database holds every acknowledged
+    /// write (and the failed one, if it got in), takes new writes, and reads equal the model;
+    /// a flush then makes everything durable, so the next round's crash may lose nothing
+    /// written so far.
+    fn continue_after_resume(&mut self) {
+        let actual = read_all(self.db(), &self.trees);
+        let mut candidates = vec![self.model.clone()];
+        if let Some(ops) = &self.uncertain {
+            let mut candidate = self.model.clone();
+            apply(&mut candidate, ops);
+            candidates.push(candidate);
+        }
+        let Some(found) = candidates.iter().position(|c| *c == actual) else {
+            panic!(
+                "after resume the database ({} keys) does not hold exactly the acknowledged \
+                 writes ({} keys; uncertain write: {})",
+                actual.len(),
+                self.model.len(),
+                self.uncertain.is_some()
+            );
+        };
+        self.model = candidates.swap_remove(found);
+        self.uncertain = None;
+        for _ in 0..self.rng.gen_range(10..60) {
+            assert!(
+                self.write(),
+                "a write failed after a successful resume: {:?}",
+                self.last_write_error
+            );
+        }
+        let actual = read_all(self.db(), &self.trees);
+        assert!(
+            actual == self.model,
+            "after resume and more writes the database differs from the model"
+        );
+        self.db().flush().expect("flush after a successful resume");
+        self.durable = self.model.clone();
+        self.since_durable.clear();
+    }
+
     /// The recovered state must be the durable state plus a prefix of the writes acknowledged
     /// without sync (and, at the end, possibly the write that failed). With no crash, nothing
     /// acknowledged may be missing.
@@ -426,7 +510,7 @@ impl Harness {
                     candidates.push(candidate.clone());
                 }
             }
-            Ending::Close => candidates.push(self.model.clone()),
+            Ending::Close | Ending::Resume => candidates.push(self.model.clone()),
         }
         if let Some(ops) = &self.uncertain {
             let mut candidate = self.model.clone();
@@ -464,6 +548,7 @@ impl Harness {
 #[test]
 fn faults_random_injection_keeps_synced_writes() {
     let mut errors = 0;
+    let (mut resumed, mut resumed_from_errors, mut resume_refused) = (0, 0, 0);
     for seed in seeds(10) {
         let (sender, receiver) = mpsc::channel();
         run_with_timeout("faults_random_injection", seed, move || {
@@ -471,12 +556,31 @@ fn faults_random_injection_keeps_synced_writes() {
             for _ in 0..12 {
                 h.round();
             }
-            let _ = sender.send(h.errors_seen);
+            let _ = sender.send((
+                h.errors_seen,
+                h.resumed,
+                h.resumed_from_errors,
+                h.resume_refused,
+            ));
         });
-        errors += receiver.recv().unwrap_or(0);
+        let (e, r, f, x) = receiver.recv().unwrap_or((0, 0, 0, 0));
+        errors += e;
+        resumed += r;
+        resumed_from_errors += f;
+        resume_refused += x;
     }
-    eprintln!("random fault injection: {errors} operations failed");
+    eprintln!(
+        "random fault injection: {errors} operations failed; {resumed} rounds resumed without \
+         a reopen ({resumed_from_errors} of them after a background error), {resume_refused} \
+         refused (fatal error)"
+    );
     assert!(errors > 0, "no injected fault ever surfaced as an error");
+    if std::env::var_os("SIFT_SEED").is_none() {
+        assert!(
+            resumed_from_errors > 0,
+            "no round recovered from a background error without a reopen"
+        );
+    }
 }
 
 /// Writes `count` batches (synced every `sync_every`), returning the model.
@@ -520,8 +624,20 @@ fn assert_writes_refused(db: &Db, trees: &[Tree]) {
     }
 }
 
+/// `small_options` without automatic retries after a background error: the tests that use it
+/// look at the stopped database after healing, and then recover it with `Db::resume` or a
+/// reopen.
+fn options_without_retries(fs: &FaultFileSystem) -> Options {
+    Options {
+        background_error_retry_interval_max_millis: 0,
+        ..small_options(fs)
+    }
+}
+
 /// Disk full while a flush writes its table: the flush fails, later writes are refused with a
-/// clear `Error::Closed`, reads keep working (from the memtables), and a reopen recovers it all.
+/// clear `Error::Closed`, reads keep working (from the memtables); with automatic retries off
+/// writes stay refused after healing, until `Db::resume` makes them work again, and a reopen
+/// (after a crash or a close) recovers it all.
 #[test]
 fn faults_disk_full_during_flush_stops_writes_and_recovers() {
     for seed in seeds(2) {
@@ -529,7 +645,7 @@ fn faults_disk_full_during_flush_stops_writes_and_recovers() {
             let mut rng = StdRng::seed_from_u64(seed);
             let fs = FaultFileSystem::new();
             let dir = Path::new("/flush-full");
-            let db = Db::open(dir, small_options(&fs)).expect("open");
+            let db = Db::open(dir, options_without_retries(&fs)).expect("open");
             let trees = open_trees(&db).expect("trees");
             let mut model = Model::new();
             fill(&db, &trees, &mut rng, 60, &mut model);
@@ -552,9 +668,17 @@ fn faults_disk_full_during_flush_stops_writes_and_recovers() {
             }
             assert_writes_refused(&db, &trees);
             fs.heal();
-            // Still refused after the disk has room again: the database stays stopped.
+            // Still refused after the disk has room again, until resumed.
             assert_writes_refused(&db, &trees);
             assert_reads_match(&db, &trees, &model, "reads after a failed flush");
+            db.resume().expect("resume after the disk has room again");
+            let mut batch = WriteBatch::new();
+            batch.put(&trees[2], b"after-resume", b"ok");
+            db.write(batch, &WriteOptions { sync: true })
+                .expect("writes work again after resume");
+            model.insert((2, b"after-resume".to_vec()), b"ok".to_vec());
+            db.flush().expect("flush after resume");
+            assert_reads_match(&db, &trees, &model, "reads after resume");
             if rng.gen_bool(0.5) {
                 fs.crash();
                 drop(db);
@@ -656,7 +780,7 @@ fn faults_background_compaction_failure_stops_writes() {
             let mut rng = StdRng::seed_from_u64(seed);
             let fs = FaultFileSystem::new();
             let dir = Path::new("/bg-compaction");
-            let db = Db::open(dir, small_options(&fs)).expect("open");
+            let db = Db::open(dir, options_without_retries(&fs)).expect("open");
             let trees = open_trees(&db).expect("trees");
             let mut model = Model::new();
             // One tree only, so that each flush creates exactly one table.
@@ -727,12 +851,17 @@ fn wal_files(fs: &FaultFileSystem, dir: &Path) -> Vec<(String, u64)> {
 /// syncs the current one. When that sync fails, the switch is abandoned but the new, empty WAL
 /// stays on disk. After power loss tears the unsynced tail of the older log, recovery saw
 /// "damage followed by newer logs" and refused to open (`Error::Corruption`), though the only
-/// newer log held nothing: the damage is a torn tail.
+/// newer log held nothing: the damage is a torn tail. Automatic retries are off: a retry of
+/// the failed flush after healing would flush the older log's writes and delete it.
 #[test]
 fn faults_failed_wal_switch_then_torn_tail_still_opens() {
     let fs = FaultFileSystem::new();
     let dir = Path::new("/failed-switch");
-    let db = Db::open(dir, small_options(&fs)).expect("open");
+    let options = Options {
+        background_error_retry_interval_max_millis: 0,
+        ..small_options(&fs)
+    };
+    let db = Db::open(dir, options).expect("open");
     let trees = open_trees(&db).expect("trees");
     let mut model = Model::new();
     let mut batch = WriteBatch::new();

@@ -35,7 +35,7 @@ impl Compaction {
     fn all_inputs(&self) -> impl Iterator<Item = &Arc<FileMetaData>> {
         self.inputs[0].iter().chain(self.inputs[1].iter())
     }
-    fn mark(&self, on: bool) {
+    pub(crate) fn mark(&self, on: bool) {
         for f in self.all_inputs() {
             f.being_compacted.store(on, Ordering::Release);
         }
@@ -195,7 +195,7 @@ impl DbInner {
     /// Runs compactions while any is due. Called by a compaction thread.
     pub(crate) fn compaction_loop(self: &Arc<Self>) {
         loop {
-            let compaction = {
+            let (compaction, attempt) = {
                 let mut state = self.state.lock();
                 loop {
                     if state.shutting_down {
@@ -208,7 +208,7 @@ impl DbInner {
                         if let Some(c) = self.pick_compaction(&state) {
                             c.mark(true);
                             state.compactions_running += 1;
-                            break c;
+                            break (c, state.begin_background_attempt());
                         }
                     }
                     self.bg_cv.wait(&mut state);
@@ -219,10 +219,11 @@ impl DbInner {
             let mut state = self.state.lock();
             state.compactions_running -= 1;
             if let Err(e) = result {
-                if !matches!(e, Error::Closed(_)) {
-                    self.set_bg_error(&mut state, &e);
+                if !matches!(e, Error::Closed(_)) || state.versions.write_failed() {
+                    self.set_job_bg_error(&mut state, &e);
                 }
             }
+            state.end_background_attempt(attempt);
             self.bg_cv.notify_all();
         }
     }
@@ -375,18 +376,30 @@ impl DbInner {
             }
             return Err(e);
         }
-        if !outputs.is_empty() {
-            self.fs.sync_dir(&self.dir)?;
-        }
         let bytes_written: u64 = outputs.iter().map(|f| f.file_bytes).sum();
         let new_numbers: Vec<u64> = outputs.iter().map(|f| f.number).collect();
+        if !outputs.is_empty() {
+            if let Err(e) = self.fs.sync_dir(&self.dir) {
+                // Nothing names the outputs yet: a retry writes new ones.
+                for n in &new_numbers {
+                    let _ = self.fs.remove(&self.table_path(*n));
+                }
+                return Err(e);
+            }
+        }
         for f in outputs {
             edit.new_files.push((tree_id, output_level, f));
         }
-        self.commit_job(emitted, move |inner: &DbInner| {
+        let committed = self.commit_job(emitted, move |inner: &DbInner| {
             let mut state = inner.state.lock();
             inner.apply_edit(&mut state, &mut edit, ChangeReason::Compaction)
-        })?;
+        });
+        if let Err(e) = committed {
+            // The edit's record may be in the manifest (a failed sync): the outputs stay until
+            // the recovery has rolled to a manifest without it.
+            self.state.lock().failed_job_files.extend(&new_numbers);
+            return Err(e);
+        }
         self.prefault_new_tables(&new_numbers);
         let slot = output_level.min(LEVELS_TRACKED - 1);
         EngineCounters::add(&self.counters.compactions, 1);

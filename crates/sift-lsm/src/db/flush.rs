@@ -77,13 +77,17 @@ impl DbInner {
         state.manifest_writing = false;
         self.bg_cv.notify_all();
         if let Err(e) = written {
-            self.set_bg_error(state, &e);
+            // Recoverable if it is an I/O error: the recovery rolls to a fresh manifest before
+            // any later edit (see `VersionSet::recover_manifest`).
+            self.set_job_bg_error(state, &e);
             return Err(e);
         }
         EngineCounters::add(&self.counters.manifest_writes, 1);
         EngineCounters::add_micros_since(&self.counters.manifest_write_micros, manifest_started);
         if let Err(e) = state.versions.install(prepared, edit) {
-            // The version set holds the edit but the engine's version does not.
+            // Not expected (`install` reports no roll failure, so that a version set holding
+            // the edit is always followed by the engine's version holding it too); should it
+            // happen, the two disagree and a retried job could apply the edit twice: fatal.
             self.set_bg_error(state, &e);
             return Err(e);
         }
@@ -171,23 +175,37 @@ impl DbInner {
         // syncs the directory itself, under the commit lock.
         self.prepare_spare_wal();
         let mut listened = None;
-        if !self.options.flush_listeners.is_empty() {
-            // Before anything of the flush is decided: a listener may block (see `hooks.rs`),
-            // and only this thread removes frozen memtables, so the oldest stays the same.
-            let Some(wal_number) = self.state.lock().imms.last().map(|m| m.wal_number()) else {
+        let (oldest_wal_number, told_before) = {
+            let state = self.state.lock();
+            let Some(wal_number) = state.imms.last().map(|m| m.wal_number()) else {
                 return Ok(false);
             };
-            let info = FlushInfo {
-                wal_number,
+            let told_before = state
+                .flush_attempted
+                .filter(|(attempted, _)| *attempted == wal_number)
+                .and_then(|(_, info)| info);
+            (wal_number, told_before)
+        };
+        if !self.options.flush_listeners.is_empty() {
+            // Before anything of the flush is decided: a listener may block (see `hooks.rs`),
+            // and only this thread (or a recovery, while this thread waits) removes frozen
+            // memtables, so the oldest stays the same. A retry of a failed flush of this
+            // memtable tells the listeners what the failed attempt told them: they did their
+            // work up to that bound then (an index layer drained its queue), and a newer bound
+            // would make them wait for writes made since, which cannot complete while writes
+            // are stopped by the error being recovered from.
+            let info = told_before.unwrap_or(FlushInfo {
+                wal_number: oldest_wal_number,
                 sequence_upper_bound: self
                     .allocated_sequence
                     .load(std::sync::atomic::Ordering::Acquire),
-            };
+            });
             for listener in &self.options.flush_listeners {
                 listener.before_flush(&info);
             }
             listened = Some(info);
         }
+        self.state.lock().flush_attempted = Some((oldest_wal_number, listened));
         // From here on the observers may run (after the listeners, which may block).
         let _job = JobTicket::new(self);
         let (imm, trees, log_number_after) = {
@@ -238,10 +256,16 @@ impl DbInner {
             }
             return Err(e);
         }
-        if !edit.new_files.is_empty() {
-            self.fs.sync_dir(&self.dir)?;
-        }
         let new_numbers: Vec<u64> = edit.new_files.iter().map(|(_, _, f)| f.number).collect();
+        if !edit.new_files.is_empty() {
+            if let Err(e) = self.fs.sync_dir(&self.dir) {
+                // Nothing names the tables yet: the retry writes new ones.
+                for n in &new_numbers {
+                    let _ = self.fs.remove(&self.table_path(*n));
+                }
+                return Err(e);
+            }
+        }
         let install = {
             let imm = Arc::clone(&imm);
             move |inner: &DbInner| -> Result<()> {
@@ -264,7 +288,21 @@ impl DbInner {
                 Ok(())
             }
         };
-        self.commit_job(emitted, install)?;
+        if let Err(e) = self.commit_job(emitted, install) {
+            // The edit's record may be in the manifest (a failed sync): the tables stay until
+            // the recovery has rolled to a manifest without it.
+            self.state.lock().failed_job_files.extend(&new_numbers);
+            return Err(e);
+        }
+        {
+            let mut state = self.state.lock();
+            if state
+                .flush_attempted
+                .is_some_and(|(attempted, _)| attempted == oldest_wal_number)
+            {
+                state.flush_attempted = None;
+            }
+        }
         if let Some(info) = listened {
             for listener in &self.options.flush_listeners {
                 listener.after_flush(&info);

@@ -19,6 +19,9 @@ mod open;
 #[cfg(test)]
 mod pause_tests;
 mod read;
+mod recover;
+#[cfg(test)]
+mod recover_tests;
 mod state;
 #[cfg(test)]
 mod switch_sync_tests;
@@ -315,8 +318,9 @@ impl Db {
         };
         if let Err(e) = state.versions.log_and_apply(&mut edit) {
             if state.versions.write_failed() {
-                // The manifest takes no more edits: no flush could be recorded either.
-                self.inner.set_bg_error(&mut state, &e);
+                // The manifest takes no more edits until the recovery rolls to a fresh one: no
+                // flush could be recorded either.
+                self.inner.set_job_bg_error(&mut state, &e);
             }
             return Err(e);
         }
@@ -367,14 +371,22 @@ impl Db {
             trees_dropped: vec![tree.id()],
             ..Default::default()
         };
+        let before = Arc::clone(&state.trees);
         let mut trees = (*state.trees).clone();
         trees.remove(&tree.id());
         state.trees = Arc::new(trees);
-        self.inner.apply_edit(
+        let dropped = self.inner.apply_edit(
             &mut state,
             &mut edit,
             crate::extension::ChangeReason::DropTree,
-        )
+        );
+        if dropped.is_err() {
+            // The manifest still has the tree: so must the engine, or a flush after a
+            // recovery would skip its writes and then delete the log holding them.
+            state.trees = before;
+            self.inner.install_super_version(&state);
+        }
+        dropped
     }
 
     pub fn tree_names(&self) -> Vec<String> {
@@ -549,6 +561,29 @@ impl Db {
         drop(self.inner.wal.lock());
         Ok(())
     }
+    /// Retries now, in the calling thread, the work whose failure stopped writes, and tells
+    /// whether the engine is healthy afterwards.
+    ///
+    /// A flush or compaction that fails with an I/O error while it reads its inputs or
+    /// writes, syncs or creates its table files or its manifest record (a full disk, a
+    /// transient `EIO`) sets a *recoverable* background error: writes fail (the error says
+    /// why, and that the engine is retrying), reads go on, and the flush thread retries the
+    /// failed work by itself after a backoff (100 ms, doubling up to
+    /// `Options::background_error_retry_interval_max_millis`). A retry first rolls to a fresh
+    /// manifest if a manifest write failed (the old one may end in part of a record), removes
+    /// the table files of the failed attempts, then runs the failed flush (the same frozen
+    /// memtable, its flush listeners told the same bound as before) or a compaction again.
+    /// When that succeeds, the error is cleared and writes work again, without a reopen.
+    ///
+    /// Returns `Ok(())` if no error is set or the retry succeeded; the retry's error if it
+    /// failed again (the error stays recoverable and the automatic retries go on); and
+    /// `Error::Closed` saying a reopen is needed if the error is fatal (corruption, a failed
+    /// write-ahead log write or sync, a broken invariant), which no retry clears. If an
+    /// automatic retry is running, waits for it and reports its outcome.
+    pub fn resume(&self) -> Result<()> {
+        self.inner.check_open()?;
+        self.inner.recover()
+    }
     /// Compacts every file of `tree` overlapping `[start, end]` down to the deepest level
     /// that holds data (after flushing the memtable).
     pub fn compact_range(
@@ -705,28 +740,52 @@ impl DbInner {
         }
     }
 
+    /// The flush thread: flushes frozen memtables, and retries the failed work after a
+    /// recoverable background error once its backoff has passed (see `DbInner::recover`).
     fn flush_loop(self: &Arc<Self>) {
         loop {
             self.prepare_spare_wal();
-            {
+            let flush_attempt = {
                 let mut state = self.state.lock();
                 loop {
                     if state.shutting_down {
                         return;
                     }
-                    if state.bg_error.is_none() && !state.imms.is_empty() {
-                        state.flush_running = true;
-                        break;
+                    match &state.bg_error {
+                        None if !state.imms.is_empty() => {
+                            state.flush_running = true;
+                            break Some(state.begin_background_attempt());
+                        }
+                        Some(error)
+                            if error.recoverable
+                                && !state.recovering
+                                && self.retries_automatically() =>
+                        {
+                            let retry_at = error.retry_at;
+                            if std::time::Instant::now() >= retry_at {
+                                break None;
+                            }
+                            self.bg_cv.wait_until(&mut state, retry_at);
+                            continue;
+                        }
+                        // Nothing to flush, or an error no automatic retry may clear.
+                        _ => {}
                     }
                     self.bg_cv.wait(&mut state);
                 }
-            }
+            };
+            let Some(attempt) = flush_attempt else {
+                // A failure is recorded in the state, with the next retry's time.
+                let _ = self.recover();
+                continue;
+            };
             let result = self.flush_oldest_memtable();
             let mut state = self.state.lock();
             state.flush_running = false;
             if let Err(e) = result {
-                self.set_bg_error(&mut state, &e);
+                self.set_job_bg_error(&mut state, &e);
             }
+            state.end_background_attempt(attempt);
             self.bg_cv.notify_all();
         }
     }

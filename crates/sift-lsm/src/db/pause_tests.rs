@@ -316,13 +316,20 @@ fn a_panic_in_a_manifest_write_does_not_hang_later_edits_or_close() {
 /// After a manifest record was appended but its sync failed, later edits were still appended
 /// after it, and an edit failing outside a background job (manual compaction, tree creation
 /// or drop) did not stop writes. Now the version set refuses every later edit with a clear
-/// error, writes stop, and a reopen finds the data intact.
+/// error and writes stop (automatic retries are off here), until `Db::resume` rolls to a
+/// fresh manifest: then edits and writes work again, and a reopen finds the data intact and
+/// not the tree whose creation failed (its record, appended to the old manifest, is in no
+/// manifest CURRENT names).
 #[test]
-fn a_failed_manifest_sync_refuses_later_edits_and_reopen_recovers() {
+fn a_failed_manifest_sync_refuses_later_edits_and_resume_recovers() {
     let fs = FaultFileSystem::new();
     let gate = SyncGate::new("MANIFEST-", "");
     let dir = Path::new("/manifest-sync-fails");
-    let db = Db::open(dir, gated_options(&fs, &gate)).unwrap();
+    let options = Options {
+        background_error_retry_interval_max_millis: 0,
+        ..gated_options(&fs, &gate)
+    };
+    let db = Db::open(dir, options.clone()).unwrap();
     let tree = db.default_tree();
     for i in 0..50u32 {
         db.put(&tree, format!("key{i:03}").as_bytes(), b"v")
@@ -350,9 +357,20 @@ fn a_failed_manifest_sync_refuses_later_edits_and_reopen_recovers() {
     );
     assert!(db.put(&tree, b"after", b"v").is_err(), "writes went on");
     assert_eq!(db.stats().manifest_writes, manifest_writes);
+    db.resume().unwrap();
+    db.create_tree("after-resume", TreeOptions::default())
+        .unwrap();
+    db.put(&tree, b"after", b"v").unwrap();
+    db.flush().unwrap();
     drop(db);
-    let db = Db::open(dir, gated_options(&fs, &gate)).unwrap();
+    let db = Db::open(dir, options).unwrap();
     let tree = db.default_tree();
+    assert!(db.tree("after-resume").is_ok());
+    assert!(
+        db.tree("refused").is_err(),
+        "a failed tree creation came back"
+    );
+    assert_eq!(db.get(&tree, b"after").unwrap().unwrap().value, b"v");
     for i in 0..50u32 {
         assert_eq!(
             db.get(&tree, format!("key{i:03}").as_bytes())

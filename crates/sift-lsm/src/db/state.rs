@@ -2,6 +2,7 @@
 
 use crate::db::write::WriteQueue;
 use crate::fs::{FileLock, FileSystem};
+use crate::hooks::FlushInfo;
 use crate::key::{SeqNo, TreeId};
 use crate::memtable::Memtable;
 use crate::options::{Options, TreeOptions};
@@ -18,6 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// A tree's identity and code-level options.
 #[derive(Debug)]
@@ -47,7 +49,24 @@ pub(crate) struct DbState {
     pub imms: Vec<Arc<Memtable>>,
     pub version: Arc<Version>,
     pub trees: TreeMap,
-    pub bg_error: Option<String>,
+    /// Set by a failed background job (or a failed WAL write); writes fail while it is set.
+    pub bg_error: Option<BackgroundError>,
+    /// A recovery from a recoverable `bg_error` is running (`DbInner::recover`): one at a time.
+    pub recovering: bool,
+    /// The flush started last, while it is not installed: (log number of its memtable, what
+    /// its flush listeners were told). A retry of that memtable's flush tells the listeners
+    /// the same, not a newer sequence bound (see `DbInner::flush_oldest_memtable`).
+    pub flush_attempted: Option<(u64, Option<FlushInfo>)>,
+    /// Table files written by failed jobs whose manifest record may have reached the manifest:
+    /// removed by the recovery once it has rolled to a fresh manifest without them (or by the
+    /// next open's sweep of unreferenced files).
+    pub failed_job_files: Vec<u64>,
+    /// Flushes and compactions started by the background loops, and closed-log syncs of the
+    /// WAL presync thread, whose outcome (success, or the error they record) is not in the
+    /// state yet, by start number; and the next number. A `Db::resume` waits for those
+    /// started before it, so an error they hit is seen.
+    pub background_attempts: BTreeSet<u64>,
+    pub next_background_attempt: u64,
     pub shutting_down: bool,
     pub compactions_running: usize,
     pub flush_running: bool,
@@ -64,6 +83,60 @@ pub(crate) struct DbState {
     pub manifest_writing: bool,
 }
 
+/// The first delay before an automatic retry after a recoverable background error.
+pub(crate) const BACKGROUND_ERROR_RETRY_INTERVAL_FIRST: Duration = Duration::from_millis(100);
+
+/// A background failure that stops writes.
+///
+/// Recoverable: an I/O error while a flush or compaction reads its inputs, writes, syncs or
+/// creates a table file, or while a manifest record (or a fresh manifest) is written or
+/// synced. Nothing acknowledged depends on those files (the memtable and its log, or the
+/// compaction's inputs, are all still there), so running the job again once the disk works
+/// is safe: the engine retries by itself after a backoff, and `Db::resume` retries at once.
+///
+/// Fatal: everything else — corruption, a broken invariant (an edit the version set refuses),
+/// a panic while writing the manifest, and any failure to write or sync a write-ahead log.
+/// After a failed log append the log may end in part of a record, and after a failed log sync
+/// the kernel may have dropped the dirty pages while a later sync reports success: whether an
+/// unacknowledged write is durable is then unknown, and appending after it would hide a torn
+/// record in the middle of the log. Only a reopen, which replays the log up to its last whole
+/// record, recovers from that.
+#[derive(Debug, Clone)]
+pub(crate) struct BackgroundError {
+    pub message: String,
+    pub recoverable: bool,
+    /// Retries that failed since the error was set.
+    pub retries_failed: u32,
+    /// When the next automatic retry is due.
+    pub retry_at: Instant,
+    /// Whether there are automatic retries (for the message).
+    pub retries_automatically: bool,
+}
+
+impl std::fmt::Display for BackgroundError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.recoverable {
+            write!(
+                f,
+                "{} (recoverable: {}, {} retries failed so far; Db::resume retries now)",
+                self.message,
+                if self.retries_automatically {
+                    "the engine retries the failed work in the background"
+                } else {
+                    "automatic retries are off"
+                },
+                self.retries_failed
+            )
+        } else {
+            write!(
+                f,
+                "{} (fatal: reopen the database to recover)",
+                self.message
+            )
+        }
+    }
+}
+
 /// Marks a flush or compaction job as running from before its compaction observers first run
 /// until after its result (edit and emitted writes) is installed or abandoned, so
 /// `Db::wait_for_running_jobs` can wait for every job that may have seen the observers'
@@ -71,6 +144,21 @@ pub(crate) struct DbState {
 pub(crate) struct JobTicket<'a> {
     inner: &'a DbInner,
     ticket: u64,
+}
+
+impl DbState {
+    /// Registers a background flush or compaction about to start; returns its number, to
+    /// pass to `end_background_attempt` once its outcome is recorded.
+    pub fn begin_background_attempt(&mut self) -> u64 {
+        let attempt = self.next_background_attempt;
+        self.next_background_attempt += 1;
+        self.background_attempts.insert(attempt);
+        attempt
+    }
+
+    pub fn end_background_attempt(&mut self, attempt: u64) {
+        self.background_attempts.remove(&attempt);
+    }
 }
 
 impl<'a> JobTicket<'a> {
@@ -217,15 +305,28 @@ impl DbInner {
             }
             // Closed logs first: a synced write waits for them, and after a crash the records
             // of newer logs are only replayed once the older ones are known complete.
-            let synced = self.sync_closed_logs(ClosedLogSyncer::Background);
-            if self.writes_stopped.load(Ordering::Acquire) {
+            if self.closed.load(Ordering::Acquire) {
                 return;
             }
-            if let Err(e) = synced {
-                // A closed log that cannot be synced may lose acknowledged writes on a crash.
+            // Registered, so a `Db::resume` waits for this sync's outcome (a failure is fatal).
+            let attempt = self.state.lock().begin_background_attempt();
+            let synced = self.sync_closed_logs(ClosedLogSyncer::Background);
+            {
                 let mut state = self.state.lock();
-                self.set_bg_error(&mut state, &e);
-                return;
+                state.end_background_attempt(attempt);
+                self.bg_cv.notify_all();
+                if let Err(e) = synced {
+                    // A closed log that cannot be synced may lose acknowledged writes on a
+                    // crash.
+                    self.set_bg_error(&mut state, &e);
+                    return;
+                }
+            }
+            if self.writes_stopped.load(Ordering::Acquire) {
+                // A background error: no write is acknowledged until it is cleared (a
+                // recoverable one may be), so the active log gets nothing new; this thread
+                // waits for the next request.
+                continue;
             }
             let number = self.super_version.load().mem.wal_number();
             self.fs
@@ -331,13 +432,64 @@ impl DbInner {
         self.visible_sequence.load(Ordering::Acquire)
     }
 
-    /// Records a background failure: from now on writes fail, reads go on.
+    /// Records a fatal background failure: from now on writes fail, reads go on, until the
+    /// database is reopened (see [`BackgroundError`]).
     pub fn set_bg_error(&self, state: &mut DbState, error: &Error) {
-        if state.bg_error.is_none() {
-            state.bg_error = Some(error.to_string());
+        self.record_bg_error(state, error, false);
+    }
+
+    /// Records the failure of a flush or compaction job (or of its manifest write): fatal or
+    /// recoverable as [`DbInner::job_error_is_recoverable`] decides.
+    pub fn set_job_bg_error(&self, state: &mut DbState, error: &Error) {
+        let recoverable = Self::job_error_is_recoverable(state, error);
+        self.record_bg_error(state, error, recoverable);
+    }
+
+    /// Whether a job's error is one the engine retries: an I/O error (the job's table files
+    /// or manifest record; a log write that failed under a job's commit already recorded a
+    /// fatal error, which stays), or the version set's refusal of an edit after an earlier
+    /// manifest write failed (the recovery rolls to a fresh manifest).
+    pub fn job_error_is_recoverable(state: &DbState, error: &Error) -> bool {
+        match error {
+            Error::Io { .. } => true,
+            Error::Closed(_) => state.versions.write_failed(),
+            _ => false,
+        }
+    }
+
+    /// Keeps the first error (it explains the state), except that a fatal error replaces a
+    /// recoverable one: once anything fatal happened, no retry may clear it.
+    fn record_bg_error(&self, state: &mut DbState, error: &Error, recoverable: bool) {
+        let replace = match &state.bg_error {
+            None => true,
+            Some(existing) => existing.recoverable && !recoverable,
+        };
+        if replace {
+            if state.bg_error.is_none() {
+                EngineCounters::add(&self.counters.background_errors, 1);
+            }
+            state.bg_error = Some(BackgroundError {
+                message: error.to_string(),
+                recoverable,
+                retries_failed: 0,
+                retry_at: Instant::now()
+                    + BACKGROUND_ERROR_RETRY_INTERVAL_FIRST.min(self.retry_interval_max()),
+                retries_automatically: self.retries_automatically(),
+            });
         }
         self.writes_stopped.store(true, Ordering::Release);
         self.bg_cv.notify_all();
+    }
+
+    /// Whether the flush thread retries by itself (`Options::background_error_retry_interval_max_millis`
+    /// above zero).
+    pub fn retries_automatically(&self) -> bool {
+        self.options.background_error_retry_interval_max_millis > 0
+    }
+
+    /// `Options::background_error_retry_interval_max_millis`.
+    pub fn retry_interval_max(&self) -> Duration {
+        Duration::from_millis(self.options.background_error_retry_interval_max_millis)
     }
 }
 

@@ -459,14 +459,17 @@ impl FlushListener for FailNextTableCreation {
 
 /// A flush fails (its first table cannot be created) while its sealed memtable holds unlogged
 /// entries, some inserted after the memtable was frozen; the next memtable holds more. The
-/// engine does not retry a failed flush: it records a background error and stops writes, so
-/// `flushed_through` stays below the failed memtable, and its unlogged entries stay readable,
-/// each stored once. The recovery is a reopen, which replays the logs of both memtables into
-/// tables: every base write is back, each version stored once; the unlogged entries of the
-/// flushed memtable are there once, those of the unflushed ones are gone (they had no log
-/// record: the caller re-derives them, at fresh numbers, since their memtables are gone).
+/// failure is a recoverable background error: writes (unlogged inserts too) stop, the
+/// memtable stays, sealed, so `flushed_through` stays below it, and its unlogged entries stay
+/// readable, each stored once. Automatic retries are off here, so nothing changes until
+/// `Db::resume` retries the flush of that same memtable: then it is flushed with every entry
+/// exactly once, `flushed_through` advances past it, and writes work again. A reopen replays
+/// the logs of the memtables not flushed: every base write is back, each version stored
+/// once; the unlogged entries of the flushed memtables are there once, those of the active
+/// one are gone (they had no log record: the caller re-derives them, at fresh numbers, since
+/// their memtable is gone).
 #[test]
-fn a_failed_flush_keeps_its_unlogged_entries_unflushed_until_the_reopen_replays_its_log() {
+fn a_failed_flush_keeps_its_unlogged_entries_unflushed_until_a_retry_flushes_them_once() {
     let fs = FaultFileSystem::new();
     let dir = std::path::Path::new("/unlogged-failed-flush");
     let gate = Arc::new(crate::db::write::tests::FlushGate::default());
@@ -477,6 +480,7 @@ fn a_failed_flush_keeps_its_unlogged_entries_unflushed_until_the_reopen_replays_
     let options = Options {
         file_system: Arc::new(fs.clone()),
         flush_listeners: vec![gate.clone(), failure.clone()],
+        background_error_retry_interval_max_millis: 0,
         ..Options::default()
     };
     let (db, base, derived) = open_with_trees(dir, options.clone());
@@ -569,6 +573,33 @@ fn a_failed_flush_keeps_its_unlogged_entries_unflushed_until_the_reopen_replays_
         .insert_unlogged_at_sequence(&WriteBatch::new(), &[])
         .is_err());
     drop(current);
+
+    // The retry flushes the same memtable, with every entry, once.
+    db.resume().unwrap();
+    assert_eq!(db.stats().flushes, 2);
+    assert_eq!(db.stats().background_error_recoveries, 1);
+    let current = db.inner.super_version.load();
+    assert!(!current.imms.iter().any(|m| Arc::ptr_eq(m, &frozen)));
+    drop(current);
+    assert!(db.flushed_through() >= round_first[2] - 1);
+    assert!(db.flushed_through() < round_first[2]);
+    assert_sequence_ranges_disjoint(&db, "after the retried flush");
+    assert!(
+        stored_versions(&db, &derived) == expected,
+        "derived entries lost, invented or doubled by the retried flush"
+    );
+    let level0 = db
+        .components(&derived, &ReadOptions::default())
+        .unwrap()
+        .files(0);
+    assert_eq!(level0.len(), 2, "one table per flushed memtable");
+    for (key, (seq, _)) in &model {
+        let entry = db.get(&derived, key).unwrap().unwrap();
+        assert_eq!((entry.seq, entry.value), (*seq, seq.to_be_bytes().to_vec()));
+    }
+    let after = db.put(&base, b"after-the-retry", b"base").unwrap();
+    base_keys.push(b"after-the-retry".to_vec());
+    assert!(after > db.flushed_through());
     drop(db);
 
     let (db, base, derived) = open_with_trees(dir, options);
@@ -585,15 +616,15 @@ fn a_failed_flush_keeps_its_unlogged_entries_unflushed_until_the_reopen_replays_
     }
     let kept: BTreeMap<(Vec<u8>, SeqNo), usize> = model
         .iter()
-        .filter(|(_, (_, round))| *round == 0)
+        .filter(|(_, (_, round))| *round <= 1)
         .map(|(key, (seq, _))| ((key.clone(), *seq), 1))
         .collect();
     assert!(
         stored_versions(&db, &derived) == kept,
-        "after the reopen, the derived entries are not those of the flushed memtable, once each"
+        "after the reopen, the derived entries are not those of the flushed memtables, once each"
     );
-    // Their memtables are gone: an unlogged insert at their numbers is refused.
-    let (lost_key, (lost_seq, _)) = model.iter().find(|(_, (_, round))| *round == 1).unwrap();
+    // Their memtable is gone: an unlogged insert at their numbers is refused.
+    let (lost_key, (lost_seq, _)) = model.iter().find(|(_, (_, round))| *round == 2).unwrap();
     assert_eq!(
         insert_at(&db, &derived, lost_key, *lost_seq),
         UnloggedInsert::Refused(UnloggedRefusal::MemtableFlushed)

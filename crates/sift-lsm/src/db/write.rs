@@ -337,7 +337,9 @@ impl DbInner {
             // database stops accepting writes and the next open replays them consistently.
             if let Err(e) = hook() {
                 let mut state = self.state.lock();
-                self.set_bg_error(&mut state, &e);
+                // The hook installs a job's edit (its own failure is already recorded, and
+                // classified, by `apply_edit`).
+                self.set_job_bg_error(&mut state, &e);
                 self.visible_sequence.store(last, Ordering::Release);
                 return Err(e);
             }

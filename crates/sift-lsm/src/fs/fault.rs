@@ -99,6 +99,9 @@ enum Rule {
 struct KindState {
     operations: u64,
     rule: Rule,
+    /// When set, the rule applies only to files whose name contains this (other operations
+    /// of the kind pass, and do not count towards the rule).
+    file_name_filter: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -160,6 +163,7 @@ impl State {
                 .map(|_| KindState {
                     operations: 0,
                     rule: Rule::Never,
+                    file_name_filter: None,
                 })
                 .collect(),
             locks: HashMap::new(),
@@ -180,6 +184,12 @@ impl State {
         let state = &mut self.kinds[kind.index()];
         state.operations += 1;
         let number = state.operations;
+        if let Some(filter) = &state.file_name_filter {
+            let name = path.file_name().map(|n| n.to_string_lossy());
+            if !name.is_some_and(|n| n.contains(filter.as_str())) {
+                return Ok(());
+            }
+        }
         let (fail, expired) = match &mut state.rule {
             Rule::Never => (false, false),
             Rule::After {
@@ -342,7 +352,23 @@ impl FaultFileSystem {
     }
 
     fn set_rule(&self, kind: FaultKind, rule: Rule) {
-        self.shared.lock().kinds[kind.index()].rule = rule;
+        let mut state = self.shared.lock();
+        let kind_state = &mut state.kinds[kind.index()];
+        kind_state.rule = rule;
+        kind_state.file_name_filter = None;
+    }
+
+    /// Like [`fail_from`](Self::fail_from), but only for files whose name contains
+    /// `file_name_part` (say `.sst` or `MANIFEST`): operations on other files pass and are
+    /// not counted in `operations`' budget (they still count in [`operations`](Self::operations)).
+    pub fn fail_from_files(&self, kind: FaultKind, operations: u64, file_name_part: &str) {
+        let mut state = self.shared.lock();
+        let kind_state = &mut state.kinds[kind.index()];
+        kind_state.rule = Rule::After {
+            remaining: operations,
+            persistent: true,
+        };
+        kind_state.file_name_filter = Some(file_name_part.to_owned());
     }
 
     /// Lets `operations` operations of `kind` pass, fails the next one, then heals.
@@ -388,6 +414,7 @@ impl FaultFileSystem {
         let mut state = self.shared.lock();
         for kind in &mut state.kinds {
             kind.rule = Rule::Never;
+            kind.file_name_filter = None;
         }
     }
 

@@ -310,8 +310,32 @@ impl VersionSet {
         }
         let manifest_bytes = self.manifest.lock().file_bytes();
         if manifest_bytes > self.manifest_bytes_max {
-            self.roll_manifest()?;
+            // The edit is installed (its record is durable in the current manifest) whatever
+            // happens to the roll: a roll that fails before CURRENT is touched leaves the
+            // current manifest in use (the next install tries again); one that fails while
+            // switching CURRENT records a write failure, so the next edit is refused until
+            // `recover_manifest` rolls again. Reporting the failure here instead would leave
+            // the edit in this state but not in the engine's version, and a retried job would
+            // then apply it twice.
+            let _ = self.roll_manifest();
         }
+        Ok(())
+    }
+
+    /// After a failed manifest write (see `write_failed`): starts a fresh manifest holding
+    /// the state as one snapshot edit, points CURRENT at it, and accepts edits again. The old
+    /// manifest may end in part of a record, or in a whole record that was never installed
+    /// (its sync failed): nothing is appended after it, and once CURRENT names the new one, it
+    /// is removed. The failed edit is not in the state (`install` never ran for it), so it is
+    /// in neither manifest and the job that made it can run again. `last_sequence` is raised
+    /// to `allocated_sequence` first (as every edit records it). On failure edits stay refused.
+    pub fn recover_manifest(&mut self, allocated_sequence: SeqNo) -> Result<()> {
+        if !self.write_failed() {
+            return Ok(());
+        }
+        self.state.last_sequence = self.state.last_sequence.max(allocated_sequence);
+        self.roll_manifest()?;
+        *self.write_failure.lock() = None;
         Ok(())
     }
 
@@ -320,10 +344,22 @@ impl VersionSet {
     fn roll_manifest(&mut self) -> Result<()> {
         let number = self.new_file_number();
         let path = self.dir.join(manifest_file_name(number));
-        let file = self.fs.create(&path)?;
-        let mut manifest = LogWriter::new(file, path);
-        manifest.add_record(&self.state.snapshot_edit().encode())?;
-        manifest.sync()?;
+        let written = (|| {
+            let file = self.fs.create(&path)?;
+            let mut manifest = LogWriter::new(file, path.clone());
+            manifest.add_record(&self.state.snapshot_edit().encode())?;
+            manifest.sync()?;
+            Ok::<LogWriter, Error>(manifest)
+        })();
+        let manifest = match written {
+            Ok(manifest) => manifest,
+            Err(e) => {
+                // CURRENT still names the current manifest; this one is never used (or swept
+                // by the next open if the removal fails).
+                let _ = self.fs.remove(&path);
+                return Err(e);
+            }
+        };
         if let Err(e) = set_current(&self.dir, self.fs.as_ref(), number) {
             // CURRENT may already name the new manifest, which later edits would not reach.
             record_failure(&self.write_failure, e.to_string());
