@@ -1222,6 +1222,8 @@ fn merge_counters_fold_across_flush_compaction_and_reopen() {
         let mut tree = open_or_create(&db, "counters", &options);
         let mut model: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
         let mut snapshots: Vec<(Snapshot, BTreeMap<Vec<u8>, u64>)> = Vec::new();
+        // Engine stats start at zero at every open: compactions of earlier handles add up here.
+        let mut compactions_of_closed_handles = 0;
         let check = |db: &Db,
                      tree: &Tree,
                      model: &BTreeMap<Vec<u8>, u64>,
@@ -1272,6 +1274,7 @@ fn merge_counters_fold_across_flush_compaction_and_reopen() {
                 97..=98 => db.compact_range(&tree, None, None).expect("compact"),
                 _ => {
                     snapshots.clear();
+                    compactions_of_closed_handles += db.stats().compactions;
                     db = reopen(db, &options);
                     tree = open_or_create(&db, "counters", &options);
                 }
@@ -1293,7 +1296,12 @@ fn merge_counters_fold_across_flush_compaction_and_reopen() {
         check(&db, &tree, &model, None, "end");
         db.compact_range(&tree, None, None).expect("compact");
         check(&db, &tree, &model, None, "after full compaction");
-        assert!(db.stats().compactions > 0, "compactions ran");
+        // The last handle may have run none of its own (its full compaction may only move a
+        // file down): what matters is that merges were folded by compactions during the run.
+        assert!(
+            compactions_of_closed_handles + db.stats().compactions > 0,
+            "compactions ran"
+        );
         let db = reopen(db, &options);
         let tree = open_or_create(&db, "counters", &options);
         check(&db, &tree, &model, None, "after reopen");
