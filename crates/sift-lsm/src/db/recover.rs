@@ -40,9 +40,7 @@ impl DbInner {
                 return Ok(());
             };
             if !error.recoverable {
-                return Err(Error::Closed(format!(
-                    "writes stopped after a background error that needs a reopen: {error}"
-                )));
+                return Err(reopen_needed(error));
             }
             if waited_for_other && !state.recovering {
                 // The other recovery failed; its error stands.
@@ -76,30 +74,21 @@ impl DbInner {
                 } else {
                     // Something fatal happened meanwhile (a log write failed under the
                     // retried job's commit).
-                    Err(Error::Closed(format!(
-                        "writes stopped after a background error that needs a reopen: {}",
-                        state
-                            .bg_error
-                            .as_ref()
-                            .map_or_else(String::new, ToString::to_string)
-                    )))
+                    Err(state.bg_error.as_ref().map_or_else(
+                        || Error::Closed("writes stopped after a background error".into()),
+                        reopen_needed,
+                    ))
                 }
             }
             Err(e) if state.shutting_down => Err(e),
             Err(e) => {
                 let recoverable = Self::job_error_is_recoverable(&state, &e);
-                let interval_max = self.retry_interval_max();
                 match &mut state.bg_error {
                     Some(existing) if existing.recoverable && recoverable => {
                         existing.message = e.to_string();
                         existing.retries_failed = existing.retries_failed.saturating_add(1);
-                        let backoff = crate::db::state::BACKGROUND_ERROR_RETRY_INTERVAL_FIRST
-                            .saturating_mul(
-                                1u32.checked_shl(existing.retries_failed.min(16))
-                                    .unwrap_or(u32::MAX),
-                            )
-                            .min(interval_max);
-                        existing.retry_at = Instant::now() + backoff;
+                        existing.retry_at =
+                            Instant::now() + self.retry_delay(existing.retries_failed);
                     }
                     _ => self.set_bg_error(&mut state, &e),
                 }
@@ -163,4 +152,11 @@ impl DbInner {
         self.bg_cv.notify_all();
         compacted
     }
+}
+
+/// The answer to a recovery from a fatal background error.
+fn reopen_needed(error: &crate::db::state::BackgroundError) -> Error {
+    Error::Closed(format!(
+        "writes stopped after a background error that needs a reopen: {error}"
+    ))
 }

@@ -472,8 +472,7 @@ impl DbInner {
                 message: error.to_string(),
                 recoverable,
                 retries_failed: 0,
-                retry_at: Instant::now()
-                    + BACKGROUND_ERROR_RETRY_INTERVAL_FIRST.min(self.retry_interval_max()),
+                retry_at: Instant::now() + self.retry_delay(0),
                 retries_automatically: self.retries_automatically(),
             });
         }
@@ -490,6 +489,15 @@ impl DbInner {
     /// `Options::background_error_retry_interval_max_millis`.
     pub fn retry_interval_max(&self) -> Duration {
         Duration::from_millis(self.options.background_error_retry_interval_max_millis)
+    }
+
+    /// The wait before the next automatic retry once `retries_failed` retries have failed:
+    /// `BACKGROUND_ERROR_RETRY_INTERVAL_FIRST`, doubled per failed retry, at most
+    /// `retry_interval_max`.
+    pub fn retry_delay(&self, retries_failed: u32) -> Duration {
+        BACKGROUND_ERROR_RETRY_INTERVAL_FIRST
+            .saturating_mul(1u32.checked_shl(retries_failed.min(16)).unwrap_or(u32::MAX))
+            .min(self.retry_interval_max())
     }
 }
 
