@@ -30,3 +30,27 @@ pub trait FlushListener: Send + Sync {
     /// flush that failed. Should not block: the next flush waits for it.
     fn after_flush(&self, _info: &FlushInfo) {}
 }
+
+/// What [`Db::background_error`](crate::Db::background_error) reports: the error that stopped
+/// writes, and whether a retry can clear it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackgroundErrorStatus {
+    /// The failure, as writes report it.
+    pub message: String,
+    /// An I/O error of a flush, compaction or manifest write: retried after a backoff and by
+    /// `Db::resume`. Otherwise fatal (corruption, a failed write-ahead log write or sync):
+    /// only a reopen recovers.
+    pub recoverable: bool,
+    /// Retries that failed since the error was set.
+    pub retries_failed: u32,
+}
+
+/// Told when the engine recovers from a recoverable background error without a reopen (an
+/// automatic retry or `Db::resume` succeeded: writes work again), for layers that keep work of
+/// their own waiting for a healthy engine (the index layer's online builds retry then).
+pub trait RecoveryListener: Send + Sync {
+    /// Called once per recovery, by the thread that recovered (the flush thread or the caller
+    /// of `Db::resume`), with no engine lock held. Should not block: `Db::resume` returns after
+    /// it.
+    fn after_recovery(&self);
+}

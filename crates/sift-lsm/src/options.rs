@@ -4,7 +4,7 @@ use crate::extension::{
     BlockFilter, BlockPropertyCollectorFactory, CompactionObserver, MergeOperator, VersionListener,
 };
 use crate::fs::{FileSystem, StdFileSystem};
-use crate::hooks::FlushListener;
+use crate::hooks::{FlushListener, RecoveryListener};
 use crate::snapshot::Snapshot;
 use crate::stats::ReadStats;
 use std::collections::HashMap;
@@ -180,6 +180,8 @@ pub struct Options {
     pub version_listeners: Vec<Arc<dyn VersionListener>>,
     /// Called before each flush of a frozen memtable (see `hooks.rs`).
     pub flush_listeners: Vec<Arc<dyn FlushListener>>,
+    /// Told after each recovery from a recoverable background error (see `hooks.rs`).
+    pub recovery_listeners: Vec<Arc<dyn RecoveryListener>>,
 }
 
 impl Default for Options {
@@ -220,6 +222,7 @@ impl Default for Options {
             compaction_observers: Vec::new(),
             version_listeners: Vec::new(),
             flush_listeners: Vec::new(),
+            recovery_listeners: Vec::new(),
         }
     }
 }

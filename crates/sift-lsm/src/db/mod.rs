@@ -584,6 +584,19 @@ impl Db {
         self.inner.check_open()?;
         self.inner.recover()
     }
+    /// The background error that stops writes now, if any (see [`Db::resume`]): whether a
+    /// retry can clear it, and how many retries failed. `None` when the engine is healthy.
+    pub fn background_error(&self) -> Option<crate::hooks::BackgroundErrorStatus> {
+        let state = self.inner.state.lock();
+        state
+            .bg_error
+            .as_ref()
+            .map(|error| crate::hooks::BackgroundErrorStatus {
+                message: error.to_string(),
+                recoverable: error.recoverable,
+                retries_failed: error.retries_failed,
+            })
+    }
     /// Compacts every file of `tree` overlapping `[start, end]` down to the deepest level
     /// that holds data (after flushing the memtable).
     pub fn compact_range(

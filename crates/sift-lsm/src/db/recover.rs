@@ -63,6 +63,7 @@ impl DbInner {
         EngineCounters::add(&self.counters.background_error_retries, 1);
         let outcome = self.retry_failed_work(&mut state);
         state.recovering = false;
+        let mut recovered_now = false;
         let result = match outcome {
             Ok(()) => {
                 if state.bg_error.as_ref().is_some_and(|e| e.recoverable) {
@@ -70,6 +71,7 @@ impl DbInner {
                     self.writes_stopped
                         .store(state.shutting_down, Ordering::Release);
                     EngineCounters::add(&self.counters.background_error_recoveries, 1);
+                    recovered_now = true;
                     Ok(())
                 } else {
                     // Something fatal happened meanwhile (a log write failed under the
@@ -96,6 +98,12 @@ impl DbInner {
             }
         };
         self.bg_cv.notify_all();
+        drop(state);
+        if recovered_now {
+            for listener in &self.options.recovery_listeners {
+                listener.after_recovery();
+            }
+        }
         result
     }
 

@@ -11,6 +11,8 @@ use crate::options::{Options, ReadOptions, WriteOptions};
 use crate::version::{parse_file_name, FileKind};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -117,6 +119,16 @@ fn live_table_files(db: &Db) -> BTreeSet<u64> {
         .collect()
 }
 
+/// Counts the recoveries it is told of.
+#[derive(Default)]
+struct RecoveryCounter(AtomicU64);
+
+impl crate::hooks::RecoveryListener for RecoveryCounter {
+    fn after_recovery(&self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
 /// Polls `condition` for up to 30 seconds.
 fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -132,7 +144,10 @@ fn fail_and_recover(job: Job, kind: FaultKind, file_name_part: &str, healing: He
     let context = format!("{job:?} failing on {kind:?} of a {file_name_part} file, {healing:?}");
     let fs = FaultFileSystem::new();
     let dir = Path::new("/recover");
-    let db = Db::open(dir, options(&fs, healing)).unwrap();
+    let recoveries = Arc::new(RecoveryCounter::default());
+    let mut listened = options(&fs, healing);
+    listened.recovery_listeners.push(recoveries.clone());
+    let db = Db::open(dir, listened).unwrap();
     let tree = db.default_tree();
     let mut model = Model::new();
     let mut round = 0;
@@ -169,6 +184,13 @@ fn fail_and_recover(job: Job, kind: FaultKind, file_name_part: &str, healing: He
         "{context}: the error does not say the engine recovers: {error}"
     );
     assert_matches_model(&db, &tree, &model, &format!("{context}, while failing"));
+    let reported = db.background_error();
+    assert!(
+        reported.as_ref().is_some_and(|e| e.recoverable
+            && e.message.contains("injected fault")
+            && e.message.contains(file_name_part)),
+        "{context}: {reported:?}"
+    );
     match healing {
         Healing::Automatic => {
             // Retries fail while the fault lasts.
@@ -200,7 +222,18 @@ fn fail_and_recover(job: Job, kind: FaultKind, file_name_part: &str, healing: He
     let stats = db.stats();
     assert!(stats.background_errors >= 1, "{context}: {stats:?}");
     assert_eq!(stats.background_error_recoveries, 1, "{context}");
+    assert_eq!(db.background_error(), None, "{context}");
+    // The listener heard of the recovery once (before `resume` returned, or the flush
+    // thread's retry let writes in).
+    wait_until("the listener hears of the recovery", || {
+        recoveries.0.load(Ordering::SeqCst) >= 1
+    });
     db.resume().unwrap();
+    assert_eq!(
+        recoveries.0.load(Ordering::SeqCst),
+        1,
+        "{context}: a resume without an error is no recovery"
+    );
     write_round(&db, &tree, &mut model, round);
     round += 1;
     db.flush().unwrap();
@@ -301,10 +334,14 @@ fn a_compaction_failing_to_sync_its_manifest_record_recovers_on_a_fresh_manifest
 fn a_failed_log_write_is_not_retried_and_resume_asks_for_a_reopen() {
     let fs = FaultFileSystem::new();
     let dir = Path::new("/recover-fatal");
-    let db = Db::open(dir, options(&fs, Healing::Automatic)).unwrap();
+    let recoveries = Arc::new(RecoveryCounter::default());
+    let mut listened = options(&fs, Healing::Automatic);
+    listened.recovery_listeners.push(recoveries.clone());
+    let db = Db::open(dir, listened).unwrap();
     let tree = db.default_tree();
     let mut model = Model::new();
     write_round(&db, &tree, &mut model, 0);
+    assert_eq!(db.background_error(), None);
     fs.fail_from_files(FaultKind::Write, 0, ".wal");
     let error = put(&db, &tree, b"lost", b"x").unwrap_err().to_string();
     assert!(error.contains("injected fault"), "{error}");
@@ -320,6 +357,12 @@ fn a_failed_log_write_is_not_retried_and_resume_asks_for_a_reopen() {
     assert_eq!(stats.background_errors, 1);
     assert_eq!(stats.background_error_retries, 0);
     assert_eq!(stats.background_error_recoveries, 0);
+    assert_eq!(recoveries.0.load(Ordering::SeqCst), 0);
+    let reported = db.background_error();
+    assert!(
+        reported.as_ref().is_some_and(|e| !e.recoverable),
+        "{reported:?}"
+    );
     drop(db);
     let db = Db::open(dir, options(&fs, Healing::Automatic)).unwrap();
     let tree = db.default_tree();
