@@ -203,8 +203,9 @@ pub(crate) struct Catalog {
 
 /// Documents and their secondary indexes. `Send + Sync`.
 pub struct Database {
-    /// Builds resumed at open (`next/build.rs`). First, so that dropping the database stops
-    /// and joins its thread before the engine handle goes.
+    /// Online builds in the background: resumed at open, or handed over by `create_index`
+    /// after a recoverable failure (`next/build.rs`). First, so that dropping the database
+    /// stops and joins its thread before the engine handle goes.
     pub(crate) index_builds: crate::next::build::IndexBuilds,
     /// Shared with the asynchronous index workers.
     pub(crate) engine: Arc<Db>,
@@ -294,6 +295,12 @@ impl Database {
         engine_options
             .compaction_observers
             .push(Arc::new(NextObserver(Arc::clone(&next))));
+        let index_builds = crate::next::build::IndexBuilds::new(std::time::Duration::from_millis(
+            options.engine.background_error_retry_interval_max_millis,
+        ));
+        engine_options
+            .recovery_listeners
+            .push(index_builds.recovery_listener());
         let embedded = Arc::new(crate::embedded::EmbeddedRegistry::default());
         engine_options
             .default_tree_options
@@ -357,7 +364,7 @@ impl Database {
         }
         let opened_sequence = engine.latest_sequence();
         let database = Database {
-            index_builds: crate::next::build::IndexBuilds::default(),
+            index_builds,
             engine,
             catalog_tree,
             catalog: Arc::new(RwLock::new(Arc::new(Catalog::default()))),
@@ -981,9 +988,12 @@ impl Database {
     /// as `building` first and as `ready` at the end; a crash in between makes the next open
     /// build it again. `next` and `sst-local`: writes wait only while the index is registered;
     /// then the older tables get their blocks with writes going on, and `progress` is called
-    /// after each table without the lock held (an error there leaves the index ready and
-    /// exact, its unbuilt tables scanned; the next open resumes the build in the background,
-    /// and so does `build_secondary_blocks`).
+    /// after each table without the lock held. A build that fails leaves the index ready and
+    /// exact, its unbuilt tables scanned: after a recoverable error (I/O, writes stopped by a
+    /// recoverable engine error) this returns `Ok` and the rest of the build goes on in the
+    /// background, retried until it succeeds (`index_build_status`, `IndexBuildStatus`); a
+    /// fatal error (corruption, an engine that needs a reopen) is returned, and the next open
+    /// resumes the build in the background, as does `build_secondary_blocks`.
     pub fn create_index_with_progress(
         &self,
         collection_name: &str,
@@ -1170,14 +1180,21 @@ impl Database {
         drop(guard);
         if matches!(record.kind, IndexKind::SstLocal | IndexKind::Next) {
             // Online: writes go on while the older tables get their blocks (NEXT §5).
-            crate::next::build::build_online(
+            let built = crate::next::build::build_online(
                 &self.engine,
                 &self.next,
                 &collection,
                 &record,
                 &std::sync::atomic::AtomicBool::new(false),
                 progress,
-            )?;
+            );
+            if let Err(error) = built {
+                // The index exists and is exact (its remaining tables are scanned). A
+                // recoverable failure leaves the rest to the background build, which retries.
+                if !self.hand_over_failed_build(&collection, &record, &error) {
+                    return Err(error);
+                }
+            }
         }
         Ok(record)
     }

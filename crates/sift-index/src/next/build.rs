@@ -32,17 +32,18 @@ use crate::catalog::IndexRecord;
 use crate::database::{BackfillProgress, Collection, Database, ProgressCallback};
 use crate::error::{IndexError, Result};
 use crate::value::AttrType;
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 use sift_lsm::db::ComponentView;
 use sift_lsm::extension::{BlockPropertyCollector, CollectorEntry, FinishedBlock};
 use sift_lsm::key::parse_internal_key;
 use sift_lsm::sstable::ReadContext;
 use sift_lsm::version::FileMetaData;
 use sift_lsm::{ComponentId, Db, ReadOptions, Tree, TreeOptions, WriteBatch, WriteOptions};
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 /// Name of the side tree of a primary tree.
 pub(crate) fn side_tree_name(primary_tree_name: &str) -> String {
@@ -364,44 +365,185 @@ pub struct IndexBuildFailure {
     pub message: String,
 }
 
-/// The builds of `next` and `sst-local` indexes that [`Database::open`] resumed in the
-/// background (an earlier online build was interrupted: the process stopped, or `progress`
-/// failed). Meanwhile and after a failure the index is exact: queries scan the tables that
-/// have no blocks yet.
+/// The online builds of `next` and `sst-local` indexes that run in the background: those
+/// [`Database::open`] resumed (an earlier build was interrupted: the process stopped, or
+/// `progress` failed), and those `create_index` handed over after a recoverable failure.
+/// Meanwhile, and after a failure, the index is exact: queries scan the tables that have no
+/// blocks yet, so a build that waits costs only speed.
+///
+/// A build that fails with a recoverable error — an I/O error (reading a table, writing its
+/// blocks), or writes stopped by a recoverable engine background error — waits and retries by
+/// itself, from where it stopped (tables already indexed stay indexed): after a backoff (100
+/// ms, doubling up to the engine's `Options::background_error_retry_interval_max_millis`; zero
+/// turns the timed retries off), and at once when the engine recovers from a background error
+/// (its automatic retry or `Db::resume`) or [`Database::resume`] is called. While the engine
+/// still reports a recoverable background error, the build waits for its recovery instead. A
+/// fatal error — corruption, an engine that needs a reopen — is not retried: it goes to
+/// `failures`, and the next open resumes the build. Closing or dropping the database stops a
+/// build, waiting or not, at once.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct IndexBuildStatus {
-    /// The background build is still running.
+    /// The background thread is building, or waiting to retry (`retry_pending`).
     pub running: bool,
-    /// `(collection, index)` of every index whose build was resumed, in build order.
+    /// `(collection, index)` of every index built in the background, in build order.
     pub resumed: Vec<(String, String)>,
     /// Of `resumed`, those whose build ended with every live table indexed (or the index
     /// dropped).
     pub finished: Vec<(String, String)>,
-    /// Tables indexed by the background build.
+    /// Tables indexed by the background builds.
     pub files_built: u64,
-    /// Builds that failed. Nothing is retried before the next open (or a call of
-    /// [`Database::build_secondary_blocks`]).
+    /// Build attempts: each build's first one, and every retry (a failed attempt of
+    /// `create_index` handed over to the background counts too).
+    pub attempts: u64,
+    /// Of `attempts`, the retries after a recoverable failure.
+    pub retries: u64,
+    /// The latest recoverable failure (kept once the retry succeeded, as a record).
+    pub last_error: Option<IndexBuildFailure>,
+    /// A build failed with a recoverable error and waits to retry (see above).
+    pub retry_pending: bool,
+    /// Builds that failed with a fatal error (corruption, an engine that needs a reopen):
+    /// not retried before the next open (or a call of [`Database::build_secondary_blocks`]).
     pub failures: Vec<IndexBuildFailure>,
 }
 
-/// The background thread of resumed builds, owned by the [`Database`]: stopped and joined
-/// when the database is dropped or closed.
+/// What the build thread and its owners share.
+struct BuildShared {
+    state: Mutex<BuildState>,
+    /// Signalled when `state` changes (`wakeups`, `status`).
+    changed: Condvar,
+    stop: AtomicBool,
+    /// The longest backoff between retries (zero: no timed retries).
+    retry_interval_max: Duration,
+}
+
 #[derive(Default)]
+struct BuildState {
+    /// Builds not started yet.
+    queue: VecDeque<Resumed>,
+    /// Bumped by every event that ends a wait for a retry: an engine recovery,
+    /// [`Database::resume`], a stop.
+    wakeups: u64,
+    /// A build thread exists and has not begun to exit.
+    worker_alive: bool,
+    status: IndexBuildStatus,
+}
+
+/// The first retry's wait, as the engine's (`Options::background_error_retry_interval_max_millis`).
+const RETRY_INTERVAL_FIRST: Duration = Duration::from_millis(100);
+
+impl BuildShared {
+    /// Wakes a build waiting to retry.
+    fn wake(&self) {
+        self.state.lock().wakeups += 1;
+        self.changed.notify_all();
+    }
+
+    /// The wait before a retry once `retries_failed` retries have failed (`None`: no timed
+    /// retry).
+    fn retry_delay(&self, retries_failed: u32) -> Option<Duration> {
+        if self.retry_interval_max.is_zero() {
+            return None;
+        }
+        let factor = 1u32.checked_shl(retries_failed.min(16)).unwrap_or(u32::MAX);
+        Some(
+            RETRY_INTERVAL_FIRST
+                .saturating_mul(factor)
+                .min(self.retry_interval_max),
+        )
+    }
+}
+
+/// Tells the build thread that the engine recovered from a background error.
+struct WakeOnRecovery(Arc<BuildShared>);
+
+impl sift_lsm::hooks::RecoveryListener for WakeOnRecovery {
+    fn after_recovery(&self) {
+        self.0.wake();
+    }
+}
+
+/// The background thread of online builds, owned by the [`Database`]: stopped and joined
+/// when the database is dropped or closed.
 pub(crate) struct IndexBuilds {
-    stop: Arc<AtomicBool>,
+    shared: Arc<BuildShared>,
     worker: Mutex<Option<JoinHandle<()>>>,
-    status: Arc<Mutex<IndexBuildStatus>>,
 }
 
 /// An index to build in the background.
-struct Resumed {
-    collection: Arc<Collection>,
-    record: IndexRecord,
+pub(crate) struct Resumed {
+    pub(crate) collection: Arc<Collection>,
+    pub(crate) record: IndexRecord,
+    /// The failure of `create_index`'s own attempt, handed over: the first attempt here is a
+    /// retry, after the backoff.
+    pub(crate) failed: Option<String>,
+}
+
+/// How a failed attempt is handled.
+enum Outcome {
+    /// Retry after a backoff or an engine recovery.
+    Retry,
+    /// Not retried (the message says why).
+    Fatal(String),
+}
+
+/// Whether the failure of a build attempt is worth a retry: I/O errors, and writes stopped
+/// by a background error the engine retries, are; corruption, an engine that needs a
+/// reopen, and anything else are not.
+fn classify(engine: &Db, error: &IndexError) -> Outcome {
+    if let Some(background) = engine.background_error() {
+        return if background.recoverable {
+            Outcome::Retry
+        } else {
+            let message = error.to_string();
+            // The engine's error is named unless the build's error already quotes it.
+            let cause = if message.contains(&background.message) {
+                String::new()
+            } else {
+                format!(": {}", background.message)
+            };
+            Outcome::Fatal(format!(
+                "{message} (not retried: the engine stopped writes after an error that needs a \
+                 reopen{cause}; the next open resumes the build)"
+            ))
+        };
+    }
+    match error {
+        // `Closed` without a background error now: the error was cleared meanwhile (the
+        // database closing stops the build before the engine closes).
+        IndexError::Engine(sift_lsm::Error::Io { .. } | sift_lsm::Error::Closed(_)) => {
+            Outcome::Retry
+        }
+        IndexError::Engine(e) if e.is_corruption() => Outcome::Fatal(format!(
+            "{error} (not retried: corruption; the next open resumes the build)"
+        )),
+        _ => Outcome::Fatal(format!(
+            "{error} (not retried; the next open resumes the build)"
+        )),
+    }
 }
 
 impl IndexBuilds {
-    /// Starts the thread that builds `todo` one index after the other.
-    fn start(
+    /// `retry_interval_max`: the engine's `background_error_retry_interval_max_millis`.
+    pub(crate) fn new(retry_interval_max: Duration) -> IndexBuilds {
+        IndexBuilds {
+            shared: Arc::new(BuildShared {
+                state: Mutex::new(BuildState::default()),
+                changed: Condvar::new(),
+                stop: AtomicBool::new(false),
+                retry_interval_max,
+            }),
+            worker: Mutex::new(None),
+        }
+    }
+
+    /// The engine listener that wakes a build waiting to retry when the engine recovers.
+    pub(crate) fn recovery_listener(&self) -> Arc<dyn sift_lsm::hooks::RecoveryListener> {
+        Arc::new(WakeOnRecovery(Arc::clone(&self.shared)))
+    }
+
+    /// Queues `todo` for the build thread (started if none runs), which builds one index
+    /// after the other.
+    pub(crate) fn start(
         &self,
         engine: Arc<Db>,
         next: Arc<Registry>,
@@ -410,61 +552,119 @@ impl IndexBuilds {
     ) {
         let mut worker = self.worker.lock();
         {
-            let mut status = self.status.lock();
-            status.running = true;
-            status.resumed.extend(
-                todo.iter()
-                    .map(|r| (r.collection.record.name.clone(), r.record.name.clone())),
-            );
+            let mut state = self.shared.state.lock();
+            if self.shared.stop.load(AtomicOrdering::Relaxed) {
+                return;
+            }
+            for resumed in &todo {
+                let names = (
+                    resumed.collection.record.name.clone(),
+                    resumed.record.name.clone(),
+                );
+                if let Some(message) = &resumed.failed {
+                    state.status.attempts += 1;
+                    state.status.retry_pending = true;
+                    state.status.last_error = Some(IndexBuildFailure {
+                        collection: names.0.clone(),
+                        index: names.1.clone(),
+                        message: message.clone(),
+                    });
+                }
+                state.status.resumed.push(names);
+            }
+            state.queue.extend(todo);
+            state.status.running = true;
+            self.shared.changed.notify_all();
+            if state.worker_alive {
+                return; // it takes the queued builds after its current one
+            }
+            state.worker_alive = true;
         }
-        let stop = Arc::clone(&self.stop);
-        let status = Arc::clone(&self.status);
+        // A thread that ended (it left `worker_alive` before exiting).
+        if let Some(handle) = worker.take() {
+            let _ = handle.join();
+        }
+        let shared = Arc::clone(&self.shared);
         let spawned = std::thread::Builder::new()
             .name("sift-index-build".to_string())
-            .spawn({
-                let status = Arc::clone(&status);
-                move || {
-                    // Pinned like the engine's background threads (`background_thread_cpus`).
-                    // Kept until the build ends: the thread then leaves the engine's list.
-                    let _registration = engine.enter_background_thread();
-                    run_resumed(&engine, &next, &todo, &stop, &status, progress.as_ref());
-                }
+            .spawn(move || {
+                // Pinned like the engine's background threads (`background_thread_cpus`).
+                // Kept until the builds end: the thread then leaves the engine's list.
+                let _registration = engine.enter_background_thread();
+                run_builds(&engine, &next, &shared, progress.as_ref());
             });
         match spawned {
             Ok(handle) => *worker = Some(handle),
             Err(error) => {
-                let mut status = status.lock();
-                status.running = false;
-                status.failures.push(IndexBuildFailure {
+                let mut state = self.shared.state.lock();
+                state.worker_alive = false;
+                state.queue.clear();
+                state.status.running = false;
+                state.status.retry_pending = false;
+                state.status.failures.push(IndexBuildFailure {
                     collection: String::new(),
                     index: String::new(),
                     message: format!("cannot start the index build thread: {error}"),
                 });
+                self.shared.changed.notify_all();
             }
         }
     }
 
-    /// Waits for the thread (a second caller waits for the first one's join).
-    fn join(&self) -> IndexBuildStatus {
+    /// Joins the thread if it ended (or was told to stop).
+    fn join(&self) {
         let mut worker = self.worker.lock();
         if let Some(handle) = worker.take() {
             if handle.join().is_err() {
-                let mut status = self.status.lock();
-                status.running = false;
-                status.failures.push(IndexBuildFailure {
+                let mut state = self.shared.state.lock();
+                state.worker_alive = false;
+                state.status.running = false;
+                state.status.retry_pending = false;
+                state.status.failures.push(IndexBuildFailure {
                     collection: String::new(),
                     index: String::new(),
                     message: "the index build thread panicked".to_string(),
                 });
             }
         }
-        self.status.lock().clone()
     }
 
-    /// Stops the thread after its current data block and joins it.
-    pub(crate) fn stop(&self) {
-        self.stop.store(true, AtomicOrdering::Relaxed);
+    /// Waits until the builds ended, or one waits to retry after a recoverable failure
+    /// (`retry_pending`).
+    fn wait(&self) -> IndexBuildStatus {
+        {
+            let mut state = self.shared.state.lock();
+            while state.status.running && !state.status.retry_pending {
+                self.shared.changed.wait(&mut state);
+            }
+            if state.status.running {
+                return state.status.clone();
+            }
+        }
         self.join();
+        self.status()
+    }
+
+    fn status(&self) -> IndexBuildStatus {
+        self.shared.state.lock().status.clone()
+    }
+
+    /// Wakes a build waiting to retry: it retries now.
+    pub(crate) fn wake(&self) {
+        self.shared.wake();
+    }
+
+    /// Stops the thread (after its current data block, or at once if it waits to retry) and
+    /// joins it.
+    pub(crate) fn stop(&self) {
+        self.shared.stop.store(true, AtomicOrdering::Relaxed);
+        self.shared.wake();
+        self.join();
+        let mut state = self.shared.state.lock();
+        // What it did not start stays for the next open.
+        state.queue.clear();
+        state.status.running = false;
+        state.status.retry_pending = false;
     }
 }
 
@@ -474,45 +674,158 @@ impl Drop for IndexBuilds {
     }
 }
 
-/// The body of the background thread.
-fn run_resumed(
+/// Whether a build ran to its end (`Continue`) or the thread must stop.
+#[derive(PartialEq, Eq)]
+enum Next {
+    Continue,
+    Stop,
+}
+
+/// The body of the build thread: the queued builds, one after the other.
+fn run_builds(
     engine: &Db,
     next: &Registry,
-    todo: &[Resumed],
-    stop: &AtomicBool,
-    status: &Mutex<IndexBuildStatus>,
+    shared: &BuildShared,
     progress: Option<&ProgressCallback>,
 ) {
-    for resumed in todo {
-        if stop.load(AtomicOrdering::Relaxed) {
-            break;
+    loop {
+        let resumed = {
+            let mut state = shared.state.lock();
+            match state.queue.pop_front() {
+                Some(resumed) if !shared.stop.load(AtomicOrdering::Relaxed) => resumed,
+                _ => {
+                    state.worker_alive = false;
+                    state.status.running = false;
+                    state.status.retry_pending = false;
+                    shared.changed.notify_all();
+                    return;
+                }
+            }
+        };
+        if build_with_retries(engine, next, shared, &resumed, progress) == Next::Stop {
+            let mut state = shared.state.lock();
+            state.worker_alive = false;
+            state.status.running = false;
+            state.status.retry_pending = false;
+            shared.changed.notify_all();
+            return;
         }
-        let collection = &resumed.collection;
-        let record = &resumed.record;
-        let names = (collection.record.name.clone(), record.name.clone());
+    }
+}
+
+/// One index's build, retried after recoverable failures until it ends, fails fatally, or
+/// the database stops it.
+fn build_with_retries(
+    engine: &Db,
+    next: &Registry,
+    shared: &BuildShared,
+    resumed: &Resumed,
+    progress: Option<&ProgressCallback>,
+) -> Next {
+    let collection = &resumed.collection;
+    let record = &resumed.record;
+    let names = (collection.record.name.clone(), record.name.clone());
+    let stop = &shared.stop;
+    let mut retries_failed = 0u32;
+    let mut retry = resumed.failed.is_some();
+    // Wake-ups seen before the attempt that failed (a later one ends the wait at once).
+    let mut wakeups_seen = shared.state.lock().wakeups;
+    loop {
+        if retry {
+            if !wait_for_retry(engine, shared, retries_failed, wakeups_seen) {
+                return Next::Stop;
+            }
+            retries_failed = retries_failed.saturating_add(1);
+        }
+        let wakeups = {
+            let mut state = shared.state.lock();
+            state.status.attempts += 1;
+            if retry {
+                state.status.retries += 1;
+            }
+            state.status.retry_pending = false;
+            shared.changed.notify_all();
+            state.wakeups
+        };
         let result = build_online(engine, next, collection, record, stop, &mut |report| {
             if !report.finished {
-                status.lock().files_built += 1;
+                shared.state.lock().status.files_built += 1;
             }
             if let Some(progress) = progress {
                 progress(report);
             }
         });
+        let mut state = shared.state.lock();
+        let failure = |message: String| IndexBuildFailure {
+            collection: names.0.clone(),
+            index: names.1.clone(),
+            message,
+        };
         match result {
-            Ok(BuildEnd::Done) => status.lock().finished.push(names),
-            Ok(BuildEnd::Stopped) => break,
+            Ok(BuildEnd::Done) => state.status.finished.push(names),
+            Ok(BuildEnd::Stopped) => return Next::Stop,
+            Err(_) if stop.load(AtomicOrdering::Relaxed) => return Next::Stop,
             // An index (or collection) dropped meanwhile is not a failure.
             Err(_) if next.index(collection.primary.id(), record.id).is_none() => {
-                status.lock().finished.push(names);
+                state.status.finished.push(names);
             }
-            Err(error) => status.lock().failures.push(IndexBuildFailure {
-                collection: names.0,
-                index: names.1,
-                message: error.to_string(),
-            }),
+            Err(error) => match classify(engine, &error) {
+                Outcome::Retry => {
+                    wakeups_seen = wakeups;
+                    state.status.last_error = Some(failure(error.to_string()));
+                    state.status.retry_pending = true;
+                    shared.changed.notify_all();
+                    retry = true;
+                    continue;
+                }
+                Outcome::Fatal(message) => state.status.failures.push(failure(message)),
+            },
+        }
+        shared.changed.notify_all();
+        return Next::Continue;
+    }
+}
+
+/// Waits before a retry: until the backoff for `retries_failed` failed retries has passed
+/// (if timed retries are on) or a wake-up comes after the `wakeups_seen`th (an engine
+/// recovery, `Database::resume`), and as long as the engine reports a recoverable background
+/// error (writes would fail: its recovery wakes us). False if the database stops meanwhile.
+fn wait_for_retry(
+    engine: &Db,
+    shared: &BuildShared,
+    retries_failed: u32,
+    mut wakeups_seen: u64,
+) -> bool {
+    let mut delay = shared.retry_delay(retries_failed);
+    loop {
+        let mut state = shared.state.lock();
+        let deadline = delay.map(|delay| Instant::now() + delay);
+        while state.wakeups == wakeups_seen && !shared.stop.load(AtomicOrdering::Relaxed) {
+            match deadline {
+                Some(deadline) => {
+                    if shared.changed.wait_until(&mut state, deadline).timed_out() {
+                        break;
+                    }
+                }
+                None => shared.changed.wait(&mut state),
+            }
+        }
+        if shared.stop.load(AtomicOrdering::Relaxed) {
+            return false;
+        }
+        // Taken before the engine is asked: a recovery after the question wakes the next
+        // wait.
+        wakeups_seen = state.wakeups;
+        drop(state);
+        // While the error lasts, writes fail: wait for its recovery (or the next backoff).
+        match engine.background_error() {
+            Some(background) if background.recoverable => {
+                delay = shared.retry_delay(retries_failed.saturating_add(1));
+            }
+            // Fatal: the retry fails at once and records it.
+            _ => return true,
         }
     }
-    status.lock().running = false;
 }
 
 /// What [`Database::check_secondary_blocks`] found.
@@ -595,6 +908,7 @@ impl Database {
                     todo.push(Resumed {
                         collection: Arc::clone(collection),
                         record: index.record.clone(),
+                        failed: None,
                     });
                 }
             }
@@ -610,14 +924,52 @@ impl Database {
         Ok(())
     }
 
-    /// Where the builds resumed at open stand (nothing resumed: all zero).
+    /// Where the background builds stand (resumed at open, or handed over by
+    /// `create_index` after a recoverable failure; none: all zero).
     pub fn index_build_status(&self) -> IndexBuildStatus {
-        self.index_builds.status.lock().clone()
+        self.index_builds.status()
     }
 
-    /// Waits until the builds resumed at open end, and says how they ended.
+    /// Waits until the background builds end, or one waits to retry after a recoverable
+    /// failure (`retry_pending`: it goes on by itself, see [`IndexBuildStatus`]), and says
+    /// where they stand.
     pub fn wait_for_index_builds(&self) -> IndexBuildStatus {
-        self.index_builds.join()
+        self.index_builds.wait()
+    }
+
+    /// Retries now what waits for a retry after a recoverable error: the engine's failed
+    /// background work ([`Db::resume`]: its error, if it failed again or is fatal, is
+    /// returned), then — whatever the engine's answer — the background index build waiting
+    /// to retry, if any (it waits on if the engine still refuses writes).
+    pub fn resume(&self) -> Result<()> {
+        let engine = self.engine.resume();
+        self.index_builds.wake();
+        engine?;
+        Ok(())
+    }
+
+    /// `create_index`'s online build failed: a recoverable failure hands the rest of the
+    /// build to the background thread, which retries (true); a fatal one is returned.
+    pub(crate) fn hand_over_failed_build(
+        &self,
+        collection: &Arc<Collection>,
+        record: &IndexRecord,
+        error: &IndexError,
+    ) -> bool {
+        if matches!(classify(&self.engine, error), Outcome::Fatal(_)) {
+            return false;
+        }
+        self.index_builds.start(
+            Arc::clone(&self.engine),
+            Arc::clone(&self.next),
+            vec![Resumed {
+                collection: Arc::clone(collection),
+                record: record.clone(),
+                failed: Some(error.to_string()),
+            }],
+            self.progress.clone(),
+        );
+        true
     }
 
     /// Rebuilds, from its entries, the secondary blocks of every live table of the collection
