@@ -556,14 +556,17 @@ impl IndexBuilds {
             if self.shared.stop.load(AtomicOrdering::Relaxed) {
                 return;
             }
-            for resumed in &todo {
+            // A thread that starts now waits first if its first build failed (a running
+            // thread gets to these builds later, and says so then).
+            let starts_waiting = !state.worker_alive && state.queue.is_empty();
+            for (position, resumed) in todo.iter().enumerate() {
                 let names = (
                     resumed.collection.record.name.clone(),
                     resumed.record.name.clone(),
                 );
                 if let Some(message) = &resumed.failed {
                     state.status.attempts += 1;
-                    state.status.retry_pending = true;
+                    state.status.retry_pending |= starts_waiting && position == 0;
                     state.status.last_error = Some(IndexBuildFailure {
                         collection: names.0.clone(),
                         index: names.1.clone(),
@@ -729,7 +732,11 @@ fn build_with_retries(
     let mut retries_failed = 0u32;
     let mut retry = resumed.failed.is_some();
     // Wake-ups seen before the attempt that failed (a later one ends the wait at once).
-    let mut wakeups_seen = shared.state.lock().wakeups;
+    let mut wakeups_seen = {
+        let mut state = shared.state.lock();
+        state.status.retry_pending |= retry;
+        state.wakeups
+    };
     loop {
         if retry {
             if !wait_for_retry(engine, shared, retries_failed, wakeups_seen) {
@@ -755,6 +762,11 @@ fn build_with_retries(
                 progress(report);
             }
         });
+        // Classified before the status is locked: the engine's state has a lock of its own.
+        let result = result.map_err(|error| {
+            let dropped = next.index(collection.primary.id(), record.id).is_none();
+            (classify(engine, &error), error, dropped)
+        });
         let mut state = shared.state.lock();
         let failure = |message: String| IndexBuildFailure {
             collection: names.0.clone(),
@@ -766,10 +778,8 @@ fn build_with_retries(
             Ok(BuildEnd::Stopped) => return Next::Stop,
             Err(_) if stop.load(AtomicOrdering::Relaxed) => return Next::Stop,
             // An index (or collection) dropped meanwhile is not a failure.
-            Err(_) if next.index(collection.primary.id(), record.id).is_none() => {
-                state.status.finished.push(names);
-            }
-            Err(error) => match classify(engine, &error) {
+            Err((_, _, true)) => state.status.finished.push(names),
+            Err((outcome, error, false)) => match outcome {
                 Outcome::Retry => {
                     wakeups_seen = wakeups;
                     state.status.last_error = Some(failure(error.to_string()));
