@@ -64,7 +64,9 @@
 //! older tables get their secondary blocks with writes going on ([`next`], `next/build.rs`);
 //! a build interrupted by a restart resumes at the next open, in a background thread that the
 //! database stops and joins when dropped or closed (`DatabaseOptions::index_builds_at_open`,
-//! `Database::wait_for_index_builds`).
+//! `Database::wait_for_index_builds`). A build that fails with a recoverable error (I/O, writes
+//! stopped by a recoverable engine error) is retried by that thread after a backoff, when the
+//! engine recovers, or at `Database::resume`; fatal errors are reported (`IndexBuildStatus`).
 //!
 //! # Validation
 //! A candidate is a hit only if the pk's live version at the query snapshot carries a value in

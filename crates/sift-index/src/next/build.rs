@@ -20,8 +20,13 @@
 //!
 //! A build that did not end (the process stopped, `progress` failed) leaves the index exact,
 //! its remaining tables scanned; [`Database::open`] resumes it in a background thread
-//! ([`IndexBuilds`]), which the database stops (after the data block at hand) and joins when
-//! it is dropped or closed. A failure there is recorded in [`IndexBuildStatus`], not raised.
+//! ([`IndexBuilds`]), which the database stops (after the data block at hand, or at once if
+//! the thread waits to retry) and joins when it is dropped or closed. A failure there is
+//! recorded in [`IndexBuildStatus`], not raised: a recoverable one (I/O, writes stopped by a
+//! recoverable engine error) is retried after a backoff, when the engine recovers (a
+//! [`sift_lsm::hooks::RecoveryListener`]) or at [`Database::resume`]; a fatal one (corruption,
+//! an engine that needs a reopen) waits for the next open. `create_index` hands the rest of a
+//! build that failed recoverably to the same thread.
 
 use super::collector::NextCollector;
 use super::format::{
