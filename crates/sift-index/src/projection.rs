@@ -79,6 +79,11 @@ fn name_head(name: &str) -> u64 {
 pub(crate) enum Kept<'de> {
     /// A JSON string without escapes, borrowed from the document.
     Str(&'de str),
+    /// An integer serde_json reads as a `u64` (what `Value::Number` would hold): an id or a
+    /// time is converted without building and matching a `Value` first.
+    Unsigned(u64),
+    /// An integer serde_json reads as an `i64` (a negative one).
+    Signed(i64),
     /// Any other value (a string with escapes included).
     Value(Value),
 }
@@ -88,6 +93,8 @@ impl Kept<'_> {
     pub(crate) fn to_value(&self) -> Value {
         match self {
             Kept::Str(text) => Value::String((*text).to_string()),
+            Kept::Unsigned(number) => Value::Number((*number).into()),
+            Kept::Signed(number) => Value::Number((*number).into()),
             Kept::Value(value) => value.clone(),
         }
     }
@@ -118,10 +125,10 @@ impl<'de> Visitor<'de> for KeptSeed {
         Ok(Kept::Value(Value::Bool(value)))
     }
     fn visit_i64<E>(self, value: i64) -> Result<Kept<'de>, E> {
-        Ok(Kept::Value(Value::Number(value.into())))
+        Ok(Kept::Signed(value))
     }
     fn visit_u64<E>(self, value: u64) -> Result<Kept<'de>, E> {
-        Ok(Kept::Value(Value::Number(value.into())))
+        Ok(Kept::Unsigned(value))
     }
     fn visit_f64<E>(self, value: f64) -> Result<Kept<'de>, E> {
         Ok(Kept::Value(
@@ -253,8 +260,8 @@ impl PathTrie {
         for (position, rest) in &self.below {
             let found = match &value {
                 _ if rest.is_empty() => Some(value.clone()),
-                // A string has no members or items.
-                Kept::Str(_) => None,
+                // A string or number has no members or items.
+                Kept::Str(_) | Kept::Unsigned(_) | Kept::Signed(_) => None,
                 Kept::Value(value) => rest
                     .iter()
                     .try_fold(value, |current, segment| match current {
@@ -552,9 +559,10 @@ mod tests {
         }
         assert_eq!(
             values[0],
-            Some(Kept::Value(json!(42))),
+            Some(Kept::Unsigned(42)),
             "a repeated name keeps its last value"
         );
+        assert_eq!(values[1], Some(Kept::Signed(-7)));
         assert_eq!(values[3], Some(Kept::Value(json!([1.5, -2.25]))));
         // Strings are borrowed from the text unless they have escapes.
         let paths = ["a", "b", "c"];
