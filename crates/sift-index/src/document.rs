@@ -262,6 +262,7 @@ impl DocumentParser {
 /// `AttrValue::from_json` of what the parse kept: a borrowed string that is a valid time is
 /// converted without building a `String` first; everything else goes through `from_json`
 /// (same values, same errors).
+#[inline]
 fn attr_value(kept: &Kept<'_>, attribute: &IndexedAttribute) -> Result<AttrValue> {
     let path = attribute.path.as_str();
     match kept {

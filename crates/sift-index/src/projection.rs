@@ -16,7 +16,6 @@ use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::{Number, Value};
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -332,28 +331,27 @@ impl PathTrie {
     }
 }
 
-/// A member name, borrowed from the input when it has no escapes.
-struct Key<'de>(Cow<'de, str>);
+/// Reads a member name and answers the child of `0` it names: the name is looked up where
+/// serde_json gives it (borrowed from the input or, with escapes, from its scratch buffer),
+/// never copied.
+struct MemberSeed<'t>(&'t PathTrie);
 
-impl<'de> Deserialize<'de> for Key<'de> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct KeyVisitor;
-        impl<'de> Visitor<'de> for KeyVisitor {
-            type Value = Key<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a member name")
-            }
-            fn visit_borrowed_str<E>(self, text: &'de str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Borrowed(text)))
-            }
-            fn visit_str<E>(self, text: &str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(text.to_string())))
-            }
-            fn visit_string<E>(self, text: String) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(text)))
-            }
-        }
-        deserializer.deserialize_str(KeyVisitor)
+impl<'de, 't> DeserializeSeed<'de> for MemberSeed<'t> {
+    type Value = Option<&'t PathTrie>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl<'t> Visitor<'_> for MemberSeed<'t> {
+    type Value = Option<&'t PathTrie>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a member name")
+    }
+    fn visit_str<E>(self, name: &str) -> Result<Option<&'t PathTrie>, E> {
+        Ok(self.0.member(name))
     }
 }
 
@@ -489,8 +487,14 @@ impl<'de> Visitor<'de> for Slots<'_, '_, 'de> {
         }
     }
     fn visit_map<A: MapAccess<'de>>(self, mut members: A) -> Result<(), A::Error> {
-        while let Some(Key(name)) = members.next_key::<Key<'de>>()? {
-            match self.trie.member(name.as_ref()) {
+        while let Some(child) = members.next_key_seed(MemberSeed(self.trie))? {
+            match child {
+                // A value kept whole (`Slots::deserialize` of a whole node, without its call):
+                // `fill` sets every slot `clear` would, so a repeated name keeps its last value.
+                Some(child) if child.whole => {
+                    let value = members.next_value_seed(KeptSeed)?;
+                    child.fill(value, self.slots);
+                }
                 // A repeated name keeps its last value, as a full parse does.
                 Some(child) => {
                     child.clear(self.slots);
