@@ -216,6 +216,11 @@ impl DocumentParser {
             Some(Kept::Str(text)) if !text.is_empty() && text.len() <= MAX_PRIMARY_KEY_BYTES => {
                 Ok(text.as_bytes().to_vec())
             }
+            // `Number`'s text of an integer is its decimal text.
+            Some(Kept::Unsigned(number)) => {
+                self.checked_primary_key(number.to_string().into_bytes())
+            }
+            Some(Kept::Signed(number)) => self.checked_primary_key(number.to_string().into_bytes()),
             Some(Kept::Value(value)) => self.primary_key_value(Some(value)),
             Some(kept) => self.primary_key_value(Some(&kept.to_value())),
             None => self.primary_key_value(None),
@@ -238,9 +243,14 @@ impl DocumentParser {
                 })
             }
         };
+        self.checked_primary_key(pk)
+    }
+
+    /// `pk`, or the error for a key over [`MAX_PRIMARY_KEY_BYTES`].
+    fn checked_primary_key(&self, pk: Vec<u8>) -> Result<Vec<u8>> {
         if pk.len() > MAX_PRIMARY_KEY_BYTES {
             return Err(IndexError::PrimaryKeyTooLong {
-                field: field(),
+                field: self.pk_path.as_str().to_string(),
                 length_bytes: pk.len(),
                 limit_bytes: MAX_PRIMARY_KEY_BYTES,
             });
@@ -252,11 +262,22 @@ impl DocumentParser {
 /// `AttrValue::from_json` of what the parse kept: a borrowed string that is a valid time is
 /// converted without building a `String` first; everything else goes through `from_json`
 /// (same values, same errors).
+#[inline]
 fn attr_value(kept: &Kept<'_>, attribute: &IndexedAttribute) -> Result<AttrValue> {
     let path = attribute.path.as_str();
     match kept {
         // An integer for an int or time attribute (an id, epoch milliseconds): `from_json`'s
-        // answer, without its call.
+        // answer, without its call (or a `Value`).
+        Kept::Unsigned(number) => match (attribute.attr_type, i64::try_from(*number)) {
+            (AttrType::Int, Ok(value)) => Ok(AttrValue::Int(value)),
+            (AttrType::Time, Ok(value)) => Ok(AttrValue::Time(value)),
+            _ => AttrValue::from_json(&kept.to_value(), attribute.attr_type, path),
+        },
+        Kept::Signed(number) => match attribute.attr_type {
+            AttrType::Int => Ok(AttrValue::Int(*number)),
+            AttrType::Time => Ok(AttrValue::Time(*number)),
+            _ => AttrValue::from_json(&kept.to_value(), attribute.attr_type, path),
+        },
         Kept::Value(json @ Value::Number(number)) => match (attribute.attr_type, number.as_i64()) {
             (AttrType::Int, Some(value)) => Ok(AttrValue::Int(value)),
             (AttrType::Time, Some(value)) => Ok(AttrValue::Time(value)),
@@ -325,6 +346,71 @@ mod tests {
         let parsed = parser().parse(br#"{"id": -12}"#).unwrap();
         assert_eq!(parsed.pk, b"-12");
         assert!(parsed.envelope.attrs.is_empty());
+    }
+
+    /// Integers kept without a `Value` (`Kept::Unsigned`, `Kept::Signed`) give the primary key,
+    /// attribute values and errors that the full parse's `Value` gives through
+    /// `primary_key` and `AttrValue::from_json`: every integer width and sign, `-0`, values
+    /// past `i64`, floats, and nested and null values where an integer is expected.
+    #[test]
+    fn integers_match_the_conversion_of_a_full_parse() {
+        let numbers = [
+            "0",
+            "7",
+            "-7",
+            "-0",
+            "9223372036854775807",
+            "9223372036854775808",
+            "18446744073709551615",
+            "18446744073709551616",
+            "-9223372036854775808",
+            "-9223372036854775809",
+            "1.5",
+            "1e3",
+            "-2E-2",
+            "null",
+            "{\"id\": 1}",
+            "[1]",
+            "\"12\"",
+        ];
+        let path = AttrPath::parse("user.id").unwrap();
+        for attr_type in [
+            AttrType::Int,
+            AttrType::Time,
+            AttrType::Float,
+            AttrType::String,
+        ] {
+            let parser = DocumentParser::new(
+                AttrPath::parse("id").unwrap(),
+                vec![IndexedAttribute {
+                    id: 3,
+                    path: path.clone(),
+                    attr_type,
+                }],
+            )
+            .unwrap();
+            for (pk, value) in numbers.iter().zip(numbers.iter().rev()) {
+                let text = format!(r#"{{"id": {pk}, "user": {{"id": {value}, "n": 1}}}}"#);
+                let full: Value = serde_json::from_str(&text).unwrap();
+                let want = parser.primary_key(&full).and_then(|pk| {
+                    let attrs = match path.lookup(&full) {
+                        Some(json) if !json.is_null() => {
+                            vec![(3, AttrValue::from_json(json, attr_type, path.as_str())?)]
+                        }
+                        _ => Vec::new(),
+                    };
+                    Ok((pk, attrs))
+                });
+                let got = parser
+                    .parse(text.as_bytes())
+                    .map(|parsed| (parsed.pk, parsed.envelope.attrs));
+                assert_eq!(
+                    format!("{got:?}"),
+                    format!("{want:?}"),
+                    "{attr_type:?}: {text}"
+                );
+            }
+        }
     }
 
     /// `parse_stored` gives `parse`'s primary key and encoded envelope, or the same error, for

@@ -16,7 +16,6 @@ use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::{Number, Value};
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -79,6 +78,11 @@ fn name_head(name: &str) -> u64 {
 pub(crate) enum Kept<'de> {
     /// A JSON string without escapes, borrowed from the document.
     Str(&'de str),
+    /// An integer serde_json reads as a `u64` (what `Value::Number` would hold): an id or a
+    /// time is converted without building and matching a `Value` first.
+    Unsigned(u64),
+    /// An integer serde_json reads as an `i64` (a negative one).
+    Signed(i64),
     /// Any other value (a string with escapes included).
     Value(Value),
 }
@@ -88,6 +92,8 @@ impl Kept<'_> {
     pub(crate) fn to_value(&self) -> Value {
         match self {
             Kept::Str(text) => Value::String((*text).to_string()),
+            Kept::Unsigned(number) => Value::Number((*number).into()),
+            Kept::Signed(number) => Value::Number((*number).into()),
             Kept::Value(value) => value.clone(),
         }
     }
@@ -118,10 +124,10 @@ impl<'de> Visitor<'de> for KeptSeed {
         Ok(Kept::Value(Value::Bool(value)))
     }
     fn visit_i64<E>(self, value: i64) -> Result<Kept<'de>, E> {
-        Ok(Kept::Value(Value::Number(value.into())))
+        Ok(Kept::Signed(value))
     }
     fn visit_u64<E>(self, value: u64) -> Result<Kept<'de>, E> {
-        Ok(Kept::Value(Value::Number(value.into())))
+        Ok(Kept::Unsigned(value))
     }
     fn visit_f64<E>(self, value: f64) -> Result<Kept<'de>, E> {
         Ok(Kept::Value(
@@ -253,8 +259,8 @@ impl PathTrie {
         for (position, rest) in &self.below {
             let found = match &value {
                 _ if rest.is_empty() => Some(value.clone()),
-                // A string has no members or items.
-                Kept::Str(_) => None,
+                // A string or number has no members or items.
+                Kept::Str(_) | Kept::Unsigned(_) | Kept::Signed(_) => None,
                 Kept::Value(value) => rest
                     .iter()
                     .try_fold(value, |current, segment| match current {
@@ -325,28 +331,27 @@ impl PathTrie {
     }
 }
 
-/// A member name, borrowed from the input when it has no escapes.
-struct Key<'de>(Cow<'de, str>);
+/// Reads a member name and answers the child of `0` it names: the name is looked up where
+/// serde_json gives it (borrowed from the input or, with escapes, from its scratch buffer),
+/// never copied.
+struct MemberSeed<'t>(&'t PathTrie);
 
-impl<'de> Deserialize<'de> for Key<'de> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct KeyVisitor;
-        impl<'de> Visitor<'de> for KeyVisitor {
-            type Value = Key<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a member name")
-            }
-            fn visit_borrowed_str<E>(self, text: &'de str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Borrowed(text)))
-            }
-            fn visit_str<E>(self, text: &str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(text.to_string())))
-            }
-            fn visit_string<E>(self, text: String) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(text)))
-            }
-        }
-        deserializer.deserialize_str(KeyVisitor)
+impl<'de, 't> DeserializeSeed<'de> for MemberSeed<'t> {
+    type Value = Option<&'t PathTrie>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl<'t> Visitor<'_> for MemberSeed<'t> {
+    type Value = Option<&'t PathTrie>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a member name")
+    }
+    fn visit_str<E>(self, name: &str) -> Result<Option<&'t PathTrie>, E> {
+        Ok(self.0.member(name))
     }
 }
 
@@ -482,8 +487,14 @@ impl<'de> Visitor<'de> for Slots<'_, '_, 'de> {
         }
     }
     fn visit_map<A: MapAccess<'de>>(self, mut members: A) -> Result<(), A::Error> {
-        while let Some(Key(name)) = members.next_key::<Key<'de>>()? {
-            match self.trie.member(name.as_ref()) {
+        while let Some(child) = members.next_key_seed(MemberSeed(self.trie))? {
+            match child {
+                // A value kept whole (`Slots::deserialize` of a whole node, without its call):
+                // `fill` sets every slot `clear` would, so a repeated name keeps its last value.
+                Some(child) if child.whole => {
+                    let value = members.next_value_seed(KeptSeed)?;
+                    child.fill(value, self.slots);
+                }
                 // A repeated name keeps its last value, as a full parse does.
                 Some(child) => {
                     child.clear(self.slots);
@@ -552,9 +563,10 @@ mod tests {
         }
         assert_eq!(
             values[0],
-            Some(Kept::Value(json!(42))),
+            Some(Kept::Unsigned(42)),
             "a repeated name keeps its last value"
         );
+        assert_eq!(values[1], Some(Kept::Signed(-7)));
         assert_eq!(values[3], Some(Kept::Value(json!([1.5, -2.25]))));
         // Strings are borrowed from the text unless they have escapes.
         let paths = ["a", "b", "c"];
