@@ -779,11 +779,10 @@ fn build_with_retries(
             message,
         };
         match result {
-            Ok(BuildEnd::Done) => state.status.finished.push(names),
             Ok(BuildEnd::Stopped) => return Next::Stop,
             Err(_) if stop.load(AtomicOrdering::Relaxed) => return Next::Stop,
             // An index (or collection) dropped meanwhile is not a failure.
-            Err((_, _, true)) => state.status.finished.push(names),
+            Ok(BuildEnd::Done) | Err((_, _, true)) => state.status.finished.push(names),
             Err((outcome, error, false)) => match outcome {
                 Outcome::Retry => {
                     wakeups_seen = wakeups;
