@@ -638,6 +638,7 @@ fn print_async_stats(
             "updates_queued": s.updates_queued, "updates_recovered": s.updates_recovered,
             "updates_applied": s.updates_applied, "failed_attempts": s.failed_attempts,
             "persistent_failure": s.persistent_failure, "durable_watermark": s.durable_watermark,
+            "watermark_written": s.watermark_written,
             "lag_us_p50": s.lag_us_p50, "lag_us_p99": s.lag_us_p99, "lag_us_max": s.lag_us_max,
             "lag_histogram": s.lag_histogram, "flush_drains": s.flush_drains}})
         .to_string()

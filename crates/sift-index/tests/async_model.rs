@@ -932,7 +932,7 @@ fn a_crash_after_the_drain_and_before_the_flush_is_installed_loses_no_index_entr
     db.wait_until_indexed().unwrap();
     db.flush().unwrap();
     db.write_index_watermark().unwrap();
-    let flushed_watermark = db.async_index_stats().durable_watermark;
+    let flushed_watermark = db.async_index_stats().watermark_written;
     assert!(
         flushed_watermark > 0,
         "seed {seed}: no watermark after a flush"
@@ -954,7 +954,7 @@ fn a_crash_after_the_drain_and_before_the_flush_is_installed_loses_no_index_entr
         // The drain is done: every update is applied.
         let queued = db.async_index_stats().queue_length;
         let written = db.write_index_watermark();
-        let watermark = db.async_index_stats().durable_watermark;
+        let watermark = db.async_index_stats().watermark_written;
         fs.crash();
         gate.set_closed(false);
         let flushed = flush.join().ok().map(|result| result.is_ok());
@@ -1160,7 +1160,7 @@ fn failed_flush_of_unlogged_index_entries(recovery: Recovery) {
     }
     db.wait_until_indexed().unwrap();
     db.write_index_watermark().unwrap();
-    let watermark = db.async_index_stats().durable_watermark;
+    let watermark = db.async_index_stats().watermark_written;
     assert!(
         watermark <= db.engine().flushed_through(),
         "seed {seed}: watermark {watermark} past the unflushed memtable"

@@ -364,7 +364,7 @@ fn close_or_drop_with_a_worker_holding_updates_back_loses_none() {
     }
 }
 
-/// Flush drains ask for a watermark write (a log sync under the engine's commit lock) at most
+/// Flush drains ask for a watermark write (a write under the engine's commit lock) at most
 /// once per `watermark_interval`; close always writes it.
 #[test]
 fn drains_write_the_watermark_at_most_once_per_interval() {
@@ -375,21 +375,64 @@ fn drains_write_the_watermark_at_most_once_per_interval() {
     db.put(COLLECTION, br#"{"id":"a","v":1}"#).unwrap();
     db.flush().unwrap();
     let deadline = Instant::now() + Duration::from_mins(1);
-    while db.async_index_stats().durable_watermark == 0 {
+    while db.async_index_stats().watermark_written == 0 {
         assert!(
             Instant::now() < deadline,
             "no watermark after the first drain"
         );
         std::thread::sleep(Duration::from_millis(5));
     }
-    let first = db.async_index_stats().durable_watermark;
+    let first = db.async_index_stats().watermark_written;
     let last = db.put(COLLECTION, br#"{"id":"b","v":2}"#).unwrap();
     db.flush().unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(db.async_index_stats().durable_watermark, first);
+    assert_eq!(db.async_index_stats().watermark_written, first);
     db.close().unwrap();
     let db = Database::open(dir.path(), small_options()).unwrap();
     assert!(db.async_index_stats().durable_watermark >= last);
+    assert_eq!(db.async_index_stats().updates_recovered, 0);
+    db.close().unwrap();
+}
+
+/// The watermark is written without a log sync: a sync holds the engine's commit lock for an
+/// `fdatasync`, and every writer waits for that lock. So the written watermark becomes durable,
+/// and the primaries' versions above the older one stop being kept, only once the memtable
+/// holding its record is flushed.
+#[test]
+fn the_watermark_is_written_without_a_sync_and_becomes_durable_at_the_next_flush() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = small_options();
+    options.async_index.watermark_interval = Duration::ZERO;
+    let db = open_with(dir.path(), options);
+    let first = db.put(COLLECTION, br#"{"id":"a","v":1}"#).unwrap();
+    db.wait_until_indexed().unwrap();
+    // The worker may have inserted the entries unlogged: the watermark passes them only once
+    // their memtable is flushed.
+    db.flush().unwrap();
+    let syncs_before = db.engine().stats().unqueued_commit_syncs;
+    db.write_index_watermark().unwrap();
+    let written = db.async_index_stats();
+    assert_eq!(
+        db.engine().stats().unqueued_commit_syncs,
+        syncs_before,
+        "the watermark write synced the log under the commit lock"
+    );
+    assert!(written.watermark_written >= first, "{written:?}");
+    assert!(
+        written.durable_watermark < written.watermark_written,
+        "a watermark whose record is only in the memtable counted as durable: {written:?}"
+    );
+    db.flush().unwrap();
+    // The flush's own watermark request may settle it first; this call settles it otherwise.
+    db.write_index_watermark().unwrap();
+    let settled = db.async_index_stats();
+    assert!(
+        settled.durable_watermark >= written.watermark_written,
+        "the watermark did not become durable after its flush: {settled:?}"
+    );
+    db.close().unwrap();
+    let db = Database::open(dir.path(), small_options()).unwrap();
+    assert!(db.async_index_stats().durable_watermark >= first);
     assert_eq!(db.async_index_stats().updates_recovered, 0);
     db.close().unwrap();
 }

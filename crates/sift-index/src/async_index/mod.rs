@@ -50,8 +50,13 @@
 //!   workers' entries, and at close) and, at open, queues again every primary
 //!   entry with a sequence number above `W` (found by reading only the components whose
 //!   sequence range reaches above `W`). Entries applied twice are harmless (see above).
-//!   The watermark is written with a log sync, so it never claims more than survived of the
-//!   entries written through the log; entries inserted unlogged survive only once their
+//!   The watermark is written through the log after the entries it covers, without a sync: a
+//!   log survives a crash as a prefix of its records, so a watermark record that survived
+//!   never claims more than survived of the entries written through the log (and one that
+//!   did not leaves the older watermark, which only means a longer replay). A sync would hold
+//!   the engine's commit lock for the length of an `fdatasync`, and every writer waits for
+//!   that lock: on this kind of machine a few milliseconds, a backlog behind which an
+//!   open-loop client's mean latency doubled. Entries inserted unlogged survive only once their
 //!   memtable's flush is installed, so `W` never exceeds the engine's `Db::flushed_through`
 //!   while unlogged entries above it exist (`AsyncCore::durable_through`). The case this
 //!   rules out: a drain applies the updates of memtable `M` unlogged, the watermark is written
@@ -66,10 +71,13 @@
 //!   document no longer has). A compaction could drop those — in the crashed process after a
 //!   drain abandoned at shutdown, or at open right after the log replay put the unindexed
 //!   writes into L0 tables beside the older versions. So the engine keeps them: the database
-//!   holds a `VersionRetention` at the durable watermark (moved up each time the watermark is
-//!   written), and at open the engine starts with compactions paused until that retention is
+//!   holds a `VersionRetention` at the durable watermark, and at open the engine starts with compactions paused until that retention is
 //!   registered from the stored watermark (or, before any was written, from the asynchronous
-//!   indexes' creation points).
+//!   indexes' creation points). Since the watermark is written without a sync, the retention
+//!   moves up to a written watermark only once the memtable holding its record is flushed
+//!   (`Db::flushed_through` reaches the record's sequence number; a table install is synced):
+//!   before that a crash may lose the record, and the recovery from the older watermark needs
+//!   the versions above it. So the retention trails the written watermark by one flush.
 //! - Failed index operations are retried with exponential backoff, never dropped; a batch
 //!   that keeps failing is reported by [`Database::wait_until_indexed`] and in the stats. A
 //!   drain waits through such failures, and the flush with it (only a shutdown cuts the wait
@@ -117,7 +125,7 @@ pub struct AsyncIndexOptions {
     /// less per update (and a batch written through the log is a commit writers may have to
     /// wait for); the cost is up to this much more index lag.
     pub coalesce_wait: Duration,
-    /// Least time between two watermark writes requested by flush drains (each is a log sync
+    /// Least time between two watermark writes requested by flush drains (each is a small write
     /// under the engine's commit lock, which writers wait for); close always writes it.
     pub watermark_interval: Duration,
     /// Most index entries a worker commits per logged engine write, when it cannot insert them
@@ -205,8 +213,13 @@ pub struct AsyncIndexStats {
     pub flush_drains: u64,
     pub flush_drain_wait_us: u64,
     pub flush_drains_abandoned: u64,
-    /// Every base write `<=` this is indexed (as last written to the catalog).
+    /// Every base write `<=` this is indexed, and a record saying so is durable in the catalog:
+    /// the primaries' versions above it are kept for the replay after a crash.
     pub durable_watermark: SeqNo,
+    /// The watermark last written to the catalog (written without a log sync, so durable only
+    /// once its memtable is flushed, when it becomes `durable_watermark`; a crash before that
+    /// may lose it, and the open replays from the older one).
+    pub watermark_written: SeqNo,
     /// Lag between a base write being queued (its commit) and its index update committing:
     /// upper bounds of log2 buckets, in microseconds, and the largest lag seen.
     pub lag_us_p50: u64,
@@ -246,6 +259,11 @@ pub(crate) struct AsyncCore {
     /// Whether the watermark is worth writing (some asynchronous index exists or did).
     pub active: AtomicBool,
     pub durable_watermark: AtomicU64,
+    /// The watermark last written (see `AsyncIndexStats::watermark_written`).
+    pub watermark_written: AtomicU64,
+    /// `(record's sequence number, watermark)` of written watermarks not known durable yet,
+    /// oldest first (one per watermark write between two flushes: a few at most).
+    pub watermarks_unsettled: Mutex<std::collections::VecDeque<(SeqNo, SeqNo)>>,
     /// The highest sequence number at which a worker inserted entries unlogged
     /// (`Db::insert_unlogged_at_sequence`): entries at numbers above the engine's
     /// `flushed_through` are in memtables only (see the module docs, "Replay").
@@ -268,6 +286,8 @@ impl AsyncCore {
             watermark_requested: AtomicBool::new(false),
             active: AtomicBool::new(false),
             durable_watermark: AtomicU64::new(0),
+            watermark_written: AtomicU64::new(0),
+            watermarks_unsettled: Mutex::new(std::collections::VecDeque::new()),
             unlogged_through: AtomicU64::new(0),
             retention: Mutex::new(None),
             sessions: Mutex::new(Vec::new()),
@@ -341,7 +361,9 @@ impl AsyncCore {
         }
     }
 
-    /// Writes the watermark to the catalog tree if it moved (never blocks on a flush).
+    /// Writes the watermark to the catalog tree if it moved (never blocks on a flush, never
+    /// syncs the log), and moves the durable watermark and the retention up to the written
+    /// watermarks whose records are now in tables.
     pub fn persist_watermark(&self, engine: &Db, visible: SeqNo) -> Result<()> {
         if !self.active.load(Ordering::Acquire) {
             return Ok(());
@@ -349,19 +371,43 @@ impl AsyncCore {
         let Some(catalog_tree) = self.catalog_tree.get() else {
             return Ok(());
         };
+        self.settle_watermarks(engine);
         let watermark = self.durable_through(engine, visible);
-        if watermark <= self.durable_watermark.load(Ordering::Acquire) {
+        if watermark <= self.watermark_written.load(Ordering::Acquire) {
             return Ok(());
         }
         let mut batch = WriteBatch::new();
         batch.put(catalog_tree, WATERMARK_KEY, &watermark.to_be_bytes());
-        // Synced: the retention below may let compactions drop versions at or below it, which
-        // a recovery from an older watermark would need.
-        engine.write_unthrottled(batch, &WriteOptions { sync: true })?;
-        self.durable_watermark
+        // Not synced (see the module docs, "Replay"): the retention waits for the flush.
+        let mut unsettled = self.watermarks_unsettled.lock();
+        let record = engine.write_unthrottled(batch, &WriteOptions::default())?;
+        unsettled.push_back((record, watermark));
+        drop(unsettled);
+        self.watermark_written
             .fetch_max(watermark, Ordering::AcqRel);
-        self.retain_versions_above(engine, watermark);
         Ok(())
+    }
+
+    /// Makes durable the written watermarks whose records are in tables now: the durable
+    /// watermark, and the retention of the primaries' versions, move up to the newest of them.
+    pub fn settle_watermarks(&self, engine: &Db) {
+        let flushed = engine.flushed_through();
+        let mut settled = None;
+        {
+            let mut unsettled = self.watermarks_unsettled.lock();
+            while let Some(&(record, watermark)) = unsettled.front() {
+                if record > flushed {
+                    break;
+                }
+                settled = Some(settled.map_or(watermark, |s: SeqNo| s.max(watermark)));
+                unsettled.pop_front();
+            }
+        }
+        if let Some(watermark) = settled {
+            self.durable_watermark
+                .fetch_max(watermark, Ordering::AcqRel);
+            self.retain_versions_above(engine, watermark);
+        }
     }
 
     /// Moves the retention of the primaries' versions up to `floor` (never down), or sets it.
@@ -638,6 +684,7 @@ impl Database {
             None => 0,
         };
         core.durable_watermark.store(watermark, Ordering::Release);
+        core.watermark_written.store(watermark, Ordering::Release);
         let _ = core.catalog_tree.set(self.catalog_tree.clone());
         let catalog = Arc::clone(&self.catalog.read());
         let collections: Vec<_> = catalog
@@ -843,6 +890,7 @@ impl Database {
             flush_drain_wait_us: load(&core.counters.flush_drain_wait_us),
             flush_drains_abandoned: load(&core.counters.flush_drains_abandoned),
             durable_watermark: core.durable_watermark.load(Ordering::Acquire),
+            watermark_written: core.watermark_written.load(Ordering::Acquire),
             lag_us_p50: core.lag.quantile_us(0.5),
             lag_us_p90: core.lag.quantile_us(0.9),
             lag_us_p99: core.lag.quantile_us(0.99),

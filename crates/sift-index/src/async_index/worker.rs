@@ -19,8 +19,8 @@
 //! Interference with writers: logged writes and the watermark write take the commit lock, and
 //! a writer that finds it held waits. So a worker that finds only a few updates ready lets them
 //! gather (up to `coalesce_wait` after the oldest was queued; at once when someone waits for
-//! them). The watermark write a flush drain asks for is a log sync under that lock: at most one
-//! per `watermark_interval`.
+//! them). The watermark write a flush drain asks for is a small unsynced write under that lock:
+//! at most one per `watermark_interval`.
 //!
 //! For an update of document `pk` at sequence number `s`, for each asynchronous index:
 //! 1. read the version written at `s` (BA1), the version before it (`s - 1`, BA2) and the live
@@ -318,8 +318,8 @@ impl Worker {
                 self.core
                     .watermark_requested
                     .store(false, Ordering::Release);
-                // The write is synced under the engine's commit lock, which every writer waits
-                // for meanwhile: at most one per `watermark_interval` (a later one only means a
+                // The write takes the engine's commit lock, which every writer waits for
+                // meanwhile: at most one per `watermark_interval` (a later one only means a
                 // longer replay after a crash, and that versions are kept a little longer).
                 let interval = self.core.options.watermark_interval;
                 if let Some(written) = watermark_written.filter(|at| at.elapsed() < interval) {
