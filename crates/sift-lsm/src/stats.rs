@@ -81,6 +81,8 @@ pub struct EngineCounters {
     pub closed_wal_sync_by_writer_micros: AtomicU64,
     /// Closed logs never synced because their memtable was flushed first.
     pub closed_wal_syncs_skipped: AtomicU64,
+    /// Times the WAL presync thread reserved disk blocks ahead of the active log.
+    pub wal_preallocations: AtomicU64,
     /// Records and log bytes recovery dropped at the last open because an older log was cut
     /// short by a crash before it was synced (they hold only writes made without sync).
     pub wal_recovery_dropped_records: AtomicU64,
@@ -160,6 +162,9 @@ pub struct Stats {
     pub closed_wal_syncs_by_writers: u64,
     pub closed_wal_sync_by_writer_micros: u64,
     pub closed_wal_syncs_skipped: u64,
+    /// Times the WAL presync thread reserved disk blocks ahead of the active log (0 where the
+    /// file system cannot).
+    pub wal_preallocations: u64,
     pub wal_recovery_dropped_records: u64,
     pub wal_recovery_dropped_bytes: u64,
     pub background_thread_pin_failures: u64,
@@ -220,6 +225,7 @@ impl EngineCounters {
             closed_wal_syncs_by_writers: self.closed_wal_syncs_by_writers.load(Relaxed),
             closed_wal_sync_by_writer_micros: self.closed_wal_sync_by_writer_micros.load(Relaxed),
             closed_wal_syncs_skipped: self.closed_wal_syncs_skipped.load(Relaxed),
+            wal_preallocations: self.wal_preallocations.load(Relaxed),
             wal_recovery_dropped_records: self.wal_recovery_dropped_records.load(Relaxed),
             wal_recovery_dropped_bytes: self.wal_recovery_dropped_bytes.load(Relaxed),
             background_thread_pin_failures: self.background_thread_pin_failures.load(Relaxed),

@@ -16,7 +16,7 @@ use crate::{Error, Result};
 use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex};
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -285,6 +285,14 @@ pub(crate) enum ClosedLogSyncer {
 /// Log bytes between two syncs of the active WAL by the presync thread.
 pub(crate) const WAL_PRESYNC_BYTES: u64 = 512 << 10;
 
+/// How far past its length the presync thread reserves disk blocks for the active WAL (when
+/// less than half of that is left). On ext4, an append that reaches a page with no block yet
+/// takes the inode's block-map lock for writing, and writeback (the presync's own sync, or the
+/// kernel's) holds that lock while it allocates blocks for earlier pages: the writer then waits
+/// milliseconds inside `write`, under the commit lock. Appends into reserved blocks take no
+/// such lock.
+pub(crate) const WAL_PREALLOCATE_AHEAD_BYTES: u64 = 8 * WAL_PRESYNC_BYTES;
+
 impl DbInner {
     /// Wakes the WAL presync thread (also at shutdown, so it sees `writes_stopped`).
     pub fn request_wal_presync(&self) {
@@ -295,6 +303,8 @@ impl DbInner {
     /// The WAL presync thread: syncs the active log each time it is asked to, until writes
     /// stop.
     pub fn wal_presync_loop(&self) {
+        // (log number, end of its reserved blocks) of the active log.
+        let mut preallocated: (u64, u64) = (0, 0);
         loop {
             {
                 let mut due = self.wal_presync_due.lock();
@@ -329,9 +339,31 @@ impl DbInner {
                 continue;
             }
             let number = self.super_version.load().mem.wal_number();
-            self.fs
-                .sync_data_hint(&self.dir.join(crate::version::wal_file_name(number)));
+            let path = self.dir.join(crate::version::wal_file_name(number));
+            self.preallocate_active_log(&path, number, &mut preallocated);
+            self.fs.sync_data_hint(&path);
             self.wal_presyncs.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Reserves blocks for the active log up to `WAL_PREALLOCATE_AHEAD_BYTES` past its length
+    /// when less than half of that is reserved (see there why).
+    fn preallocate_active_log(&self, path: &Path, number: u64, preallocated: &mut (u64, u64)) {
+        let Ok(length) = self.fs.file_size(path) else {
+            return;
+        };
+        let reserved_end = if preallocated.0 == number {
+            preallocated.1
+        } else {
+            0
+        };
+        if reserved_end >= length + WAL_PREALLOCATE_AHEAD_BYTES / 2 {
+            return;
+        }
+        let end = length + WAL_PREALLOCATE_AHEAD_BYTES;
+        if self.fs.preallocate_hint(path, end) {
+            *preallocated = (number, end);
+            EngineCounters::add(&self.counters.wal_preallocations, 1);
         }
     }
 

@@ -831,6 +831,67 @@ pub(super) mod tests {
         db.close().unwrap();
     }
 
+    /// The presync thread reserves disk blocks ahead of the active log (where the file system
+    /// can), without changing the log's length, and a reopen replays exactly what was written.
+    #[test]
+    fn the_presync_thread_reserves_blocks_ahead_of_the_active_log() {
+        use crate::fs::FileSystem;
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let probe = dir.path().join("probe");
+        std::fs::write(&probe, b"x").unwrap();
+        let can_reserve = crate::fs::StdFileSystem.preallocate_hint(&probe, 1 << 20);
+        std::fs::remove_file(&probe).unwrap();
+        let value = vec![b'v'; 1000];
+        let rounds = 2 * crate::db::state::WAL_PRESYNC_BYTES / 1000;
+        {
+            let db = Db::open(dir.path(), Options::default()).unwrap();
+            let tree = db.default_tree();
+            for i in 0..rounds {
+                db.put(&tree, format!("key{i:08}").as_bytes(), &value)
+                    .unwrap();
+            }
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while db.inner.wal_presyncs.load(Ordering::Relaxed) == 0 {
+                assert!(
+                    Instant::now() < deadline,
+                    "no presync after {rounds} KB of log"
+                );
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let preallocations = db.stats().wal_preallocations;
+            let number = db.inner.super_version.load().mem.wal_number();
+            let metadata =
+                std::fs::metadata(dir.path().join(crate::version::wal_file_name(number))).unwrap();
+            if can_reserve {
+                assert!(preallocations > 0, "no blocks reserved ahead of the log");
+                // Reserved past the length; the length is only what was appended.
+                assert!(
+                    metadata.blocks() * 512 > metadata.len() + crate::db::state::WAL_PRESYNC_BYTES,
+                    "{} bytes of blocks for a log of {} bytes",
+                    metadata.blocks() * 512,
+                    metadata.len()
+                );
+                assert!(
+                    metadata.len() < rounds * 1100,
+                    "log length {}",
+                    metadata.len()
+                );
+            } else {
+                assert_eq!(preallocations, 0);
+            }
+            // Dropped without a flush: the reopen replays the log.
+        }
+        let db = Db::open(dir.path(), Options::default()).unwrap();
+        let tree = db.default_tree();
+        for i in 0..rounds {
+            let entry = db.get(&tree, format!("key{i:08}").as_bytes()).unwrap();
+            assert_eq!(entry.map(|e| e.value), Some(value.clone()), "key {i}");
+        }
+        assert_eq!(db.stats().wal_recovery_dropped_records, 0);
+        db.close().unwrap();
+    }
+
     #[test]
     fn writes_fail_after_a_background_error_without_taking_the_state_lock_first() {
         let dir = tempfile::tempdir().unwrap();

@@ -73,6 +73,13 @@ pub trait FileSystem: Send + Sync {
     /// nothing (durability still comes from `WritableFile::sync`); failures are ignored. The
     /// default does nothing.
     fn sync_data_hint(&self, _path: &Path) {}
+    /// A hint: reserve disk blocks for the file at `path`, which another handle is appending
+    /// to, up to `end_bytes`, without changing its length, so appends up to there allocate
+    /// nothing. Returns whether it did; failures (and file systems that cannot) return false.
+    /// The default does nothing.
+    fn preallocate_hint(&self, _path: &Path, _end_bytes: u64) -> bool {
+        false
+    }
     /// Takes an exclusive lock on `path`, creating it; `Error::Locked` if someone holds it.
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>>;
     fn file_size(&self, path: &Path) -> Result<u64>;
