@@ -807,34 +807,11 @@ pub(super) mod tests {
         }
     }
 
+    /// The presync thread syncs the active log as it grows and reserves disk blocks ahead of it
+    /// (where the file system can), without changing the log's length; a reopen replays
+    /// exactly what was written, and closing stops the thread (the drop joins it).
     #[test]
-    fn the_presync_thread_syncs_the_active_log_as_it_grows() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Db::open(dir.path(), Options::default()).unwrap();
-        let tree = db.default_tree();
-        assert_eq!(db.inner.wal_presyncs.load(Ordering::Relaxed), 0);
-        let value = vec![b'v'; 1000];
-        let rounds = 2 * crate::db::state::WAL_PRESYNC_BYTES / 1000;
-        for i in 0..rounds {
-            db.put(&tree, format!("key{i:08}").as_bytes(), &value)
-                .unwrap();
-        }
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while db.inner.wal_presyncs.load(Ordering::Relaxed) == 0 {
-            assert!(
-                Instant::now() < deadline,
-                "no presync after {rounds} KB of log"
-            );
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        // Closing stops the thread (the drop joins it).
-        db.close().unwrap();
-    }
-
-    /// The presync thread reserves disk blocks ahead of the active log (where the file system
-    /// can), without changing the log's length, and a reopen replays exactly what was written.
-    #[test]
-    fn the_presync_thread_reserves_blocks_ahead_of_the_active_log() {
+    fn the_presync_thread_syncs_and_reserves_blocks_ahead_of_the_active_log() {
         use crate::fs::FileSystem;
         use std::os::unix::fs::MetadataExt;
         let dir = tempfile::tempdir().unwrap();
@@ -847,6 +824,7 @@ pub(super) mod tests {
         {
             let db = Db::open(dir.path(), Options::default()).unwrap();
             let tree = db.default_tree();
+            assert_eq!(db.inner.wal_presyncs.load(Ordering::Relaxed), 0);
             for i in 0..rounds {
                 db.put(&tree, format!("key{i:08}").as_bytes(), &value)
                     .unwrap();
