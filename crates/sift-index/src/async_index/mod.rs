@@ -71,9 +71,9 @@
 //!   document no longer has). A compaction could drop those — in the crashed process after a
 //!   drain abandoned at shutdown, or at open right after the log replay put the unindexed
 //!   writes into L0 tables beside the older versions. So the engine keeps them: the database
-//!   holds a `VersionRetention` at the durable watermark, and at open the engine starts with compactions paused until that retention is
-//!   registered from the stored watermark (or, before any was written, from the asynchronous
-//!   indexes' creation points). Since the watermark is written without a sync, the retention
+//!   holds a `VersionRetention` at the durable watermark, and at open the engine starts with
+//!   compactions paused until that retention is registered from the stored watermark (or,
+//!   before any was written, from the asynchronous indexes' creation points). Since the watermark is written without a sync, the retention
 //!   moves up to a written watermark only once the memtable holding its record is flushed
 //!   (`Db::flushed_through` reaches the record's sequence number; a table install is synced):
 //!   before that a crash may lose the record, and the recovery from the older watermark needs
