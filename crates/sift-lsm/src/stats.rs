@@ -83,6 +83,8 @@ pub struct EngineCounters {
     pub closed_wal_syncs_skipped: AtomicU64,
     /// Times the WAL presync thread reserved disk blocks ahead of the active log.
     pub wal_preallocations: AtomicU64,
+    /// Spare logs given disk blocks at their creation, before any append.
+    pub wal_preallocations_at_creation: AtomicU64,
     /// Records and log bytes recovery dropped at the last open because an older log was cut
     /// short by a crash before it was synced (they hold only writes made without sync).
     pub wal_recovery_dropped_records: AtomicU64,
@@ -165,6 +167,9 @@ pub struct Stats {
     /// Times the WAL presync thread reserved disk blocks ahead of the active log (0 where the
     /// file system cannot).
     pub wal_preallocations: u64,
+    /// Spare logs given disk blocks for a whole memtable at their creation, by the flush
+    /// thread before any append (0 where the file system cannot).
+    pub wal_preallocations_at_creation: u64,
     pub wal_recovery_dropped_records: u64,
     pub wal_recovery_dropped_bytes: u64,
     pub background_thread_pin_failures: u64,
@@ -226,6 +231,7 @@ impl EngineCounters {
             closed_wal_sync_by_writer_micros: self.closed_wal_sync_by_writer_micros.load(Relaxed),
             closed_wal_syncs_skipped: self.closed_wal_syncs_skipped.load(Relaxed),
             wal_preallocations: self.wal_preallocations.load(Relaxed),
+            wal_preallocations_at_creation: self.wal_preallocations_at_creation.load(Relaxed),
             wal_recovery_dropped_records: self.wal_recovery_dropped_records.load(Relaxed),
             wal_recovery_dropped_bytes: self.wal_recovery_dropped_bytes.load(Relaxed),
             background_thread_pin_failures: self.background_thread_pin_failures.load(Relaxed),

@@ -189,6 +189,7 @@ impl Db {
             write_queue: crate::db::write::WriteQueue::default(),
             wal: Mutex::new(None),
             spare_wal: Mutex::new(None),
+            wal_reserved_ends: Mutex::new(Vec::new()),
             background_thread_ids: Mutex::new(Vec::new()),
             instance: {
                 static NEXT_INSTANCE: std::sync::atomic::AtomicU64 =

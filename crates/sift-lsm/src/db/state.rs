@@ -218,6 +218,11 @@ pub(crate) struct DbInner {
     /// flush thread, so the writer that freezes a full memtable does not create a file and sync
     /// the directory on its own thread: (file number, writer).
     pub spare_wal: Mutex<Option<(u64, LogWriter)>>,
+    /// (log number, end of the disk blocks reserved for it) of the newest logs given blocks
+    /// ahead of their appends: a spare at its creation, the active log by the presync thread
+    /// (see `WAL_PREALLOCATE_AHEAD_BYTES`). Entries of logs older than the active one are
+    /// dropped as the presync thread passes them.
+    pub wal_reserved_ends: Mutex<Vec<(u64, u64)>>,
     /// Linux thread ids of this database's running background threads (and of those a layer
     /// on top started with `Db::enter_background_thread`), by thread name, recorded as each
     /// starts and removed as it ends (tests check each thread's scheduling through
@@ -232,8 +237,8 @@ pub(crate) struct DbInner {
     pub writes_stopped: AtomicBool,
     /// Set (and signalled) by the write leader each time `WAL_PRESYNC_BYTES` more log bytes
     /// were written, and by each memtable switch: the WAL presync thread then syncs the closed
-    /// logs (`closed_logs`) and the active log through a second handle, so a synced write
-    /// finds little left to sync.
+    /// logs (`closed_logs`) and writes back the active log but its tail through a second handle
+    /// (`FileSystem::sync_data_hint`), so a synced write finds little left to sync.
     pub wal_presync_due: Mutex<bool>,
     pub wal_presync_cv: Condvar,
     /// Presyncs done (for tests).
@@ -282,7 +287,7 @@ pub(crate) enum ClosedLogSyncer {
     Writer,
 }
 
-/// Log bytes between two syncs of the active WAL by the presync thread.
+/// Log bytes between two writebacks of the active WAL by the presync thread.
 pub(crate) const WAL_PRESYNC_BYTES: u64 = 512 << 10;
 
 /// How far past its length the presync thread reserves disk blocks for the active WAL (when
@@ -300,11 +305,9 @@ impl DbInner {
         self.wal_presync_cv.notify_one();
     }
 
-    /// The WAL presync thread: syncs the active log each time it is asked to, until writes
-    /// stop.
+    /// The WAL presync thread: each time it is asked to, until writes stop, syncs the closed
+    /// logs and writes back the active log (but its tail, which the writer is appending to).
     pub fn wal_presync_loop(&self) {
-        // (log number, end of its reserved blocks) of the active log.
-        let mut preallocated: (u64, u64) = (0, 0);
         loop {
             {
                 let mut due = self.wal_presync_due.lock();
@@ -340,31 +343,54 @@ impl DbInner {
             }
             let number = self.super_version.load().mem.wal_number();
             let path = self.dir.join(crate::version::wal_file_name(number));
-            self.preallocate_active_log(&path, number, &mut preallocated);
+            self.preallocate_active_log(&path, number);
             self.fs.sync_data_hint(&path);
             self.wal_presyncs.fetch_add(1, Ordering::Relaxed);
         }
     }
 
     /// Reserves blocks for the active log up to `WAL_PREALLOCATE_AHEAD_BYTES` past its length
-    /// when less than half of that is reserved (see there why).
-    fn preallocate_active_log(&self, path: &Path, number: u64, preallocated: &mut (u64, u64)) {
+    /// when less than half of that is reserved (see there why). A log that began as a spare
+    /// usually has enough from its creation (see `wal_bytes_reserved_at_creation`), so this
+    /// rarely runs while the writer appends to the same file: `fallocate` holds the inode lock
+    /// that the writer's `write` needs.
+    fn preallocate_active_log(&self, path: &Path, number: u64) {
         let Ok(length) = self.fs.file_size(path) else {
             return;
         };
-        let reserved_end = if preallocated.0 == number {
-            preallocated.1
-        } else {
-            0
+        let reserved_end = {
+            let mut reserved = self.wal_reserved_ends.lock();
+            reserved.retain(|&(log, _)| log >= number);
+            reserved
+                .iter()
+                .find(|&&(log, _)| log == number)
+                .map_or(0, |&(_, end)| end)
         };
         if reserved_end >= length + WAL_PREALLOCATE_AHEAD_BYTES / 2 {
             return;
         }
         let end = length + WAL_PREALLOCATE_AHEAD_BYTES;
         if self.fs.preallocate_hint(path, end) {
-            *preallocated = (number, end);
+            self.record_wal_reservation(number, end);
             EngineCounters::add(&self.counters.wal_preallocations, 1);
         }
+    }
+
+    /// Notes that log `number` has disk blocks reserved up to `end`.
+    pub(crate) fn record_wal_reservation(&self, number: u64, end: u64) {
+        let mut reserved = self.wal_reserved_ends.lock();
+        match reserved.iter_mut().find(|(log, _)| *log == number) {
+            Some(entry) => entry.1 = entry.1.max(end),
+            None => reserved.push((number, end)),
+        }
+    }
+
+    /// Bytes of disk blocks reserved for a spare log at its creation: enough for a whole
+    /// memtable's records, so the presync thread (which reserves more only when less than half
+    /// of `WAL_PREALLOCATE_AHEAD_BYTES` is left past the length) does not reserve again while
+    /// the log is active.
+    pub(crate) fn wal_bytes_reserved_at_creation(&self) -> u64 {
+        self.options.memtable_bytes_max as u64 + WAL_PREALLOCATE_AHEAD_BYTES
     }
 
     /// Syncs every closed log not synced yet, oldest first, and queues a `LogSynced` marker

@@ -572,6 +572,13 @@ impl DbInner {
         });
         match created {
             Ok(file) => {
+                // Blocks for the whole log now, while no writer appends to it (see
+                // `preallocate_active_log`). Recorded before the spare is offered to a switch.
+                let end = self.wal_bytes_reserved_at_creation();
+                if self.fs.preallocate_hint(&path, end) {
+                    self.record_wal_reservation(number, end);
+                    EngineCounters::add(&self.counters.wal_preallocations_at_creation, 1);
+                }
                 // Never replace a spare stored meanwhile (by another caller): the replaced one
                 // would stay on disk unused.
                 let mut spare = self.spare_wal.lock();
@@ -868,6 +875,106 @@ pub(super) mod tests {
         }
         let db = Db::open(dir.path(), Options::default()).unwrap();
         let tree = db.default_tree();
+        for i in 0..rounds {
+            let entry = db.get(&tree, format!("key{i:08}").as_bytes()).unwrap();
+            assert_eq!(entry.map(|e| e.value), Some(value.clone()), "key {i}");
+        }
+        assert_eq!(db.stats().wal_recovery_dropped_records, 0);
+        db.close().unwrap();
+    }
+
+    /// A spare log gets disk blocks for a whole memtable when the flush thread creates it, so
+    /// the presync thread, which would otherwise reserve while the writer appends to the same
+    /// file, reserves nothing more as that log fills; its length stays what was appended and a
+    /// reopen replays every write.
+    #[test]
+    fn a_spare_log_gets_its_blocks_at_creation_and_the_presync_reserves_none_while_it_fills() {
+        use crate::fs::FileSystem;
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let probe = dir.path().join("probe");
+        std::fs::write(&probe, b"x").unwrap();
+        let can_reserve = crate::fs::StdFileSystem.preallocate_hint(&probe, 1 << 20);
+        std::fs::remove_file(&probe).unwrap();
+        let options = Options {
+            memtable_bytes_max: 8 << 20,
+            ..Options::default()
+        };
+        let value = vec![b'v'; 1000];
+        // Several presyncs' worth of log, well under a memtable.
+        let rounds = 6 * (crate::db::state::WAL_PRESYNC_BYTES / 1000);
+        {
+            let db = Db::open(dir.path(), options.clone()).unwrap();
+            let tree = db.default_tree();
+            db.put(&tree, b"first", b"1").unwrap();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let spare = loop {
+                if let Some((number, _)) = db.inner.spare_wal.lock().as_ref() {
+                    break *number;
+                }
+                assert!(Instant::now() < deadline, "no spare log was created");
+                std::thread::sleep(Duration::from_millis(1));
+            };
+            let spare_path = dir.path().join(crate::version::wal_file_name(spare));
+            let metadata = std::fs::metadata(&spare_path).unwrap();
+            assert_eq!(metadata.len(), 0, "a spare log holds no record");
+            let reserved = db.inner.wal_bytes_reserved_at_creation();
+            assert!(reserved >= options.memtable_bytes_max as u64);
+            if can_reserve {
+                assert_eq!(db.stats().wal_preallocations_at_creation, 1);
+                assert!(
+                    metadata.blocks() * 512 >= reserved,
+                    "{} bytes of blocks for a spare that should have {reserved}",
+                    metadata.blocks() * 512
+                );
+            } else {
+                assert_eq!(db.stats().wal_preallocations_at_creation, 0);
+            }
+            db.inner.force_memtable_switch().unwrap();
+            assert_eq!(db.inner.super_version.load().mem.wal_number(), spare);
+            // One presync per `WAL_PRESYNC_BYTES` appended, each awaited (requests made while
+            // one runs are merged), so the presync thread sees the log at every length.
+            let per_presync = crate::db::state::WAL_PRESYNC_BYTES / 1000;
+            for chunk in 0..rounds / per_presync {
+                let presyncs_before = db.inner.wal_presyncs.load(Ordering::Relaxed);
+                for i in chunk * per_presync..(chunk + 1) * per_presync {
+                    db.put(&tree, format!("key{i:08}").as_bytes(), &value)
+                        .unwrap();
+                }
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while db.inner.wal_presyncs.load(Ordering::Relaxed) == presyncs_before {
+                    assert!(Instant::now() < deadline, "no presync after chunk {chunk}");
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+            assert_eq!(db.inner.super_version.load().mem.wal_number(), spare);
+            assert_eq!(
+                db.stats().wal_preallocations,
+                0,
+                "the presync thread reserved blocks for a log that had them from its creation"
+            );
+            let metadata = std::fs::metadata(&spare_path).unwrap();
+            assert!(
+                metadata.len() >= rounds * 1000,
+                "log length {}",
+                metadata.len()
+            );
+            assert!(
+                metadata.len() < rounds * 1100,
+                "log length {}",
+                metadata.len()
+            );
+            if can_reserve {
+                assert!(metadata.blocks() * 512 >= reserved);
+            }
+            // Dropped without a flush: the reopen replays both logs.
+        }
+        let db = Db::open(dir.path(), options).unwrap();
+        let tree = db.default_tree();
+        assert_eq!(
+            db.get(&tree, b"first").unwrap().map(|e| e.value),
+            Some(b"1".to_vec())
+        );
         for i in 0..rounds {
             let entry = db.get(&tree, format!("key{i:08}").as_bytes()).unwrap();
             assert_eq!(entry.map(|e| e.value), Some(value.clone()), "key {i}");

@@ -69,7 +69,8 @@ pub trait FileSystem: Send + Sync {
     /// Makes a directory's entries (creations, renames, removals) durable.
     fn sync_dir(&self, dir: &Path) -> Result<()>;
     /// A hint: write the data of the file at `path`, which another handle is appending to, to
-    /// stable storage now, so that handle's next `sync` has little left to do. Guarantees
+    /// storage now, so that handle's next `sync` has little left to do. It may leave the tail
+    /// alone, so as not to make the appender's next write wait for this writeback. Guarantees
     /// nothing (durability still comes from `WritableFile::sync`); failures are ignored. The
     /// default does nothing.
     fn sync_data_hint(&self, _path: &Path) {}
