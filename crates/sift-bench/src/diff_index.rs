@@ -455,6 +455,15 @@ pub struct HalfLoad {
     pub baseline_service: Latency,
     /// Mean latency of each repeat (scheme, no index), to show the spread.
     pub repeat_means_us: Vec<(f64, f64)>,
+    /// Longest stretch each repeat's client (scheme, no index) lost while it only waited for
+    /// the next update's time (see [`SpinGaps`]), in ms.
+    pub repeat_client_gaps_ms: Vec<(f64, f64)>,
+    /// The repeats in which neither client lost [`HOST_PAUSE`] at once that way, and the
+    /// latencies pooled over those repeats alone (both sides of a repeat are kept or dropped
+    /// together, so the alternation stays balanced).
+    pub unpaused_repeats: u32,
+    pub unpaused_latency: Latency,
+    pub unpaused_baseline_latency: Latency,
     pub unissued: u64,
     pub baseline_unissued: u64,
     pub write_stalls: u64,
@@ -629,6 +638,8 @@ fn client_for(database: &Database, scheme: Scheme) -> Client<'_> {
 struct Schedule {
     scheduled: u64,
     unissued: u64,
+    /// Over all clients.
+    spin_gaps: SpinGaps,
     /// From the scheduled time, and from the call, to the acknowledgement (µs).
     latencies: Vec<f64>,
     services: Vec<f64>,
@@ -669,22 +680,106 @@ const WRITER_WAIT_COUNTERS: [&str; 16] = [
     "closed_log_sync_bg_us",
 ];
 
+/// A client's stretch without the CPU this long, while it only waited for an update's time,
+/// marks its step as hit by a machine pause (see [`SpinGaps`]).
+pub const HOST_PAUSE: Duration = Duration::from_millis(5);
+
+/// The longest interval between two consecutive clock reads of a client while it spun, waiting
+/// for the next update's time. No engine call is inside such an interval, so a long one is time
+/// the machine took from the client (another task, an interrupt, or the hypervisor running
+/// another guest on this virtual CPU; `perf` showed pauses of 10-40 ms with the client in
+/// `clock_gettime` and no context switch), the kind [`crate::hiccup`] measures before and after
+/// the steps. Pauses that fall inside an engine call are not seen here; they stay in the
+/// latencies like engine waits.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SpinGaps {
+    pub longest: Duration,
+    /// Intervals of [`HOST_PAUSE`] or longer.
+    pub pauses: u64,
+}
+
+impl SpinGaps {
+    fn note(&mut self, gap: Duration) {
+        self.longest = self.longest.max(gap);
+        if gap >= HOST_PAUSE {
+            self.pauses += 1;
+        }
+    }
+
+    fn merge(&mut self, other: SpinGaps) {
+        self.longest = self.longest.max(other.longest);
+        self.pauses += other.pauses;
+    }
+
+    fn hit(&self) -> bool {
+        self.pauses > 0
+    }
+}
+
 /// Waits until `at`: sleeps while far from it, then spins, so updates start on time even at
 /// tens of thousands per second (a yield could hand the core to another process for
-/// milliseconds on a busy machine).
-fn wait_until(at: Instant) {
+/// milliseconds on a busy machine). Notes the gaps between the spin's clock reads in `gaps`.
+fn wait_until(at: Instant, gaps: &mut SpinGaps) {
+    wait_until_with(at, gaps, |_| {});
+}
+
+/// [`wait_until`], calling `between_reads` with the time left before each spin's clock read
+/// (tests use it to take the thread away for a known time).
+fn wait_until_with(at: Instant, gaps: &mut SpinGaps, mut between_reads: impl FnMut(Duration)) {
+    // The previous read of the spin; none after a sleep, which is no lost time.
+    let mut previous: Option<Instant> = None;
     loop {
         let now = Instant::now();
+        if let Some(previous) = previous {
+            gaps.note(now.saturating_duration_since(previous));
+        }
         if now >= at {
             return;
         }
         let left = at - now;
         if left > Duration::from_millis(1) {
             std::thread::sleep(left.saturating_sub(Duration::from_micros(500)));
+            previous = None;
         } else {
             std::hint::spin_loop();
+            between_reads(left);
+            previous = Some(now);
         }
     }
+}
+
+/// One line on the repeats a machine pause hit: which, and the ratios without them.
+fn describe_unpaused(scheme: &str, half: &HalfLoad) -> String {
+    let gaps = half
+        .repeat_client_gaps_ms
+        .iter()
+        .map(|(ours, theirs)| format!("{ours:.1}/{theirs:.1}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let hit = half.repeats.saturating_sub(half.unpaused_repeats);
+    let head = format!(
+        "{scheme}: longest client gap while only waiting, per repeat (scheme/none, ms): {gaps}; \
+         {hit} of {} repeats had one of {} ms or more on either side",
+        half.repeats,
+        HOST_PAUSE.as_millis()
+    );
+    if hit == 0 || half.unpaused_repeats == 0 {
+        return head;
+    }
+    format!(
+        "{head}; without them ({} repeats): mean {:.2}×, p50 {:.2}× no index ({:.1} vs {:.1} µs)",
+        half.unpaused_repeats,
+        ratio(
+            half.unpaused_latency.mean_us,
+            half.unpaused_baseline_latency.mean_us
+        ),
+        ratio(
+            half.unpaused_latency.p50_us,
+            half.unpaused_baseline_latency.p50_us
+        ),
+        half.unpaused_latency.mean_us,
+        half.unpaused_baseline_latency.mean_us
+    )
 }
 
 fn micros(duration: Duration) -> f64 {
@@ -928,7 +1023,7 @@ impl Bench<'_> {
         let start = Instant::now() + Duration::from_millis(2);
         let end_of_schedule = start + Duration::from_secs_f64(seconds);
         let hard_stop = end_of_schedule + grace;
-        type Outcome = Result<(Vec<f64>, Vec<f64>, u64), BenchError>;
+        type Outcome = Result<(Vec<f64>, Vec<f64>, u64, SpinGaps), BenchError>;
         let outcomes: Vec<Outcome> = std::thread::scope(|scope| {
             let handles: Vec<_> = (0..clients)
                 .map(|c| {
@@ -939,11 +1034,12 @@ impl Bench<'_> {
                         let mut latencies = Vec::new();
                         let mut services = Vec::new();
                         let mut unissued = 0;
+                        let mut spin_gaps = SpinGaps::default();
                         let mut i = c as u64;
                         while i < scheduled_total {
                             let scheduled = start + Duration::from_secs_f64(i as f64 * interval_s);
                             let (key, value, json) = self.next_update(&mut rng);
-                            wait_until(scheduled);
+                            wait_until(scheduled, &mut spin_gaps);
                             let now = Instant::now();
                             if now >= hard_stop {
                                 // Too far behind: the rest waited at least until now.
@@ -962,7 +1058,7 @@ impl Bench<'_> {
                             services.push(micros(done.saturating_duration_since(now)));
                             i += clients as u64;
                         }
-                        Ok((latencies, services, unissued))
+                        Ok((latencies, services, unissued, spin_gaps))
                     })
                 })
                 .collect();
@@ -978,15 +1074,18 @@ impl Bench<'_> {
         let mut latencies = Vec::new();
         let mut services = Vec::new();
         let mut unissued = 0;
+        let mut spin_gaps = SpinGaps::default();
         for outcome in outcomes {
-            let (mut these, mut their_services, missed) = outcome?;
+            let (mut these, mut their_services, missed, gaps) = outcome?;
             latencies.append(&mut these);
             services.append(&mut their_services);
             unissued += missed;
+            spin_gaps.merge(gaps);
         }
         Ok(Schedule {
             scheduled: scheduled_total,
             unissued,
+            spin_gaps,
             latencies,
             services,
             elapsed_s: finished.saturating_duration_since(start).as_secs_f64(),
@@ -1007,9 +1106,14 @@ impl Bench<'_> {
         let mut ours = (Vec::new(), Vec::new(), 0, 0);
         let mut theirs = (Vec::new(), Vec::new(), 0, 0);
         let mut repeat_means_us = Vec::new();
+        let mut repeat_client_gaps_ms = Vec::new();
+        // Latencies of the repeats in which neither client was hit by a machine pause.
+        let mut clean = (Vec::new(), Vec::new(), 0u32);
         let mut drains = (0, 0);
         for repeat in 0..repeats {
             let mut means = (0.0, 0.0);
+            let mut gaps = (SpinGaps::default(), SpinGaps::default());
+            let mut latencies = (Vec::new(), Vec::new());
             let order: [(&Bench<'_>, bool); 2] = if repeat % 2 == 0 {
                 [(baseline, false), (self, true)]
             } else {
@@ -1070,7 +1174,7 @@ impl Bench<'_> {
                     String::new()
                 };
                 progress(&format!(
-                    "target {} step {}: mean {mean:.1} µs, p50 {:.1} µs, p99 {:.1} µs, max {:.0} µs; service mean {:.2} µs, p50 {:.2} µs; {}{worker}",
+                    "target {} step {}: mean {mean:.1} µs, p50 {:.1} µs, p99 {:.1} µs, max {:.0} µs; service mean {:.2} µs, p50 {:.2} µs; client_spin_gap_max_us={:.0} client_pauses={} {}{worker}",
                     self.scheme.name(),
                     bench.scheme.name(),
                     step.p50_us,
@@ -1078,15 +1182,21 @@ impl Bench<'_> {
                     step.max_us,
                     service.mean_us,
                     service.p50_us,
+                    micros(run.spin_gaps.longest),
+                    run.spin_gaps.pauses,
                     delta.join(" ")
                 ))?;
                 let side = if is_scheme {
                     means.0 = mean;
+                    gaps.0 = run.spin_gaps;
+                    latencies.0.clone_from(&run.latencies);
                     drains.0 += after[2].saturating_sub(before[2]);
                     drains.1 += after[3].saturating_sub(before[3]);
                     &mut ours
                 } else {
                     means.1 = mean;
+                    gaps.1 = run.spin_gaps;
+                    latencies.1.clone_from(&run.latencies);
                     &mut theirs
                 };
                 side.0.extend(run.latencies);
@@ -1095,8 +1205,21 @@ impl Bench<'_> {
                 side.3 += after[0].saturating_sub(before[0]);
             }
             repeat_means_us.push(means);
+            repeat_client_gaps_ms.push((
+                gaps.0.longest.as_secs_f64() * 1e3,
+                gaps.1.longest.as_secs_f64() * 1e3,
+            ));
+            if !gaps.0.hit() && !gaps.1.hit() {
+                clean.0.append(&mut latencies.0);
+                clean.1.append(&mut latencies.1);
+                clean.2 += 1;
+            }
         }
         Ok(HalfLoad {
+            repeat_client_gaps_ms,
+            unpaused_repeats: clean.2,
+            unpaused_latency: Latency::of(&mut clean.0),
+            unpaused_baseline_latency: Latency::of(&mut clean.1),
             saturation_rate,
             offered_rate: rate,
             repeats,
@@ -1670,6 +1793,14 @@ pub fn format_report(report: &Report) -> String {
                 t.service_p50_ratio,
                 t.mean_above_baseline_us
             );
+            if let Some(half) = report
+                .results
+                .iter()
+                .find(|r| r.scheme == t.scheme)
+                .and_then(|r| r.half_load.as_ref())
+            {
+                let _ = writeln!(out, "# {}", describe_unpaused(t.scheme.as_str(), half));
+            }
         }
         // The table's own step nearest 50%, for reference: with the baseline basis a scheme
         // slower than no index may be overloaded there, which is why the targets use the rule.
@@ -1851,6 +1982,37 @@ mod tests {
         );
     }
 
+    /// Time taken from a client while it spins for the next update's time is noted as a
+    /// machine pause; the sleep while far from that time is not.
+    #[test]
+    fn a_pause_while_waiting_is_noted_and_a_sleep_is_not() {
+        let mut gaps = SpinGaps::default();
+        let mut paused = false;
+        let pause = HOST_PAUSE + Duration::from_millis(1);
+        wait_until_with(
+            Instant::now() + Duration::from_millis(3),
+            &mut gaps,
+            |_left| {
+                if !paused {
+                    paused = true;
+                    std::thread::sleep(pause);
+                }
+            },
+        );
+        assert!(paused, "the wait never spun");
+        assert!(gaps.longest >= pause, "{gaps:?}");
+        assert_eq!(gaps.pauses, 1, "{gaps:?}");
+        assert!(gaps.hit());
+        // A wait of 20 ms sleeps about 19.5 of them: no gap of that length is noted.
+        let mut quiet = SpinGaps::default();
+        wait_until(Instant::now() + Duration::from_millis(20), &mut quiet);
+        assert!(quiet.longest < Duration::from_millis(15), "{quiet:?}");
+        let mut both = gaps;
+        both.merge(quiet);
+        assert_eq!(both.longest, gaps.longest.max(quiet.longest));
+        assert_eq!(both.pauses, gaps.pauses + quiet.pauses);
+    }
+
     #[test]
     fn a_tiny_run_measures_every_scheme() {
         let dir = tempfile::tempdir().unwrap();
@@ -1909,6 +2071,15 @@ mod tests {
             assert_eq!(half.latency.count, half.baseline_latency.count, "{half:?}");
             assert!(half.latency.count > 0);
             assert_eq!(half.repeat_means_us.len(), 1);
+            assert_eq!(half.repeat_client_gaps_ms.len(), 1);
+            // Both sides of a repeat are kept or dropped together.
+            assert!(half.unpaused_repeats <= half.repeats);
+            if half.unpaused_repeats == half.repeats {
+                assert_eq!(half.unpaused_latency, half.latency);
+                assert_eq!(half.unpaused_baseline_latency, half.baseline_latency);
+            } else {
+                assert!(half.unpaused_latency.count < half.latency.count, "{half:?}");
+            }
             let above = half.latency.mean_us - half.baseline_latency.mean_us;
             assert!((target.mean_above_baseline_us - above).abs() < 1e-9);
         }
@@ -1929,7 +2100,8 @@ mod tests {
                 && text.contains("targets")
                 && text.contains("machine noise before the steps")
                 && text.contains("mean above no index")
-                && text.contains("OWN sustained"),
+                && text.contains("OWN sustained")
+                && text.contains("longest client gap while only waiting"),
             "{text}"
         );
     }
