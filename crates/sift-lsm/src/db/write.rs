@@ -820,18 +820,25 @@ pub(super) mod tests {
         }
     }
 
+    /// Whether the file system under `dir` takes `preallocate_hint` (tests expect reserved
+    /// blocks only where it does).
+    fn file_system_can_reserve_blocks(dir: &std::path::Path) -> bool {
+        use crate::fs::FileSystem;
+        let probe = dir.join("probe");
+        std::fs::write(&probe, b"x").unwrap();
+        let can_reserve = crate::fs::StdFileSystem.preallocate_hint(&probe, 1 << 20);
+        std::fs::remove_file(&probe).unwrap();
+        can_reserve
+    }
+
     /// The presync thread syncs the active log as it grows and reserves disk blocks ahead of it
     /// (where the file system can), without changing the log's length; a reopen replays
     /// exactly what was written, and closing stops the thread (the drop joins it).
     #[test]
     fn the_presync_thread_syncs_and_reserves_blocks_ahead_of_the_active_log() {
-        use crate::fs::FileSystem;
         use std::os::unix::fs::MetadataExt;
         let dir = tempfile::tempdir().unwrap();
-        let probe = dir.path().join("probe");
-        std::fs::write(&probe, b"x").unwrap();
-        let can_reserve = crate::fs::StdFileSystem.preallocate_hint(&probe, 1 << 20);
-        std::fs::remove_file(&probe).unwrap();
+        let can_reserve = file_system_can_reserve_blocks(dir.path());
         let value = vec![b'v'; 1000];
         let rounds = 2 * crate::db::state::WAL_PRESYNC_BYTES / 1000;
         {
@@ -889,13 +896,9 @@ pub(super) mod tests {
     /// reopen replays every write.
     #[test]
     fn a_spare_log_gets_its_blocks_at_creation_and_the_presync_reserves_none_while_it_fills() {
-        use crate::fs::FileSystem;
         use std::os::unix::fs::MetadataExt;
         let dir = tempfile::tempdir().unwrap();
-        let probe = dir.path().join("probe");
-        std::fs::write(&probe, b"x").unwrap();
-        let can_reserve = crate::fs::StdFileSystem.preallocate_hint(&probe, 1 << 20);
-        std::fs::remove_file(&probe).unwrap();
+        let can_reserve = file_system_can_reserve_blocks(dir.path());
         let options = Options {
             memtable_bytes_max: 8 << 20,
             ..Options::default()
