@@ -1986,19 +1986,27 @@ mod tests {
     /// machine pause; the sleep while far from that time is not.
     #[test]
     fn a_pause_while_waiting_is_noted_and_a_sleep_is_not() {
+        let pause = HOST_PAUSE + Duration::from_millis(1);
+        // Under 1 ms ahead, so the wait spins at once (no sleep to overshoot the time); tried
+        // again if the thread lost the core for that long before its first read.
         let mut gaps = SpinGaps::default();
         let mut paused = false;
-        let pause = HOST_PAUSE + Duration::from_millis(1);
-        wait_until_with(
-            Instant::now() + Duration::from_millis(3),
-            &mut gaps,
-            |_left| {
-                if !paused {
-                    paused = true;
-                    std::thread::sleep(pause);
-                }
-            },
-        );
+        for _ in 0..100 {
+            gaps = SpinGaps::default();
+            wait_until_with(
+                Instant::now() + Duration::from_micros(900),
+                &mut gaps,
+                |_left| {
+                    if !paused {
+                        paused = true;
+                        std::thread::sleep(pause);
+                    }
+                },
+            );
+            if paused {
+                break;
+            }
+        }
         assert!(paused, "the wait never spun");
         assert!(gaps.longest >= pause, "{gaps:?}");
         assert_eq!(gaps.pauses, 1, "{gaps:?}");

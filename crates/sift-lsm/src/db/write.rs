@@ -933,8 +933,17 @@ pub(super) mod tests {
             } else {
                 assert_eq!(db.stats().wal_preallocations_at_creation, 0);
             }
+            let presyncs_before_switch = db.inner.wal_presyncs.load(Ordering::Relaxed);
             db.inner.force_memtable_switch().unwrap();
             assert_eq!(db.inner.super_version.load().mem.wal_number(), spare);
+            // The switch asks for a presync before it installs the new log, so that presync may
+            // still see (and reserve for) the log it closed; later ones see the spare.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while db.inner.wal_presyncs.load(Ordering::Relaxed) == presyncs_before_switch {
+                assert!(Instant::now() < deadline, "no presync after the switch");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let preallocations_before = db.stats().wal_preallocations;
             // One presync per `WAL_PRESYNC_BYTES` appended, each awaited (requests made while
             // one runs are merged), so the presync thread sees the log at every length.
             let per_presync = crate::db::state::WAL_PRESYNC_BYTES / 1000;
@@ -953,7 +962,7 @@ pub(super) mod tests {
             assert_eq!(db.inner.super_version.load().mem.wal_number(), spare);
             assert_eq!(
                 db.stats().wal_preallocations,
-                0,
+                preallocations_before,
                 "the presync thread reserved blocks for a log that had them from its creation"
             );
             let metadata = std::fs::metadata(&spare_path).unwrap();
