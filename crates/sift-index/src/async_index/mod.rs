@@ -73,11 +73,12 @@
 //!   writes into L0 tables beside the older versions. So the engine keeps them: the database
 //!   holds a `VersionRetention` at the durable watermark, and at open the engine starts with
 //!   compactions paused until that retention is registered from the stored watermark (or,
-//!   before any was written, from the asynchronous indexes' creation points). Since the watermark is written without a sync, the retention
-//!   moves up to a written watermark only once the memtable holding its record is flushed
-//!   (`Db::flushed_through` reaches the record's sequence number; a table install is synced):
-//!   before that a crash may lose the record, and the recovery from the older watermark needs
-//!   the versions above it. So the retention trails the written watermark by one flush.
+//!   before any was written, from the asynchronous indexes' creation points). Since the
+//!   watermark is written without a sync, the retention moves up to a written watermark only
+//!   once the memtable holding its record is flushed (`Db::flushed_through` reaches the record's
+//!   sequence number; a table install is synced): before that a crash may lose the record, and
+//!   the recovery from the older watermark needs the versions above it. So the retention trails
+//!   the written watermark by one flush.
 //! - Failed index operations are retried with exponential backoff, never dropped; a batch
 //!   that keeps failing is reported by [`Database::wait_until_indexed`] and in the stats. A
 //!   drain waits through such failures, and the flush with it (only a shutdown cuts the wait
