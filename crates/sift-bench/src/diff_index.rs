@@ -458,7 +458,10 @@ pub struct HalfLoad {
     /// Longest stretch each repeat's client (scheme, no index) lost while it only waited for
     /// the next update's time (see [`SpinGaps`]), in ms.
     pub repeat_client_gaps_ms: Vec<(f64, f64)>,
-    /// The repeats in which neither client lost [`HOST_PAUSE`] at once that way, and the
+    /// Engine calls of [`HOST_PAUSE`] or longer without a context switch in each repeat
+    /// (scheme, no index; see [`SpinGaps`]).
+    pub repeat_unswitched_calls: Vec<(u64, u64)>,
+    /// The repeats in which neither client lost [`HOST_PAUSE`] at once either way, and the
     /// latencies pooled over those repeats alone (both sides of a repeat are kept or dropped
     /// together, so the alternation stays balanced).
     pub unpaused_repeats: u32,
@@ -684,18 +687,33 @@ const WRITER_WAIT_COUNTERS: [&str; 16] = [
 /// marks its step as hit by a machine pause (see [`SpinGaps`]).
 pub const HOST_PAUSE: Duration = Duration::from_millis(5);
 
-/// The longest interval between two consecutive clock reads of a client while it spun, waiting
-/// for the next update's time. No engine call is inside such an interval, so a long one is time
+/// Time the machine took from a client, seen two ways.
+///
+/// While the client spins, waiting for the next update's time: the longest interval between two
+/// consecutive clock reads. No engine call is inside such an interval, so a long one is time
 /// the machine took from the client (another task, an interrupt, or the hypervisor running
 /// another guest on this virtual CPU; `perf` showed pauses of 10-40 ms with the client in
 /// `clock_gettime` and no context switch), the kind [`crate::hiccup`] measures before and after
-/// the steps. Pauses that fall inside an engine call are not seen here; they stay in the
-/// latencies like engine waits.
+/// the steps.
+///
+/// Inside an engine call: a call of [`HOST_PAUSE`] or longer during which the client's thread
+/// was never switched out (its context-switch count, read before the wait for the update's
+/// time and again after such a call, did not move). The count is read only when the client is
+/// ahead of schedule, so the reads never delay an update; a call that started behind schedule
+/// is not judged. Every engine wait (a lock, a condition, I/O) parks the thread after
+/// at most a short spin (the commit lock spins 200 µs), which counts a switch; so such a call
+/// ran its whole time as the guest saw it. An engine call computes for microseconds, so what
+/// remains is time the hypervisor took, or kernel work done on the thread (memory reclaim, say).
+/// A call during which the thread was switched out (or whose wait before it slept) is not
+/// counted: its time stays in the latencies like any engine wait.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct SpinGaps {
     pub longest: Duration,
     /// Intervals of [`HOST_PAUSE`] or longer.
     pub pauses: u64,
+    /// Engine calls of [`HOST_PAUSE`] or longer without a context switch, and the longest.
+    pub unswitched_calls: u64,
+    pub longest_unswitched_call: Duration,
 }
 
 impl SpinGaps {
@@ -706,13 +724,56 @@ impl SpinGaps {
         }
     }
 
+    /// An engine call that took `service`; `switches` is the thread's context-switch count
+    /// when the previous call ended and when this one did (`None`: unknown).
+    fn note_call(&mut self, service: Duration, switches: (Option<u64>, Option<u64>)) {
+        if service < HOST_PAUSE {
+            return;
+        }
+        if let (Some(before), Some(after)) = switches {
+            if after == before {
+                self.unswitched_calls += 1;
+                self.longest_unswitched_call = self.longest_unswitched_call.max(service);
+            }
+        }
+    }
+
     fn merge(&mut self, other: SpinGaps) {
         self.longest = self.longest.max(other.longest);
         self.pauses += other.pauses;
+        self.unswitched_calls += other.unswitched_calls;
+        self.longest_unswitched_call = self
+            .longest_unswitched_call
+            .max(other.longest_unswitched_call);
     }
 
     fn hit(&self) -> bool {
-        self.pauses > 0
+        self.pauses > 0 || self.unswitched_calls > 0
+    }
+}
+
+/// Time a client must have before an update is due to read its context-switch count first (a
+/// read is a system call of about a microsecond).
+const SWITCH_READ_SLACK: Duration = Duration::from_micros(5);
+
+/// Context switches of the calling thread so far, voluntary and involuntary (`None` where they
+/// cannot be read).
+fn thread_context_switches() -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: `rusage` is plain integers, for which all zeroes is a valid value.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: getrusage writes one `rusage` through the pointer, which points to one.
+        if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &raw mut usage) } != 0 {
+            return None;
+        }
+        let voluntary = u64::try_from(usage.ru_nvcsw).ok()?;
+        let involuntary = u64::try_from(usage.ru_nivcsw).ok()?;
+        Some(voluntary + involuntary)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
     }
 }
 
@@ -756,12 +817,19 @@ fn describe_unpaused(scheme: &str, half: &HalfLoad) -> String {
         .map(|(ours, theirs)| format!("{ours:.1}/{theirs:.1}"))
         .collect::<Vec<_>>()
         .join(" ");
+    let calls = half
+        .repeat_unswitched_calls
+        .iter()
+        .map(|(ours, theirs)| format!("{ours}/{theirs}"))
+        .collect::<Vec<_>>()
+        .join(" ");
     let hit = half.repeats.saturating_sub(half.unpaused_repeats);
     let head = format!(
         "{scheme}: longest client gap while only waiting, per repeat (scheme/none, ms): {gaps}; \
-         {hit} of {} repeats had one of {} ms or more on either side",
+         calls of {pause} ms or more without a context switch (scheme/none): {calls}; \
+         {hit} of {} repeats had a gap or such a call on either side",
         half.repeats,
-        HOST_PAUSE.as_millis()
+        pause = HOST_PAUSE.as_millis()
     );
     if hit == 0 || half.unpaused_repeats == 0 {
         return head;
@@ -1039,6 +1107,11 @@ impl Bench<'_> {
                         while i < scheduled_total {
                             let scheduled = start + Duration::from_secs_f64(i as f64 * interval_s);
                             let (key, value, json) = self.next_update(&mut rng);
+                            // Read only with time to spare before the update is due, so a
+                            // client behind schedule does not pay for it (it then stays unknown).
+                            let switches = (Instant::now() + SWITCH_READ_SLACK < scheduled)
+                                .then(thread_context_switches)
+                                .flatten();
                             wait_until(scheduled, &mut spin_gaps);
                             let now = Instant::now();
                             if now >= hard_stop {
@@ -1054,8 +1127,13 @@ impl Bench<'_> {
                             }
                             self.apply(&client, key, value, &json)?;
                             let done = Instant::now();
+                            let service = done.saturating_duration_since(now);
+                            if service >= HOST_PAUSE && switches.is_some() {
+                                // After the clock: outside the timed call.
+                                spin_gaps.note_call(service, (switches, thread_context_switches()));
+                            }
                             latencies.push(micros(done.saturating_duration_since(scheduled)));
-                            services.push(micros(done.saturating_duration_since(now)));
+                            services.push(micros(service));
                             i += clients as u64;
                         }
                         Ok((latencies, services, unissued, spin_gaps))
@@ -1107,6 +1185,7 @@ impl Bench<'_> {
         let mut theirs = (Vec::new(), Vec::new(), 0, 0);
         let mut repeat_means_us = Vec::new();
         let mut repeat_client_gaps_ms = Vec::new();
+        let mut repeat_unswitched_calls = Vec::new();
         // Latencies of the repeats in which neither client was hit by a machine pause.
         let mut clean = (Vec::new(), Vec::new(), 0u32);
         let mut drains = (0, 0);
@@ -1174,7 +1253,7 @@ impl Bench<'_> {
                     String::new()
                 };
                 progress(&format!(
-                    "target {} step {}: mean {mean:.1} µs, p50 {:.1} µs, p99 {:.1} µs, max {:.0} µs; service mean {:.2} µs, p50 {:.2} µs; client_spin_gap_max_us={:.0} client_pauses={} {}{worker}",
+                    "target {} step {}: mean {mean:.1} µs, p50 {:.1} µs, p99 {:.1} µs, max {:.0} µs; service mean {:.2} µs, p50 {:.2} µs; client_spin_gap_max_us={:.0} client_pauses={} client_unswitched_calls={} client_unswitched_call_max_us={:.0} {}{worker}",
                     self.scheme.name(),
                     bench.scheme.name(),
                     step.p50_us,
@@ -1184,6 +1263,8 @@ impl Bench<'_> {
                     service.p50_us,
                     micros(run.spin_gaps.longest),
                     run.spin_gaps.pauses,
+                    run.spin_gaps.unswitched_calls,
+                    micros(run.spin_gaps.longest_unswitched_call),
                     delta.join(" ")
                 ))?;
                 let side = if is_scheme {
@@ -1209,6 +1290,7 @@ impl Bench<'_> {
                 gaps.0.longest.as_secs_f64() * 1e3,
                 gaps.1.longest.as_secs_f64() * 1e3,
             ));
+            repeat_unswitched_calls.push((gaps.0.unswitched_calls, gaps.1.unswitched_calls));
             if !gaps.0.hit() && !gaps.1.hit() {
                 clean.0.append(&mut latencies.0);
                 clean.1.append(&mut latencies.1);
@@ -1217,6 +1299,7 @@ impl Bench<'_> {
         }
         Ok(HalfLoad {
             repeat_client_gaps_ms,
+            repeat_unswitched_calls,
             unpaused_repeats: clean.2,
             unpaused_latency: Latency::of(&mut clean.0),
             unpaused_baseline_latency: Latency::of(&mut clean.1),
@@ -2022,6 +2105,53 @@ mod tests {
     }
 
     #[test]
+    fn only_long_calls_without_a_context_switch_are_counted_as_pauses() {
+        let long = HOST_PAUSE + Duration::from_millis(1);
+        let mut gaps = SpinGaps::default();
+        gaps.note_call(Duration::from_millis(1), (Some(7), Some(7)));
+        assert_eq!(gaps.unswitched_calls, 0, "a short call is no pause");
+        gaps.note_call(long, (Some(7), Some(8)));
+        assert_eq!(
+            gaps.unswitched_calls, 0,
+            "the thread was switched out: an engine wait"
+        );
+        gaps.note_call(long, (None, Some(8)));
+        assert_eq!(gaps.unswitched_calls, 0, "unknown counts decide nothing");
+        assert!(!gaps.hit());
+        gaps.note_call(long, (Some(8), Some(8)));
+        assert_eq!(gaps.unswitched_calls, 1);
+        assert_eq!(gaps.longest_unswitched_call, long);
+        assert!(gaps.hit());
+        let mut merged = SpinGaps::default();
+        merged.merge(gaps);
+        merged.merge(gaps);
+        assert_eq!(merged.unswitched_calls, 2);
+        assert_eq!(merged.longest_unswitched_call, long);
+        assert_eq!(merged.pauses, 0);
+    }
+
+    /// What the detection rests on: a thread that sleeps is switched out (so an engine wait is
+    /// never taken for a pause), and one that only computes is not, unless preempted.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_sleep_moves_the_context_switch_count_and_a_short_spin_usually_does_not() {
+        let before = thread_context_switches();
+        std::thread::sleep(Duration::from_millis(2));
+        let after = thread_context_switches();
+        assert!(before.is_some() && after > before, "{before:?} {after:?}");
+        // 200 µs of spinning: a preemption can land in it on a busy machine, so try again.
+        let unswitched = (0..50).any(|_| {
+            let before = thread_context_switches();
+            let started = Instant::now();
+            while started.elapsed() < Duration::from_micros(200) {
+                std::hint::spin_loop();
+            }
+            thread_context_switches() == before
+        });
+        assert!(unswitched, "every spin was switched out");
+    }
+
+    #[test]
     fn a_tiny_run_measures_every_scheme() {
         let dir = tempfile::tempdir().unwrap();
         let args = tiny_args(dir.path());
@@ -2080,6 +2210,7 @@ mod tests {
             assert!(half.latency.count > 0);
             assert_eq!(half.repeat_means_us.len(), 1);
             assert_eq!(half.repeat_client_gaps_ms.len(), 1);
+            assert_eq!(half.repeat_unswitched_calls.len(), 1);
             // Both sides of a repeat are kept or dropped together.
             assert!(half.unpaused_repeats <= half.repeats);
             if half.unpaused_repeats == half.repeats {

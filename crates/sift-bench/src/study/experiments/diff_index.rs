@@ -734,6 +734,7 @@ mod tests {
                 baseline_service: latency(2.0),
                 repeat_means_us: vec![(update_us[0], 2.0)],
                 repeat_client_gaps_ms: vec![(0.1, 0.1)],
+                repeat_unswitched_calls: vec![(0, 0)],
                 unpaused_repeats: 1,
                 unpaused_latency: latency(update_us[0]),
                 unpaused_baseline_latency: latency(2.0),
