@@ -240,16 +240,16 @@ struct InboxBuffers {
     bytes: Vec<u8>,
 }
 
-/// One queued write in [`InboxBuffers`].
+/// One queued write in [`InboxBuffers`]. Its key hash is computed when the item is built, off
+/// the write path.
 #[derive(Debug, Clone, Copy)]
 struct InboxRecord {
     seq: SeqNo,
-    key_hash: u64,
     queued_at: Instant,
     /// Position in [`Inbox::collections`].
     collection: u32,
+    /// The write deleted the document; otherwise `version_bytes` of its version follow its key.
     delete: bool,
-    has_version: bool,
     pk_bytes: usize,
     version_bytes: usize,
 }
@@ -307,12 +307,13 @@ impl UpdateQueue {
         for record in absorbing.records.drain(..) {
             let pk = &absorbing.bytes[offset..offset + record.pk_bytes];
             offset += record.pk_bytes;
-            let version = record.has_version.then(|| {
+            let version = (!record.delete).then(|| {
                 let version = &absorbing.bytes[offset..offset + record.version_bytes];
                 offset += record.version_bytes;
                 version
             });
             let collection = &state.collections[record.collection as usize];
+            let key_hash = Self::key_hash(collection, pk);
             let reused = state.spare_items.pop().and_then(|mut spare| {
                 let item = Arc::get_mut(&mut spare)?;
                 if !Arc::ptr_eq(&item.collection, collection) {
@@ -321,7 +322,7 @@ impl UpdateQueue {
                 item.seq = record.seq;
                 item.delete = record.delete;
                 item.set_document(pk, version);
-                item.key_hash = record.key_hash;
+                item.key_hash = key_hash;
                 item.queued_at = record.queued_at;
                 item.recovered = None;
                 Some(spare)
@@ -335,7 +336,7 @@ impl UpdateQueue {
                     version,
                     record.queued_at,
                 );
-                item.key_hash = record.key_hash;
+                item.key_hash = key_hash;
                 Arc::new(item)
             });
             Self::push_locked(state, item);
@@ -429,11 +430,9 @@ impl UpdateQueue {
             }
             buffers.records.push(InboxRecord {
                 seq,
-                key_hash: Self::key_hash(collection, pk),
                 queued_at,
                 collection: position,
                 delete: version.is_none(),
-                has_version: version.is_some(),
                 pk_bytes: pk.len(),
                 version_bytes: version.map_or(0, <[u8]>::len),
             });
