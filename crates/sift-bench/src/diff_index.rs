@@ -725,7 +725,7 @@ impl SpinGaps {
     }
 
     /// An engine call that took `service`; `switches` is the thread's context-switch count
-    /// when the previous call ended and when this one did (`None`: unknown).
+    /// before the wait for the call's time and after the call (`None`: not read).
     fn note_call(&mut self, service: Duration, switches: (Option<u64>, Option<u64>)) {
         if service < HOST_PAUSE {
             return;
@@ -813,20 +813,19 @@ fn wait_until_with(at: Instant, gaps: &mut SpinGaps, mut between_reads: impl FnM
     }
 }
 
+/// Per-repeat (scheme, no index) pairs as `scheme/none` items, space-separated.
+fn per_repeat<T>(pairs: &[(T, T)], show: impl Fn(&T) -> String) -> String {
+    pairs
+        .iter()
+        .map(|(ours, theirs)| format!("{}/{}", show(ours), show(theirs)))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// One line on the repeats a machine pause hit: which, and the ratios without them.
 fn describe_unpaused(scheme: &str, half: &HalfLoad) -> String {
-    let gaps = half
-        .repeat_client_gaps_ms
-        .iter()
-        .map(|(ours, theirs)| format!("{ours:.1}/{theirs:.1}"))
-        .collect::<Vec<_>>()
-        .join(" ");
-    let calls = half
-        .repeat_unswitched_calls
-        .iter()
-        .map(|(ours, theirs)| format!("{ours}/{theirs}"))
-        .collect::<Vec<_>>()
-        .join(" ");
+    let gaps = per_repeat(&half.repeat_client_gaps_ms, |ms| format!("{ms:.1}"));
+    let calls = per_repeat(&half.repeat_unswitched_calls, u64::to_string);
     let hit = half.repeats.saturating_sub(half.unpaused_repeats);
     let head = format!(
         "{scheme}: longest client gap while only waiting, per repeat (scheme/none, ms): {gaps}; \
@@ -1230,12 +1229,11 @@ impl Bench<'_> {
                 let service = Latency::of(&mut run.services.clone());
                 // Calls long enough to back the schedule up (each delays the updates due
                 // meanwhile): how many, and their time.
-                let slow_calls: Vec<f64> = run
+                let (slow_calls, slow_call_us) = run
                     .services
                     .iter()
-                    .copied()
-                    .filter(|us| *us >= SLOW_CALL_US)
-                    .collect();
+                    .filter(|us| **us >= SLOW_CALL_US)
+                    .fold((0_u64, 0.0), |(count, total), us| (count + 1, total + us));
                 let waits = bench.writer_wait_counters();
                 let index_after = bench.database.async_index_stats();
                 let delta: Vec<String> = WRITER_WAIT_COUNTERS
@@ -1275,8 +1273,8 @@ impl Bench<'_> {
                     service.p50_us,
                     service.p99_us,
                     service.max_us,
-                    slow_calls.len(),
-                    slow_calls.iter().sum::<f64>() / 1e3,
+                    slow_calls,
+                    slow_call_us / 1e3,
                     micros(run.spin_gaps.longest),
                     run.spin_gaps.pauses,
                     run.spin_gaps.unswitched_calls,
