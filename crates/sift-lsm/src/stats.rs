@@ -175,6 +175,13 @@ pub struct Stats {
     pub background_thread_pin_failures: u64,
     pub memtable_bytes: u64,
     pub immutable_memtables: usize,
+    /// Bytes of arena chunks of flushed memtables held for the next memtables.
+    pub memtable_chunk_pool_bytes: u64,
+    /// Arena chunks a memtable took from that pool instead of the allocator.
+    pub memtable_chunks_reused: u64,
+    /// Arena chunks of dropped memtables returned to the allocator (the pool was full, or the
+    /// chunk held one large value).
+    pub memtable_chunks_freed: u64,
     pub block_cache_bytes: u64,
     pub last_sequence: u64,
     pub trees: Vec<TreeStats>,

@@ -658,6 +658,10 @@ impl Db {
         let sv = inner.super_version.load();
         stats.memtable_bytes = sv.mem.approximate_bytes() as u64;
         stats.immutable_memtables = sv.imms.len();
+        let pool = inner.memtable_chunks.stats();
+        stats.memtable_chunk_pool_bytes = pool.pooled_bytes;
+        stats.memtable_chunks_reused = pool.chunks_reused;
+        stats.memtable_chunks_freed = pool.chunks_freed;
         stats.block_cache_bytes = inner.block_cache.as_ref().map_or(0, |c| c.used_bytes());
         stats.last_sequence = inner.latest_sequence();
         for (id, tv) in &sv.version.trees {

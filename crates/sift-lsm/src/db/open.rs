@@ -6,8 +6,8 @@ use crate::db::write::insert_into_memtable;
 use crate::db::{Db, DEFAULT_TREE};
 use crate::extension::{ChangeReason, TableReason};
 use crate::iterator::InternalIterator;
-use crate::key::{TreeId, SEQ_MAX};
-use crate::memtable::Memtable;
+use crate::key::{SeqNo, TreeId, SEQ_MAX};
+use crate::memtable::{ChunkPool, Memtable};
 use crate::options::{Options, WalRecovery};
 use crate::snapshot::SnapshotList;
 use crate::sstable::BlockCache;
@@ -152,6 +152,7 @@ impl Db {
             VersionSet::create(&dir, Arc::clone(&fs), state, levels_max, reaper.clone())?;
         provisional_versions.manifest_bytes_max = options.manifest_bytes_max;
         let version = Arc::new(provisional_versions.version());
+        let memtable_chunks = Arc::new(ChunkPool::new(options.memtable_bytes_max));
         let mem = Arc::new(Memtable::new(0));
         let inner = Arc::new(DbInner {
             dir: dir.clone(),
@@ -190,6 +191,7 @@ impl Db {
             wal: Mutex::new(None),
             spare_wal: Mutex::new(None),
             wal_reserved_ends: Mutex::new(Vec::new()),
+            memtable_chunks,
             background_thread_ids: Mutex::new(Vec::new()),
             instance: {
                 static NEXT_INSTANCE: std::sync::atomic::AtomicU64 =
@@ -237,7 +239,11 @@ impl Db {
                 .last_sequence
                 .max(last_sequence)
                 .max(newest_in_tables);
-            state.mem = Arc::new(Memtable::with_sequence_floor(wal_number, last + 1));
+            state.mem = Arc::new(Memtable::with_chunk_pool(
+                wal_number,
+                last + 1,
+                Some(Arc::clone(&inner.memtable_chunks)),
+            ));
             edit.log_number = Some(wal_number);
             edit.last_sequence = Some(last);
             state.versions.log_and_apply(&mut edit)?;
@@ -416,7 +422,7 @@ impl DbInner {
             }
             let file_bytes = bytes.len() as u64;
             let mut reader = LogReader::new(bytes, path.clone(), self.options.wal_recovery);
-            let mut mem = Memtable::new(number);
+            let mut mem = self.recovery_memtable(number);
             let mut first = true;
             while let Some((offset, record)) = reader.read_record()? {
                 let control = ControlRecord::decode(&record, &path, offset)?;
@@ -485,7 +491,7 @@ impl DbInner {
                 last = last.max(batch_last);
                 if mem.approximate_bytes() >= self.options.memtable_bytes_max {
                     self.flush_recovered(mem, edit)?;
-                    mem = Memtable::new(number);
+                    mem = self.recovery_memtable(number);
                 }
             }
             if dropping {
@@ -534,6 +540,12 @@ impl DbInner {
             }
         }
         Ok(None)
+    }
+
+    /// A memtable for the records of log `number` replayed at open (sequence range unknown, see
+    /// `Memtable::new`), on the database's chunk pool.
+    fn recovery_memtable(&self, number: u64) -> Memtable {
+        Memtable::with_chunk_pool(number, SeqNo::MAX, Some(Arc::clone(&self.memtable_chunks)))
     }
 
     /// Writes a recovered memtable to L0 tables, adding them to `edit`.

@@ -4,7 +4,7 @@ use crate::db::write::WriteQueue;
 use crate::fs::{FileLock, FileSystem};
 use crate::hooks::FlushInfo;
 use crate::key::{SeqNo, TreeId};
-use crate::memtable::Memtable;
+use crate::memtable::{ChunkPool, Memtable};
 use crate::options::{Options, TreeOptions};
 use crate::snapshot::SnapshotList;
 use crate::sstable::{BlockCache, Table};
@@ -223,6 +223,9 @@ pub(crate) struct DbInner {
     /// (see `WAL_PREALLOCATE_AHEAD_BYTES`). Entries of logs older than the active one are
     /// dropped as the presync thread passes them.
     pub wal_reserved_ends: Mutex<Vec<(u64, u64)>>,
+    /// Arena chunks of flushed memtables, for the next memtables (see `memtable/chunk_pool.rs`):
+    /// at most `memtable_bytes_max` bytes, about the chunks of one memtable.
+    pub memtable_chunks: Arc<ChunkPool>,
     /// Linux thread ids of this database's running background threads (and of those a layer
     /// on top started with `Db::enter_background_thread`), by thread name, recorded as each
     /// starts and removed as it ends (tests check each thread's scheduling through

@@ -528,7 +528,11 @@ impl DbInner {
         let mut state = self.lock_state_for_write();
         let frozen = std::mem::replace(
             &mut state.mem,
-            Arc::new(Memtable::with_sequence_floor(number, allocated + 1)),
+            Arc::new(Memtable::with_chunk_pool(
+                number,
+                allocated + 1,
+                Some(Arc::clone(&self.memtable_chunks)),
+            )),
         );
         frozen.freeze_at(allocated);
         state.imms.insert(0, frozen);
@@ -1152,5 +1156,62 @@ pub(super) mod tests {
             "logs older than the active one left: {:?} (active {active})",
             wal_numbers(&db)
         );
+    }
+
+    #[test]
+    fn memtables_reuse_the_arena_chunks_of_flushed_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = small_memtable_options();
+        let mut model = std::collections::BTreeMap::new();
+        {
+            let db = Db::open(dir.path(), options.clone()).unwrap();
+            let tree = db.default_tree();
+            for i in 0..20_000u32 {
+                // Overwrites and deletes too, so older versions sit in reused chunks' memtables.
+                let key = format!("key{:05}", (i * 7919) % 5000);
+                if i % 5 == 4 {
+                    db.delete(&tree, key.as_bytes()).unwrap();
+                    model.remove(&key);
+                } else {
+                    let value = format!("{i}-{}", "v".repeat((i % 97) as usize));
+                    db.put(&tree, key.as_bytes(), value.as_bytes()).unwrap();
+                    model.insert(key, value);
+                }
+            }
+            db.wait_for_background_work().unwrap();
+            let stats = db.stats();
+            assert!(stats.memtable_switches >= 10, "{stats:?}");
+            assert!(stats.memtable_chunks_reused > 0, "{stats:?}");
+            assert!(
+                stats.memtable_chunk_pool_bytes <= options.memtable_bytes_max as u64,
+                "{stats:?}"
+            );
+            let read = |db: &Db| -> Vec<(String, String)> {
+                let mut iter = db.iter(&tree, crate::ReadOptions::default()).unwrap();
+                iter.seek_to_first().unwrap();
+                let mut out = Vec::new();
+                while iter.valid() {
+                    out.push((
+                        String::from_utf8(iter.key().to_vec()).unwrap(),
+                        String::from_utf8(iter.value().to_vec()).unwrap(),
+                    ));
+                    iter.next().unwrap();
+                }
+                out
+            };
+            let expected: Vec<(String, String)> = model.clone().into_iter().collect();
+            assert_eq!(read(&db), expected);
+        }
+        let db = Db::open(dir.path(), options).unwrap();
+        let tree = db.default_tree();
+        for (key, value) in &model {
+            assert_eq!(
+                db.get(&tree, key.as_bytes())
+                    .unwrap()
+                    .map(|entry| entry.value),
+                Some(value.clone().into_bytes()),
+                "{key}"
+            );
+        }
     }
 }

@@ -7,9 +7,11 @@
 //! the skiplist. Nodes come from one region and values from another, so the nodes (key bytes
 //! and towers) stay densely packed however large the values are.
 
+use super::chunk_pool::ChunkPool;
 use parking_lot::Mutex;
 use std::alloc::Layout;
 use std::ptr::NonNull;
+use std::sync::Arc;
 
 /// Alignment of every allocation (skiplist nodes hold atomic pointers; values a `usize`).
 pub(super) const ALIGN: usize = 8;
@@ -19,12 +21,22 @@ pub(super) const ALIGN: usize = 8;
 /// each must not hold a thousand 64 KiB chunks (memory the flush threshold never sees).
 const VALUE_CHUNK_BYTES_MIN: usize = 64 << 10;
 const NODE_CHUNK_BYTES_MIN: usize = 4 << 10;
-const CHUNK_BYTES_MAX: usize = 2 << 20;
+pub(super) const CHUNK_BYTES_MAX: usize = 2 << 20;
 
-/// One heap block, freed when the arena is dropped.
-struct Chunk {
+/// One heap block, freed when dropped (or kept by a `ChunkPool` for the next arena).
+pub(super) struct Chunk {
     start: NonNull<u8>,
     layout: Layout,
+}
+
+// SAFETY: a chunk owns its heap block exclusively; nothing else points into it once its arena
+// is gone, so it may be freed or reused on any thread.
+unsafe impl Send for Chunk {}
+
+impl Chunk {
+    pub(super) fn bytes(&self) -> usize {
+        self.layout.size()
+    }
 }
 
 impl Drop for Chunk {
@@ -69,6 +81,8 @@ pub(super) enum Area {
 
 pub(super) struct Arena {
     state: Mutex<ArenaState>,
+    /// Where chunks come from first and go back to when the arena is dropped.
+    pool: Option<Arc<ChunkPool>>,
 }
 
 // SAFETY: the raw pointers in `ArenaState` point into chunks the arena owns; they are only
@@ -78,7 +92,9 @@ unsafe impl Send for Arena {}
 unsafe impl Sync for Arena {}
 
 impl Arena {
-    pub(super) fn new() -> Arena {
+    /// An arena that takes chunks from `pool` when it has one of the size needed, and gives
+    /// them all back to it when dropped (`None`: straight from and to the allocator).
+    pub(super) fn with_pool(pool: Option<Arc<ChunkPool>>) -> Arena {
         Arena {
             state: Mutex::new(ArenaState {
                 chunks: Vec::new(),
@@ -86,7 +102,28 @@ impl Arena {
                 values: Region::new(VALUE_CHUNK_BYTES_MIN),
                 allocated_bytes: 0,
             }),
+            pool,
         }
+    }
+
+    /// Takes the chunks out of the arena. Only for `Drop` and tests: every pointer handed
+    /// out must be dead.
+    pub(super) fn take_chunks(&self) -> Vec<Chunk> {
+        let mut state = self.state.lock();
+        state.nodes.clear();
+        state.values = Region::new(VALUE_CHUNK_BYTES_MIN);
+        state.allocated_bytes = 0;
+        std::mem::take(&mut state.chunks)
+    }
+
+    #[cfg(test)]
+    pub(super) fn chunk_starts(&self) -> Vec<usize> {
+        let state = self.state.lock();
+        state
+            .chunks
+            .iter()
+            .map(|c| c.start.as_ptr() as usize)
+            .collect()
     }
 
     /// Bytes of all chunks allocated so far.
@@ -127,11 +164,21 @@ impl Arena {
         }
         if bytes > region.next_chunk_bytes / 4 {
             // A large value gets a chunk of its own and leaves the current one in use.
-            return push_chunk(&mut state.chunks, &mut state.allocated_bytes, bytes);
+            return push_chunk(
+                &mut state.chunks,
+                &mut state.allocated_bytes,
+                self.pool.as_deref(),
+                bytes,
+            );
         }
         let chunk_bytes = region.next_chunk_bytes;
         region.next_chunk_bytes = (chunk_bytes * 2).min(CHUNK_BYTES_MAX);
-        let start = push_chunk(&mut state.chunks, &mut state.allocated_bytes, chunk_bytes);
+        let start = push_chunk(
+            &mut state.chunks,
+            &mut state.allocated_bytes,
+            self.pool.as_deref(),
+            chunk_bytes,
+        );
         // SAFETY: the chunk is `chunk_bytes` long and `bytes <= chunk_bytes / 4`, so the new
         // cursor stays inside it.
         region.cursor = unsafe { start.as_ptr().add(bytes) };
@@ -149,9 +196,28 @@ fn rounded_bytes(bytes: usize) -> Option<usize> {
     Some(rounded)
 }
 
-/// Allocates a chunk of `bytes` (`rounded_bytes` output, so a valid non-zero layout size),
-/// records it for freeing, and returns its start.
-fn push_chunk(chunks: &mut Vec<Chunk>, allocated_bytes: &mut usize, bytes: usize) -> NonNull<u8> {
+impl Drop for Arena {
+    fn drop(&mut self) {
+        if let Some(pool) = &self.pool {
+            pool.give_back(self.take_chunks());
+        }
+    }
+}
+
+/// Takes a chunk of `bytes` (`rounded_bytes` output, so a valid non-zero layout size) from
+/// `pool` or else allocates one, records it, and returns its start.
+fn push_chunk(
+    chunks: &mut Vec<Chunk>,
+    allocated_bytes: &mut usize,
+    pool: Option<&ChunkPool>,
+    bytes: usize,
+) -> NonNull<u8> {
+    if let Some(chunk) = pool.and_then(|pool| pool.take(bytes)) {
+        let start = chunk.start;
+        chunks.push(chunk);
+        *allocated_bytes = allocated_bytes.saturating_add(bytes);
+        return start;
+    }
     let layout = match Layout::from_size_align(bytes, ALIGN) {
         Ok(layout) => layout,
         Err(_) => std::alloc::handle_alloc_error(Layout::new::<u8>()),
@@ -187,7 +253,7 @@ mod tests {
 
     #[test]
     fn many_node_classes_stay_small() {
-        let arena = Arena::new();
+        let arena = Arena::with_pool(None);
         for class in 0..1000u32 {
             arena.allocate(Area::Nodes(class), 40);
         }
@@ -201,7 +267,7 @@ mod tests {
 
     #[test]
     fn allocations_are_aligned_disjoint_and_writable() {
-        let arena = Arena::new();
+        let arena = Arena::with_pool(None);
         let mut blocks: Vec<(usize, usize)> = Vec::new();
         for (i, bytes) in [1usize, 7, 8, 100, 20_000, 70_000, 3, 1 << 20, 5]
             .into_iter()

@@ -7,7 +7,10 @@
 //! readers never lock.
 
 mod arena;
+mod chunk_pool;
 mod skiplist;
+
+pub use chunk_pool::{ChunkPool, ChunkPoolStats};
 
 use crate::iterator::InternalIterator;
 use crate::key::{
@@ -154,8 +157,18 @@ impl Memtable {
     /// An active memtable for the records of WAL file `wal_number` whose writes get sequence
     /// numbers from `sequence_floor` on (the highest number handed out so far, plus one).
     pub fn with_sequence_floor(wal_number: u64, sequence_floor: SeqNo) -> Self {
+        Memtable::with_chunk_pool(wal_number, sequence_floor, None)
+    }
+
+    /// As [`Memtable::with_sequence_floor`], with arena chunks taken from `pool` when it holds
+    /// one of the size needed, and given back to it when the memtable is dropped.
+    pub fn with_chunk_pool(
+        wal_number: u64,
+        sequence_floor: SeqNo,
+        pool: Option<Arc<ChunkPool>>,
+    ) -> Self {
         Memtable {
-            list: SkipList::new(),
+            list: SkipList::with_pool(pool),
             wal_number,
             approximate_bytes: AtomicUsize::new(0),
             sequence_floor,
@@ -560,6 +573,52 @@ mod tests {
             1 => ValueKind::Delete,
             _ => ValueKind::Merge,
         }
+    }
+
+    #[test]
+    fn a_memtable_on_reused_chunks_holds_only_its_own_entries() {
+        let seed = seed();
+        println!("memtable chunk reuse test seed {seed} (replay with SIFT_SEED={seed})");
+        let pool = Arc::new(ChunkPool::new(64 << 20));
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut previous_keys: Vec<String> = Vec::new();
+        for round in 0..4u64 {
+            let memtable = Arc::new(Memtable::with_chunk_pool(round, 1, Some(Arc::clone(&pool))));
+            let mut model: Model = BTreeMap::new();
+            // Keys, values and trees vary per round, so a node or value left over from an
+            // earlier memtable in a reused chunk would show up as a wrong entry.
+            for i in 0..3000u64 {
+                let tree = (rng.gen_range(0..3) + round * 3) as TreeId;
+                let key = format!("r{round}-key{:05}", rng.gen_range(0..2000));
+                let value = vec![b'a' + round as u8; rng.gen_range(0..200)];
+                let seq = 1 + i;
+                memtable.add(tree, seq, kind_for(seq), key.as_bytes(), &value);
+                let ikey = make_internal_key(key.as_bytes(), seq, kind_for(seq));
+                model.insert((tree, crate::key::InternalKey(ikey)), value);
+                previous_keys.push(key);
+            }
+            assert_eq!(memtable.len(), model.len(), "seed {seed} round {round}");
+            for tree in 0..12 {
+                let mut iter = memtable.iter(tree);
+                assert_eq!(
+                    collect_forward(&mut iter),
+                    model_entries(&model, tree),
+                    "seed {seed} round {round} tree {tree}"
+                );
+            }
+            // Keys of earlier rounds are absent from every tree.
+            for key in previous_keys
+                .iter()
+                .filter(|k| !k.starts_with(&format!("r{round}-")))
+            {
+                for tree in 0..12 {
+                    assert_eq!(memtable.get(tree, key.as_bytes(), SeqNo::MAX), None);
+                }
+            }
+            drop(memtable);
+        }
+        let stats = pool.stats();
+        assert!(stats.chunks_reused > 0, "seed {seed}: {stats:?}");
     }
 
     #[test]

@@ -28,9 +28,11 @@
 //!   leader), so concurrent insertion is supported but not relied on.
 
 use super::arena::{Area, Arena};
+use super::chunk_pool::ChunkPool;
 use std::cmp::Ordering as KeyOrdering;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 /// Levels at most; with a branching factor of 4, enough for billions of entries.
 const HEIGHT_MAX: usize = 16;
@@ -165,8 +167,14 @@ unsafe impl<O: KeyOrder> Send for SkipList<O> {}
 unsafe impl<O: KeyOrder> Sync for SkipList<O> {}
 
 impl<O: KeyOrder> SkipList<O> {
+    #[cfg(test)]
     pub(super) fn new() -> SkipList<O> {
-        let arena = Arena::new();
+        SkipList::with_pool(None)
+    }
+
+    /// An empty skiplist whose arena takes chunks from `pool` (see `chunk_pool.rs`).
+    pub(super) fn with_pool(pool: Option<Arc<ChunkPool>>) -> SkipList<O> {
+        let arena = Arena::with_pool(pool);
         // The head's value is the empty block, not null, so even `Node::value(head)` is sound
         // (searches never return the head, but nothing else would stop a null dereference).
         let head = Self::allocate_node(&arena, 0, HEIGHT_MAX, &[], empty_value_block());

@@ -35,34 +35,52 @@ fn locate(hash: u64, lines: u64) -> (usize, u32, u32) {
     (line as usize, a, a.rotate_left(16) | 1)
 }
 
+/// Hashes per segment of a `BloomBuilder` (64 KiB).
+const HASHES_PER_SEGMENT: usize = 8192;
+
 /// Collects key hashes while a table is built.
+///
+/// The hashes are kept in fixed-size segments, not one growing vector: growing a vector of a
+/// big table's hashes copies it inside `realloc`, which holds the malloc arena's lock for the
+/// whole copy, and a writer sharing that arena waits (see `memtable/chunk_pool.rs`).
 pub struct BloomBuilder {
     bits_per_key: u32,
-    hashes: Vec<u64>,
+    segments: Vec<Vec<u64>>,
+    keys: usize,
 }
 
 impl BloomBuilder {
     pub fn new(bits_per_key: u32) -> Self {
         BloomBuilder {
             bits_per_key,
-            hashes: Vec::new(),
+            segments: Vec::new(),
+            keys: 0,
         }
     }
 
     /// Adds a user key; the caller skips repeats of the same user key.
     pub fn add_key(&mut self, user_key: &[u8]) {
-        self.hashes.push(hash_key(user_key));
+        let hash = hash_key(user_key);
+        match self.segments.last_mut() {
+            Some(segment) if segment.len() < HASHES_PER_SEGMENT => segment.push(hash),
+            _ => {
+                let mut segment = Vec::with_capacity(HASHES_PER_SEGMENT);
+                segment.push(hash);
+                self.segments.push(segment);
+            }
+        }
+        self.keys += 1;
     }
 
     /// The encoded filter.
     pub fn finish(&self) -> Vec<u8> {
-        let bits = (self.hashes.len() as u64).saturating_mul(u64::from(self.bits_per_key));
+        let bits = (self.keys as u64).saturating_mul(u64::from(self.bits_per_key));
         let lines = bits
             .div_ceil(BLOOM_LINE_BYTES as u64 * 8)
             .clamp(1, u64::from(u32::MAX));
         let probes = probes_for(self.bits_per_key);
         let mut out = vec![0u8; lines as usize * BLOOM_LINE_BYTES + 1];
-        for &hash in &self.hashes {
+        for &hash in self.segments.iter().flatten() {
             let (line, a, delta) = locate(hash, lines);
             let base = line * BLOOM_LINE_BYTES;
             for i in 0..probes {
