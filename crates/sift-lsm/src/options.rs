@@ -89,7 +89,9 @@ pub struct Options {
     pub error_if_exists: bool,
     pub file_system: Arc<dyn FileSystem>,
 
-    /// Size at which the active memtable is frozen and queued for flush.
+    /// Size at which the active memtable is frozen and queued for flush. The arena chunks of
+    /// flushed memtables, up to twice this many bytes, are kept for the next memtables
+    /// instead of being freed (`Stats::memtable_chunk_pool_bytes`).
     pub memtable_bytes_max: usize,
     /// Frozen memtables waiting for flush before writers stall.
     pub immutable_memtables_max: usize,
