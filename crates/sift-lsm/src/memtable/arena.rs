@@ -1,5 +1,5 @@
 //! The memtable's bump allocator: skiplist nodes and values are carved out of large chunks
-//! that live exactly as long as the memtable.
+//! that live as long as the memtable (then go back to its `ChunkPool`, if it has one).
 //!
 //! Why: one heap allocation per entry (and one free per entry when a flushed memtable is
 //! dropped) cost more than the insert itself, and scattered the small nodes of index trees

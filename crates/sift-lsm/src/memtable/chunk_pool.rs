@@ -3,13 +3,12 @@
 //! Why: a memtable's chunks are allocated by the write leader and freed by the flush thread
 //! when it drops the flushed memtable. With glibc's allocator that free takes the lock of the
 //! malloc arena the chunk came from, the writer's, and holds it while it returns megabytes;
-//! a writer allocating meanwhile parks on the lock. Background threads may even share the
-//! writer's arena outright: glibc caps its arena count from the CPU mask of the thread that
-//! first needs a new one, so with threads pinned to single CPUs the cap is 8 arenas. In
-//! `sift bench diff-index` (sync-insert at half load), 13–43 writes of 20 µs or more per
-//! target step parked in `__lll_lock_wait_private`, woken by the flush thread freeing arena
-//! chunks or growing a vector. Chunks handed from one memtable to the next never reach the
-//! allocator, and their pages stay mapped, so the next memtable takes no page faults either.
+//! a writer allocating meanwhile parks on the lock. The flush thread may even share the
+//! writer's arena outright (glibc makes a limited number of arenas, and threads beyond them
+//! share). In `sift bench diff-index` (sync-insert at half load), 13–43 writes of 20 µs or more
+//! per target step parked in `__lll_lock_wait_private`, woken by the flush thread freeing arena
+//! chunks or growing its bloom filter's vector (`sstable/bloom.rs`). Chunks handed from one
+//! memtable to the next never reach the allocator.
 //!
 //! The pool keeps chunks of the arena's standard sizes (powers of two up to
 //! `CHUNK_BYTES_MAX`) and at most `bytes_max` bytes of them; others are freed as before.

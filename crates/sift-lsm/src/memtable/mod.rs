@@ -2,8 +2,9 @@
 //!
 //! One memtable holds the entries of every tree written since its WAL file was started. Each
 //! skiplist key is `[tree id, big-endian u32][internal key]`, ordered by tree id, then by
-//! `key::compare_internal_keys`. Nodes and values live in an arena freed with the memtable
-//! (`arena.rs`, `skiplist.rs`). Writers insert concurrently (compare-and-swap linking);
+//! `key::compare_internal_keys`. Nodes and values live in an arena dropped with the memtable,
+//! whose chunks then go to the database's chunk pool for the next memtables (`arena.rs`,
+//! `chunk_pool.rs`, `skiplist.rs`). Writers insert concurrently (compare-and-swap linking);
 //! readers never lock.
 
 mod arena;
