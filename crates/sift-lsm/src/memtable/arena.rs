@@ -106,16 +106,6 @@ impl Arena {
         }
     }
 
-    /// Takes the chunks out of the arena. Only for `Drop` and tests: every pointer handed
-    /// out must be dead.
-    pub(super) fn take_chunks(&self) -> Vec<Chunk> {
-        let mut state = self.state.lock();
-        state.nodes.clear();
-        state.values = Region::new(VALUE_CHUNK_BYTES_MIN);
-        state.allocated_bytes = 0;
-        std::mem::take(&mut state.chunks)
-    }
-
     #[cfg(test)]
     pub(super) fn chunk_starts(&self) -> Vec<usize> {
         let state = self.state.lock();
@@ -198,9 +188,21 @@ fn rounded_bytes(bytes: usize) -> Option<usize> {
 
 impl Drop for Arena {
     fn drop(&mut self) {
+        // Every block handed out dies with the arena (the memtable owns both), so its chunks
+        // may serve another arena now.
         if let Some(pool) = &self.pool {
-            pool.give_back(self.take_chunks());
+            pool.give_back(std::mem::take(&mut self.state.get_mut().chunks));
         }
+    }
+}
+
+impl Chunk {
+    /// A chunk of `bytes` straight from the allocator, owned by no arena.
+    #[cfg(test)]
+    pub(super) fn allocate(bytes: usize) -> Chunk {
+        let mut chunks = Vec::new();
+        push_chunk(&mut chunks, &mut 0, None, bytes);
+        chunks.pop().expect("push_chunk records the chunk")
     }
 }
 
