@@ -89,10 +89,13 @@ pub struct Options {
     pub error_if_exists: bool,
     pub file_system: Arc<dyn FileSystem>,
 
-    /// Size at which the active memtable is frozen and queued for flush. The arena chunks of
-    /// flushed memtables, up to twice this many bytes, are kept for the next memtables
-    /// instead of being freed (`Stats::memtable_chunk_pool_bytes`).
+    /// Size at which the active memtable is frozen and queued for flush.
     pub memtable_bytes_max: usize,
+    /// Bytes of arena chunks of flushed memtables kept for the next memtables instead of
+    /// being freed (`Stats::memtable_chunk_pool_bytes`; why: `memtable/chunk_pool.rs`).
+    /// `None`: twice `memtable_bytes_max`, enough that no chunk is freed while writes go on.
+    /// `Some(0)`: none kept, every chunk is freed with its memtable.
+    pub memtable_chunk_pool_bytes_max: Option<usize>,
     /// Frozen memtables waiting for flush before writers stall.
     pub immutable_memtables_max: usize,
 
@@ -193,6 +196,7 @@ impl Default for Options {
             error_if_exists: false,
             file_system: Arc::new(StdFileSystem),
             memtable_bytes_max: 64 << 20,
+            memtable_chunk_pool_bytes_max: None,
             immutable_memtables_max: 2,
             l0_compaction_trigger: 4,
             l0_slowdown_trigger: 20,
@@ -233,6 +237,10 @@ impl std::fmt::Debug for Options {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Options")
             .field("memtable_bytes_max", &self.memtable_bytes_max)
+            .field(
+                "memtable_chunk_pool_bytes_max",
+                &self.memtable_chunk_pool_bytes_max,
+            )
             .field("l0_compaction_trigger", &self.l0_compaction_trigger)
             .field("level1_bytes_max", &self.level1_bytes_max)
             .field("level_size_ratio", &self.level_size_ratio)

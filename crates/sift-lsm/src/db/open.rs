@@ -152,12 +152,15 @@ impl Db {
             VersionSet::create(&dir, Arc::clone(&fs), state, levels_max, reaper.clone())?;
         provisional_versions.manifest_bytes_max = options.manifest_bytes_max;
         let version = Arc::new(provisional_versions.version());
-        // Two memtables' worth: a flushed memtable's chunks come back while the active one is
-        // still taking those of the memtable flushed before it; with one memtable's worth the
-        // pool overflowed, and the flush thread freed the surplus, the very contention the
-        // pool is for.
-        let memtable_chunks =
-            Arc::new(ChunkPool::new(options.memtable_bytes_max.saturating_mul(2)));
+        // By default two memtables' worth: a flushed memtable's chunks come back while the
+        // active one is still taking those of the memtable flushed before it; with one
+        // memtable's worth the pool overflowed, and the flush thread freed the surplus, the
+        // very contention the pool is for.
+        let memtable_chunks = Arc::new(ChunkPool::new(
+            options
+                .memtable_chunk_pool_bytes_max
+                .unwrap_or(options.memtable_bytes_max.saturating_mul(2)),
+        ));
         let mem = Arc::new(Memtable::new(0));
         let inner = Arc::new(DbInner {
             dir: dir.clone(),

@@ -224,7 +224,7 @@ pub(crate) struct DbInner {
     /// dropped as the presync thread passes them.
     pub wal_reserved_ends: Mutex<Vec<(u64, u64)>>,
     /// Arena chunks of flushed memtables, for the next memtables (see `memtable/chunk_pool.rs`):
-    /// at most twice `memtable_bytes_max` bytes (see `Db::open`).
+    /// at most `Options::memtable_chunk_pool_bytes_max` bytes.
     pub memtable_chunks: Arc<ChunkPool>,
     /// Linux thread ids of this database's running background threads (and of those a layer
     /// on top started with `Db::enter_background_thread`), by thread name, recorded as each

@@ -1214,4 +1214,33 @@ pub(super) mod tests {
             );
         }
     }
+
+    #[test]
+    fn a_chunk_pool_of_zero_bytes_keeps_no_chunks() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = Options {
+            memtable_chunk_pool_bytes_max: Some(0),
+            ..small_memtable_options()
+        };
+        let db = Db::open(dir.path(), options).unwrap();
+        let tree = db.default_tree();
+        for i in 0..5000u32 {
+            db.put(&tree, format!("key{i:05}").as_bytes(), &[b'v'; 100])
+                .unwrap();
+        }
+        db.wait_for_background_work().unwrap();
+        let stats = db.stats();
+        assert!(stats.memtable_switches >= 3, "{stats:?}");
+        assert_eq!(stats.memtable_chunks_reused, 0, "{stats:?}");
+        assert_eq!(stats.memtable_chunk_pool_bytes, 0, "{stats:?}");
+        assert!(stats.memtable_chunks_freed > 0, "{stats:?}");
+        for i in (0..5000u32).step_by(97) {
+            let value = db.get(&tree, format!("key{i:05}").as_bytes()).unwrap();
+            assert_eq!(
+                value.map(|entry| entry.value),
+                Some(vec![b'v'; 100]),
+                "key{i:05}"
+            );
+        }
+    }
 }
