@@ -20,6 +20,7 @@
 
 use crate::hiccup::{self, Hiccups};
 use crate::kv::BenchError;
+use crate::other_cpu::{OtherCpu, ThreadTimes};
 use crate::pinning::{self, parse_cpus, pin_client, pinning_description};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -560,6 +561,10 @@ pub struct Report {
     /// but idle, before and after the load steps (see [`crate::hiccup`]): what the no-index
     /// mean latency is made of on a noisy machine.
     pub platform_hiccups: Vec<Hiccups>,
+    /// Other processes' threads that used the most CPU during the steps, and the CPU seconds
+    /// of all of them (absent where `/proc` cannot tell; see [`crate::other_cpu`]).
+    pub other_processes: Vec<OtherCpu>,
+    pub other_processes_seconds: Option<f64>,
 }
 
 /// Told where the run is; an error stops it (Ctrl-C in the study).
@@ -751,6 +756,9 @@ impl SpinGaps {
         self.pauses > 0 || self.unswitched_calls > 0
     }
 }
+
+/// How many other processes the report names (by the CPU time they used during the steps).
+const OTHER_PROCESSES_LISTED: usize = 5;
 
 /// A call at least this long (µs) is counted as slow in the target steps' progress lines.
 const SLOW_CALL_US: f64 = 20.0;
@@ -1610,7 +1618,11 @@ pub fn run_all(
     }
     let client_cpus = settings.client_cpus.as_deref();
     let mut platform_hiccups = vec![machine_noise(client_cpus)?];
+    let others_before = ThreadTimes::sample();
     let measured = measure(settings, &benches, progress);
+    let others = others_before
+        .zip(ThreadTimes::sample())
+        .map(|(before, after)| after.busiest_since(&before, OTHER_PROCESSES_LISTED));
     platform_hiccups.push(machine_noise(client_cpus)?);
     let mut closed = Ok(());
     for bench in benches {
@@ -1637,6 +1649,8 @@ pub fn run_all(
         skipped,
         targets,
         platform_hiccups,
+        other_processes_seconds: others.as_ref().map(|(_, total)| *total),
+        other_processes: others.map(|(busiest, _)| busiest).unwrap_or_default(),
     })
 }
 
@@ -1677,6 +1691,19 @@ pub fn format_report(report: &Report) -> String {
             out,
             "# machine noise {when} the steps: {}",
             hiccups.describe()
+        );
+    }
+    if let Some(total) = report.other_processes_seconds {
+        let busiest: Vec<String> = report
+            .other_processes
+            .iter()
+            .map(|other| format!("{} {:.2} s", other.name, other.seconds))
+            .collect();
+        let _ = writeln!(
+            out,
+            "# other processes' CPU time during the steps: {total:.2} s in all{}{}",
+            if busiest.is_empty() { "" } else { "; most: " },
+            busiest.join(", ")
         );
     }
     let _ = writeln!(out, "\n## saturation (closed loop)");
@@ -2242,6 +2269,13 @@ mod tests {
             .platform_hiccups
             .iter()
             .all(|h| h.seconds >= HICCUP_METER_DURATION.as_secs_f64()));
+        // Other processes' CPU time is read on Linux, and then reported.
+        if cfg!(target_os = "linux") {
+            let total = report.other_processes_seconds.expect("read from /proc");
+            let listed: f64 = report.other_processes.iter().map(|o| o.seconds).sum();
+            assert!(listed <= total + 1e-9, "{:?}", report.other_processes);
+            assert!(report.other_processes.len() <= OTHER_PROCESSES_LISTED);
+        }
         assert!(report
             .results
             .iter()
@@ -2254,7 +2288,9 @@ mod tests {
                 && text.contains("machine noise before the steps")
                 && text.contains("mean above no index")
                 && text.contains("OWN sustained")
-                && text.contains("longest client gap while only waiting"),
+                && text.contains("longest client gap while only waiting")
+                && (report.other_processes_seconds.is_none()
+                    || text.contains("other processes' CPU time during the steps")),
             "{text}"
         );
     }

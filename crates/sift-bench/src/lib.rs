@@ -13,6 +13,7 @@ pub mod diff_index;
 pub mod hiccup;
 pub mod index;
 pub mod kv;
+pub mod other_cpu;
 pub mod pinning;
 #[cfg(feature = "sift")]
 pub mod study;
