@@ -35,30 +35,13 @@ impl ThreadTimes {
                 .filter(|ticks| *ticks > 0)?;
             let own = std::process::id();
             let mut ticks = HashMap::new();
-            for process in std::fs::read_dir("/proc").ok()?.flatten() {
-                let Some(pid) = process
-                    .file_name()
-                    .to_str()
-                    .and_then(|s| s.parse::<u32>().ok())
-                else {
-                    continue;
-                };
+            // Processes and threads come and go meanwhile: what cannot be read is skipped.
+            for (pid, process) in numbered_entries(std::path::Path::new("/proc")) {
                 if pid == own {
                     continue;
                 }
-                // Processes and threads come and go meanwhile: what cannot be read is skipped.
-                let Ok(tasks) = std::fs::read_dir(process.path().join("task")) else {
-                    continue;
-                };
-                for task in tasks.flatten() {
-                    let Some(tid) = task
-                        .file_name()
-                        .to_str()
-                        .and_then(|s| s.parse::<u32>().ok())
-                    else {
-                        continue;
-                    };
-                    let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+                for (tid, task) in numbered_entries(&process.join("task")) {
+                    let Ok(stat) = std::fs::read_to_string(task.join("stat")) else {
                         continue;
                     };
                     if let Some(entry) = parse_stat(&stat) {
@@ -103,6 +86,20 @@ impl ThreadTimes {
             .collect();
         (busiest, total)
     }
+}
+
+/// The entries of `dir` named by a number (processes in `/proc`, threads in its `task`), with
+/// their paths; none if `dir` cannot be read.
+#[cfg(target_os = "linux")]
+fn numbered_entries(dir: &std::path::Path) -> impl Iterator<Item = (u32, std::path::PathBuf)> {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let number = entry.file_name().to_str()?.parse().ok()?;
+            Some((number, entry.path()))
+        })
 }
 
 /// `(comm, utime + stime)` from a `/proc/.../stat` line. The name may hold spaces and
