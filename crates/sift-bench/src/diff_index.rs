@@ -729,13 +729,19 @@ impl SpinGaps {
         }
     }
 
-    /// An engine call that took `service`; `switches` is the thread's context-switch count
-    /// before the wait for the call's time and after the call (`None`: not read).
-    fn note_call(&mut self, service: Duration, switches: (Option<u64>, Option<u64>)) {
+    /// An engine call that took `service`; `before` is the thread's context-switch count read
+    /// before the wait for the call's time (`None`: not read), and `after` reads it now. It is
+    /// called only for a call long enough to judge, so a short call costs no system call.
+    fn note_call(
+        &mut self,
+        service: Duration,
+        before: Option<u64>,
+        after: impl FnOnce() -> Option<u64>,
+    ) {
         if service < HOST_PAUSE {
             return;
         }
-        if let (Some(before), Some(after)) = switches {
+        if let (Some(before), Some(after)) = (before, before.and_then(|_| after())) {
             if after == before {
                 self.unswitched_calls += 1;
                 self.longest_unswitched_call = self.longest_unswitched_call.max(service);
@@ -1139,10 +1145,8 @@ impl Bench<'_> {
                             self.apply(&client, key, value, &json)?;
                             let done = Instant::now();
                             let service = done.saturating_duration_since(now);
-                            if service >= HOST_PAUSE && switches.is_some() {
-                                // After the clock: outside the timed call.
-                                spin_gaps.note_call(service, (switches, thread_context_switches()));
-                            }
+                            // After the clock: outside the timed call.
+                            spin_gaps.note_call(service, switches, thread_context_switches);
                             latencies.push(micros(done.saturating_duration_since(scheduled)));
                             services.push(micros(service));
                             i += clients as u64;
@@ -2149,17 +2153,22 @@ mod tests {
     fn only_long_calls_without_a_context_switch_are_counted_as_pauses() {
         let long = HOST_PAUSE + Duration::from_millis(1);
         let mut gaps = SpinGaps::default();
-        gaps.note_call(Duration::from_millis(1), (Some(7), Some(7)));
+        gaps.note_call(Duration::from_millis(1), Some(7), || Some(7));
         assert_eq!(gaps.unswitched_calls, 0, "a short call is no pause");
-        gaps.note_call(long, (Some(7), Some(8)));
+        gaps.note_call(long, Some(7), || Some(8));
         assert_eq!(
             gaps.unswitched_calls, 0,
             "the thread was switched out: an engine wait"
         );
-        gaps.note_call(long, (None, Some(8)));
+        gaps.note_call(long, None, || Some(8));
+        // The count is read again only for a long call whose first count is known.
+        gaps.note_call(Duration::from_millis(1), Some(7), || {
+            panic!("read after a short call")
+        });
+        gaps.note_call(long, None, || panic!("read without a first count"));
         assert_eq!(gaps.unswitched_calls, 0, "unknown counts decide nothing");
         assert!(!gaps.hit());
-        gaps.note_call(long, (Some(8), Some(8)));
+        gaps.note_call(long, Some(8), || Some(8));
         assert_eq!(gaps.unswitched_calls, 1);
         assert_eq!(gaps.longest_unswitched_call, long);
         assert!(gaps.hit());

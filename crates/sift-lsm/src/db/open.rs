@@ -247,11 +247,7 @@ impl Db {
                 .last_sequence
                 .max(last_sequence)
                 .max(newest_in_tables);
-            state.mem = Arc::new(Memtable::with_chunk_pool(
-                wal_number,
-                last + 1,
-                Some(Arc::clone(&inner.memtable_chunks)),
-            ));
+            state.mem = Arc::new(inner.new_memtable(wal_number, last + 1));
             edit.log_number = Some(wal_number);
             edit.last_sequence = Some(last);
             state.versions.log_and_apply(&mut edit)?;
@@ -430,7 +426,7 @@ impl DbInner {
             }
             let file_bytes = bytes.len() as u64;
             let mut reader = LogReader::new(bytes, path.clone(), self.options.wal_recovery);
-            let mut mem = self.recovery_memtable(number);
+            let mut mem = self.new_memtable(number, SeqNo::MAX);
             let mut first = true;
             while let Some((offset, record)) = reader.read_record()? {
                 let control = ControlRecord::decode(&record, &path, offset)?;
@@ -499,7 +495,7 @@ impl DbInner {
                 last = last.max(batch_last);
                 if mem.approximate_bytes() >= self.options.memtable_bytes_max {
                     self.flush_recovered(mem, edit)?;
-                    mem = self.recovery_memtable(number);
+                    mem = self.new_memtable(number, SeqNo::MAX);
                 }
             }
             if dropping {
@@ -550,10 +546,15 @@ impl DbInner {
         Ok(None)
     }
 
-    /// A memtable for the records of log `number` replayed at open (sequence range unknown, see
-    /// `Memtable::new`), on the database's chunk pool.
-    fn recovery_memtable(&self, number: u64) -> Memtable {
-        Memtable::with_chunk_pool(number, SeqNo::MAX, Some(Arc::clone(&self.memtable_chunks)))
+    /// A memtable for the records of log `number` on the database's chunk pool, whose writes get
+    /// sequence numbers from `sequence_floor` on (`SeqNo::MAX`: not known, as for the logs
+    /// replayed at open; see `Memtable::with_sequence_floor`).
+    pub(crate) fn new_memtable(&self, number: u64, sequence_floor: SeqNo) -> Memtable {
+        Memtable::with_chunk_pool(
+            number,
+            sequence_floor,
+            Some(Arc::clone(&self.memtable_chunks)),
+        )
     }
 
     /// Writes a recovered memtable to L0 tables, adding them to `edit`.

@@ -528,11 +528,7 @@ impl DbInner {
         let mut state = self.lock_state_for_write();
         let frozen = std::mem::replace(
             &mut state.mem,
-            Arc::new(Memtable::with_chunk_pool(
-                number,
-                allocated + 1,
-                Some(Arc::clone(&self.memtable_chunks)),
-            )),
+            Arc::new(self.new_memtable(number, allocated + 1)),
         );
         frozen.freeze_at(allocated);
         state.imms.insert(0, frozen);

@@ -37,6 +37,21 @@ impl Chunk {
     pub(super) fn bytes(&self) -> usize {
         self.layout.size()
     }
+
+    /// A chunk of `bytes` (a valid non-zero layout size) straight from the allocator.
+    pub(super) fn allocate(bytes: usize) -> Chunk {
+        let layout = match Layout::from_size_align(bytes, ALIGN) {
+            Ok(layout) => layout,
+            Err(_) => std::alloc::handle_alloc_error(Layout::new::<u8>()),
+        };
+        // SAFETY: `layout` has a non-zero size (`bytes >= ALIGN`: callers pass `rounded_bytes`
+        // output or a chunk size).
+        let raw = unsafe { std::alloc::alloc(layout) };
+        let Some(start) = NonNull::new(raw) else {
+            std::alloc::handle_alloc_error(layout)
+        };
+        Chunk { start, layout }
+    }
 }
 
 impl Drop for Chunk {
@@ -196,16 +211,6 @@ impl Drop for Arena {
     }
 }
 
-impl Chunk {
-    /// A chunk of `bytes` straight from the allocator, owned by no arena.
-    #[cfg(test)]
-    pub(super) fn allocate(bytes: usize) -> Chunk {
-        let mut chunks = Vec::new();
-        push_chunk(&mut chunks, &mut 0, None, bytes);
-        chunks.pop().expect("push_chunk records the chunk")
-    }
-}
-
 /// Takes a chunk of `bytes` (`rounded_bytes` output, so a valid non-zero layout size) from
 /// `pool` or else allocates one, records it, and returns its start.
 fn push_chunk(
@@ -214,23 +219,11 @@ fn push_chunk(
     pool: Option<&ChunkPool>,
     bytes: usize,
 ) -> NonNull<u8> {
-    if let Some(chunk) = pool.and_then(|pool| pool.take(bytes)) {
-        let start = chunk.start;
-        chunks.push(chunk);
-        *allocated_bytes = allocated_bytes.saturating_add(bytes);
-        return start;
-    }
-    let layout = match Layout::from_size_align(bytes, ALIGN) {
-        Ok(layout) => layout,
-        Err(_) => std::alloc::handle_alloc_error(Layout::new::<u8>()),
-    };
-    // SAFETY: `layout` has a non-zero size (`bytes >= ALIGN`: callers pass `rounded_bytes`
-    // output or a chunk size).
-    let raw = unsafe { std::alloc::alloc(layout) };
-    let Some(start) = NonNull::new(raw) else {
-        std::alloc::handle_alloc_error(layout)
-    };
-    chunks.push(Chunk { start, layout });
+    let chunk = pool
+        .and_then(|pool| pool.take(bytes))
+        .unwrap_or_else(|| Chunk::allocate(bytes));
+    let start = chunk.start;
+    chunks.push(chunk);
     *allocated_bytes = allocated_bytes.saturating_add(bytes);
     start
 }

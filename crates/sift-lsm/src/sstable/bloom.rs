@@ -45,8 +45,8 @@ const HASHES_PER_SEGMENT: usize = 8192;
 /// whole copy, and a writer sharing that arena waits (see `memtable/chunk_pool.rs`).
 pub struct BloomBuilder {
     bits_per_key: u32,
+    /// Every segment but the last holds `HASHES_PER_SEGMENT` hashes.
     segments: Vec<Vec<u64>>,
-    keys: usize,
 }
 
 impl BloomBuilder {
@@ -54,7 +54,6 @@ impl BloomBuilder {
         BloomBuilder {
             bits_per_key,
             segments: Vec::new(),
-            keys: 0,
         }
     }
 
@@ -69,12 +68,12 @@ impl BloomBuilder {
                 self.segments.push(segment);
             }
         }
-        self.keys += 1;
     }
 
     /// The encoded filter.
     pub fn finish(&self) -> Vec<u8> {
-        let bits = (self.keys as u64).saturating_mul(u64::from(self.bits_per_key));
+        let keys = self.segments.iter().map(Vec::len).sum::<usize>();
+        let bits = (keys as u64).saturating_mul(u64::from(self.bits_per_key));
         let lines = bits
             .div_ceil(BLOOM_LINE_BYTES as u64 * 8)
             .clamp(1, u64::from(u32::MAX));
