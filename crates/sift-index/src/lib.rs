@@ -118,7 +118,7 @@ pub use error::{
 pub use geo::GeoBox;
 pub use memory_snapshot::MemoryIndexOrigin;
 pub use next::{
-    GlobalIndexReport, IndexBuildFailure, IndexBuildStatus, IndexBuildsAtOpen,
+    GlobalIndexReport, GlobalIndexStats, IndexBuildFailure, IndexBuildStatus, IndexBuildsAtOpen,
     SecondaryBlocksReport, SplitDelta, Validation,
 };
 pub use path::AttrPath;

@@ -74,6 +74,9 @@ pub struct QueryStats {
     /// data block, checked against the checksum in its secondary entry (no verified read of
     /// the whole block).
     pub entries_read_in_place: u64,
+    /// `next` / `sst-local`: table directories read (for `next`, of tables its global index
+    /// does not hold: written before the index existed, or built online into the side tree).
+    pub directories_read: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -245,6 +245,12 @@ pub struct VersionChange {
     pub reason: ChangeReason,
     pub added: Vec<FileChange>,
     pub removed: Vec<FileChange>,
+    /// The number of this change: 1 for the first change told to the listeners since open
+    /// (at open itself when the database has files), one more for each change after it. A
+    /// [`crate::db::ComponentView`] whose `files_epoch()` equals it shows exactly the files
+    /// as they are after this change (and before the next), so a listener that records the
+    /// epoch it has applied can tell whether its state matches a reader's view.
+    pub files_epoch: u64,
 }
 
 /// Told of every version change, in order, while the change is being installed (so a listener

@@ -432,9 +432,9 @@ impl IndexEngine for SiftIndexEngine {
         for (_, name, kind, _) in &indexes {
             if *kind == IndexKind::Next {
                 let global = database
-                    .check_global_index(COLLECTION, name)
+                    .global_index_stats(COLLECTION, name)
                     .map_err(error)?;
-                *report.global_index_files.get_or_insert(0) += global.files_indexed as u64;
+                *report.global_index_files.get_or_insert(0) += global.files as u64;
                 *report.global_index_blocks.get_or_insert(0) += global.blocks as u64;
                 *report.global_index_memory_bytes.get_or_insert(0) += global.memory_bytes;
             }

@@ -721,7 +721,7 @@ fn sizes(database: &Database, targets: &[Target], kind: &str) -> Result<SizeResu
             .map_err(error)?;
         if kind == "next" {
             let report = database
-                .check_global_index(COLLECTION, target.index_name())
+                .global_index_stats(COLLECTION, target.index_name())
                 .map_err(error)?;
             *global_index_bytes.get_or_insert(0) += report.memory_bytes;
             *global_index_entries.get_or_insert(0) += report.blocks as u64;
@@ -1018,7 +1018,7 @@ fn memory_point(
             .memory_bytes(COLLECTION, target.index_name())
             .map_err(error)?;
         global_index_bytes += database
-            .check_global_index(COLLECTION, target.index_name())
+            .global_index_stats(COLLECTION, target.index_name())
             .map_err(error)?
             .memory_bytes;
     }

@@ -49,7 +49,8 @@ use crate::value::{AttrType, AttrValue};
 use format::{decode_directory, directory_name, property_lists, DirectoryEntry, COLLECTOR_NAME};
 use global::{GlobalIndex, IntervalIndex};
 use memo::{JobKey, UpdateMemo};
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Mutex, MutexGuard, RwLock};
+use query::QUERY_PAIRING_PATIENCE;
 use rtree::RTreeIndex;
 use serde::{Deserialize, Serialize};
 use sift_lsm::db::ComponentView;
@@ -196,6 +197,11 @@ pub(crate) fn geo_point(encoded: &[u8]) -> Option<(f64, f64)> {
 pub(crate) struct GlobalState {
     pub index: Box<dyn GlobalIndex>,
     pending: HashMap<u64, Arc<FileMetaData>>,
+    /// The engine's files epoch this state is in step with: the last version change applied
+    /// (`VersionChange::files_epoch`), or the epoch of the view it was loaded from. A view
+    /// with the same `files_epoch()` shows exactly the files this describes (see
+    /// [`NextIndexState::paired_view`]).
+    files_epoch: u64,
 }
 
 impl GlobalState {
@@ -316,6 +322,50 @@ pub(crate) struct NextIndexState {
     pub memtable: MemtableMap,
 }
 
+impl NextIndexState {
+    /// A view of `primary` and, for `next`, this index's global index (locked, its pending
+    /// files loaded) that describe the same files: the global index holds the secondary
+    /// blocks of exactly the view's files that have them. The version listener tells the
+    /// global index of a change just after the engine installs it, so a view can be one
+    /// change ahead (the listener is being told: wait for it) or, taken before a change the
+    /// listener has applied, behind (take a newer view). Both last microseconds; after
+    /// `patience` the view and the global index are returned as they are, with `false`.
+    pub(crate) fn paired_view(
+        &self,
+        engine: &Db,
+        primary: &Tree,
+        read: &ReadOptions,
+        patience: std::time::Duration,
+    ) -> Result<(ComponentView, Option<MutexGuard<'_, GlobalState>>, bool)> {
+        let Some(global) = &self.global else {
+            return Ok((engine.components(primary, read)?, None, true));
+        };
+        let started = std::time::Instant::now();
+        let mut attempts: u32 = 0;
+        loop {
+            let view = engine.components(primary, read)?;
+            let mut guard = global.lock();
+            let in_step = guard.files_epoch == view.files_epoch();
+            if in_step || started.elapsed() >= patience {
+                guard.resolve(&view, &self.spec)?;
+                return Ok((view, Some(guard), in_step));
+            }
+            let listener_behind = guard.files_epoch < view.files_epoch();
+            drop(guard);
+            attempts += 1;
+            if listener_behind {
+                // The installing thread holds the engine's state lock and is about to take
+                // the global lock: let it run.
+                if attempts < 64 {
+                    std::thread::yield_now();
+                } else {
+                    std::thread::sleep(std::time::Duration::from_micros(50));
+                }
+            }
+        }
+    }
+}
+
 #[derive(Default)]
 struct TreeState {
     indexes: Vec<Arc<NextIndexState>>,
@@ -336,6 +386,21 @@ pub struct GlobalIndexReport {
     pub files_built_online: usize,
     /// Global index entries (= secondary blocks of the live files).
     pub blocks: usize,
+    pub memory_bytes: u64,
+}
+
+/// How long the invariant check waits for the version listener to apply the change of the
+/// newest view (it does within microseconds unless the installing thread is descheduled).
+const CHECK_PAIRING_PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// What a `next` index's global index holds now ([`crate::Database::global_index_stats`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GlobalIndexStats {
+    /// Files whose secondary blocks it holds.
+    pub files: usize,
+    /// Its entries: one per secondary block.
+    pub blocks: usize,
+    /// Approximate heap bytes it holds.
     pub memory_bytes: u64,
 }
 
@@ -430,6 +495,7 @@ impl Registry {
                 Mutex::new(GlobalState {
                     index,
                     pending: HashMap::new(),
+                    files_epoch: 0,
                 })
             }),
             side_files: Mutex::new(HashSet::new()),
@@ -459,6 +525,7 @@ impl Registry {
             for file in view_files(&view) {
                 global.add(&file);
             }
+            global.files_epoch = global.files_epoch.max(view.files_epoch());
             global.resolve(&view, &spec)?;
         }
         if let Some(side) = self.side_tree(primary.id()) {
@@ -494,6 +561,34 @@ impl Registry {
         if state.indexes.is_empty() {
             trees.remove(&tree);
         }
+    }
+
+    /// What an index's global index holds now (`None` for an index without one), the files
+    /// flushes and compactions have just added loaded first (as a query would). Checks
+    /// nothing: safe to call at any moment.
+    pub fn global_index_stats(
+        &self,
+        engine: &Db,
+        primary: &Tree,
+        index_id: u64,
+    ) -> Result<Option<GlobalIndexStats>> {
+        let Some(state) = self.index(primary.id(), index_id) else {
+            return Ok(None);
+        };
+        if state.global.is_none() {
+            return Ok(None);
+        }
+        let (_, global, _) = state.paired_view(
+            engine,
+            primary,
+            &ReadOptions::default(),
+            QUERY_PAIRING_PATIENCE,
+        )?;
+        Ok(global.map(|global| GlobalIndexStats {
+            files: global.index.file_numbers().len(),
+            blocks: global.index.len(),
+            memory_bytes: global.index.memory_bytes() as u64,
+        }))
     }
 
     /// Memory held by an index's global index and memtable map (and its collection's memo).
@@ -544,7 +639,8 @@ impl Registry {
     /// Checks that the global index of a `next` index describes exactly the secondary blocks
     /// of the live files (in their tables or, built online, in the side tree): the same files,
     /// and per file the same blocks with the same ranges (rectangles for geo) as its
-    /// directory. Meaningful when no flush or compaction is running.
+    /// directory. Compares against a view of the same files epoch, so it holds at every
+    /// moment, flushes and compactions running or not.
     pub fn check_global_index(
         &self,
         engine: &Db,
@@ -554,21 +650,37 @@ impl Registry {
         let state = self.index(primary.id(), index_id).ok_or_else(|| {
             IndexError::Internal(format!("index {index_id} is not a registered next index"))
         })?;
-        let Some(global) = &state.global else {
+        if state.global.is_none() {
             return Err(IndexError::Internal(format!(
                 "index {index_id} has no global index (kind {})",
                 state.kind
             )));
-        };
+        }
         let attr_id = state.spec.attr_id;
-        let mut global = global.lock();
-        let view = engine.components(primary, &ReadOptions::default())?;
-        global.resolve(&view, &state.spec)?;
+        // Before the global lock: the version listener takes the registry's lock, then it.
+        let side_tree = self.side_tree(primary.id());
+        let (view, global, in_step) = state.paired_view(
+            engine,
+            primary,
+            &ReadOptions::default(),
+            CHECK_PAIRING_PATIENCE,
+        )?;
+        let Some(global) = global else {
+            return Err(IndexError::Internal(format!(
+                "index {index_id} lost its global index"
+            )));
+        };
+        if !in_step {
+            return Err(IndexError::Internal(format!(
+                "global index of index {index_id}: the version listener did not catch up with \
+                 the engine's files (epoch {}) within {CHECK_PAIRING_PATIENCE:?}",
+                view.files_epoch()
+            )));
+        }
         let mut expected = Vec::new();
         let mut files_unindexed = 0;
         let mut blocks = 0;
         let side_files = state.side_files.lock().clone();
-        let side_tree = self.side_tree(primary.id());
         for file in view_files(&view) {
             let in_table = property_lists(file.properties().get(COLLECTOR_NAME), attr_id);
             let side = side_tree
@@ -639,6 +751,17 @@ impl Registry {
             .chain(&change.removed)
             .map(|f| f.tree)
             .collect();
+        // Every global index is in step with the new version once this returns, also those of
+        // trees the change leaves alone (the epoch counts the changes of all trees). Those the
+        // change touches move to the new epoch in the same critical section as their files.
+        for (_, state) in trees.iter().filter(|(tree, _)| !touched.contains(tree)) {
+            for index in &state.indexes {
+                if let Some(global) = &index.global {
+                    let mut global = global.lock();
+                    global.files_epoch = global.files_epoch.max(change.files_epoch);
+                }
+            }
+        }
         for tree in touched {
             let Some(state) = trees.get(&tree) else {
                 continue;
@@ -673,6 +796,7 @@ impl Registry {
                     for file in added.iter().filter(|f| !moved.contains(&f.file.number)) {
                         global.add(&file.file);
                     }
+                    global.files_epoch = global.files_epoch.max(change.files_epoch);
                 }
             }
             if let Some(memo) = &state.memo {
@@ -806,9 +930,28 @@ pub(crate) fn check_spec(spec: &crate::catalog::IndexSpec) -> std::result::Resul
 }
 
 impl crate::Database {
+    /// What the global index of a `next` index holds now: files, blocks and memory, in step
+    /// with the engine's current files. Safe to call at any moment; checks nothing (see
+    /// [`crate::Database::check_global_index`] for that).
+    pub fn global_index_stats(&self, collection: &str, index: &str) -> Result<GlobalIndexStats> {
+        let collection = self.collection_arc(collection)?;
+        let index = collection.index(index)?;
+        self.next
+            .global_index_stats(&self.engine, &collection.primary, index.record.id)?
+            .ok_or_else(|| IndexError::UnsupportedQuery {
+                index: index.record.name.clone(),
+                reason: format!(
+                    "it is a {} index: only next indexes have a global index (sst-local \
+                         indexes read each table's directory instead)",
+                    index.record.kind
+                ),
+            })
+    }
+
     /// Checks that the global index of a `next` index describes exactly the secondary blocks
-    /// of the live files of its collection (nothing more, nothing less). Run it when no flush
-    /// or compaction is in progress (`engine().wait_for_background_work()`).
+    /// of the live files of its collection (nothing more, nothing less), against a view of
+    /// the same version: it holds at every moment, also while flushes and compactions run.
+    /// For the global index's size alone, [`crate::Database::global_index_stats`] is cheaper.
     pub fn check_global_index(&self, collection: &str, index: &str) -> Result<GlobalIndexReport> {
         let collection = self.collection_arc(collection)?;
         let index = collection.index(index)?;

@@ -446,7 +446,7 @@ impl Run<'_> {
 
     /// The sources one table contributes: its matching secondary blocks, or the whole table.
     fn table_sources(
-        &self,
+        &mut self,
         file: &Arc<FileMetaData>,
         component: ComponentId,
         global: &GlobalHits,
@@ -475,6 +475,7 @@ impl Run<'_> {
             }
             return Ok(());
         }
+        self.stats.directories_read += 1;
         let directory = match &side {
             Some(side) => {
                 self.read_stats.blocks_read_from_disk.fetch_add(1, Relaxed);
@@ -594,6 +595,11 @@ pub(crate) fn within(
     })
 }
 
+/// How long a query waits for the global index to catch up with its view (microseconds,
+/// normally) before it reads the directories of the tables the global index lacks.
+pub(crate) const QUERY_PAIRING_PATIENCE: std::time::Duration =
+    std::time::Duration::from_millis(200);
+
 /// Runs one query for `region`.
 #[allow(clippy::too_many_arguments)]
 fn run_region(
@@ -618,7 +624,13 @@ fn run_region(
         .flatten();
     // The epoch is read before the view, so pruning installed after it is noticed.
     let memo_epoch = memo.as_ref().map_or(0, |m| m.epoch());
-    let view = engine.components(&collection.primary, read)?;
+    // Before the global lock: the version listener takes the registry's lock, then it.
+    let side_tree = registry.side_tree(tree);
+    // The global index in step with the view: every table of the view with secondary blocks
+    // is found in it (a table it did not hold would cost a directory read). Should the
+    // listener not catch up in time, the directories fill the gap and the answer is as exact.
+    let (view, global, _in_step) =
+        state.paired_view(engine, &collection.primary, read, QUERY_PAIRING_PATIENCE)?;
     let snapshot = view.sequence();
     let mut run = Run {
         engine,
@@ -629,7 +641,7 @@ fn run_region(
         view,
         snapshot,
         region,
-        side_tree: registry.side_tree(tree),
+        side_tree,
         side_files: state.side_files.lock().clone(),
         read,
         read_stats,
@@ -638,9 +650,7 @@ fn run_region(
         candidates: Vec::new(),
     };
     let mut global_hits = GlobalHits::default();
-    if let Some(global) = &state.global {
-        let mut global = global.lock();
-        global.resolve(&run.view, &state.spec)?;
+    if let Some(mut global) = global {
         global.index.search(&region, &mut |block| {
             global_hits
                 .blocks

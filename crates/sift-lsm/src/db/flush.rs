@@ -93,13 +93,19 @@ impl DbInner {
         }
         let after = Arc::new(state.versions.version());
         state.version = Arc::clone(&after);
+        // The change is numbered before the super version that holds it is installed, so a
+        // reader whose view carries epoch `e` knows the listeners are told of change `e` (now,
+        // or already); they are told under the state lock, in epoch order.
+        let change = (!self.options.version_listeners.is_empty())
+            .then(|| diff_versions(&before, &after, reason, state.files_epoch + 1))
+            .filter(|change| !change.added.is_empty() || !change.removed.is_empty());
+        if change.is_some() {
+            state.files_epoch += 1;
+        }
         self.install_super_version(state);
-        if !self.options.version_listeners.is_empty() {
-            let change = diff_versions(&before, &after, reason);
-            if !change.added.is_empty() || !change.removed.is_empty() {
-                for listener in &self.options.version_listeners {
-                    listener.on_version_change(&change);
-                }
+        if let Some(change) = change {
+            for listener in &self.options.version_listeners {
+                listener.on_version_change(&change);
             }
         }
         self.bg_cv.notify_all();
@@ -420,6 +426,7 @@ pub(crate) fn diff_versions(
     before: &Version,
     after: &Version,
     reason: ChangeReason,
+    files_epoch: u64,
 ) -> VersionChange {
     fn index(v: &Version) -> BTreeMap<(TreeId, u64), (usize, Arc<crate::version::FileMetaData>)> {
         let mut m = BTreeMap::new();
@@ -436,6 +443,7 @@ pub(crate) fn diff_versions(
         reason,
         added: Vec::new(),
         removed: Vec::new(),
+        files_epoch,
     };
     for ((tree, number), (level, file)) in &b {
         match a.get(&(*tree, *number)) {

@@ -171,6 +171,7 @@ impl Db {
                 imms: Vec::new(),
                 version: Arc::clone(&version),
                 trees: Arc::clone(&trees),
+                files_epoch: 0,
                 bg_error: None,
                 recovering: false,
                 flush_attempted: None,
@@ -192,6 +193,7 @@ impl Db {
                 imms: Vec::new(),
                 version,
                 trees: Arc::clone(&trees),
+                files_epoch: 0,
             }),
             visible_sequence: AtomicU64::new(0),
             allocated_sequence: AtomicU64::new(0),
@@ -253,6 +255,18 @@ impl Db {
             state.versions.log_and_apply(&mut edit)?;
             EngineCounters::add(&inner.counters.manifest_writes, 1);
             state.version = Arc::new(state.versions.version());
+            // Listeners learn the starting files, as if each had just been added: change 1,
+            // or change 0 (nothing) for a database without files.
+            let mut change = crate::db::flush::diff_versions(
+                &Version::default(),
+                &state.version,
+                ChangeReason::Open,
+                0,
+            );
+            if !inner.options.version_listeners.is_empty() && !change.added.is_empty() {
+                state.files_epoch = 1;
+                change.files_epoch = 1;
+            }
             inner.install_super_version(&state);
             inner
                 .visible_sequence
@@ -262,12 +276,6 @@ impl Db {
                 .store(last, std::sync::atomic::Ordering::Release);
             fs.sync_dir(&dir)?;
             remove_unreferenced_files(&inner, &state, wal_number)?;
-            // Listeners learn the starting files, as if each had just been added.
-            let change = crate::db::flush::diff_versions(
-                &Version::default(),
-                &state.version,
-                ChangeReason::Open,
-            );
             for listener in &inner.options.version_listeners {
                 listener.on_version_change(&change);
             }

@@ -283,6 +283,14 @@ impl ComponentView {
         self.sequence
     }
 
+    /// The number of the last version change told to the version listeners before this view's
+    /// files were installed ([`crate::extension::VersionChange::files_epoch`]; 0 before any).
+    /// A listener that has applied change `e` holds state for exactly this view's files when
+    /// this is `e`; when this is larger, the listeners are being told of the newer change.
+    pub fn files_epoch(&self) -> u64 {
+        self.sv.files_epoch
+    }
+
     /// The components, newest first. Empty sorted levels are left out.
     pub fn ids(&self) -> Vec<ComponentId> {
         let mut ids = vec![ComponentId::Memtable];

@@ -39,6 +39,8 @@ pub(crate) struct SuperVersion {
     pub imms: Vec<Arc<Memtable>>,
     pub version: Arc<Version>,
     pub trees: TreeMap,
+    /// `DbState::files_epoch` when this super version was installed.
+    pub files_epoch: u64,
 }
 
 /// Mutable engine state, under `DbInner::state`.
@@ -49,6 +51,11 @@ pub(crate) struct DbState {
     pub imms: Vec<Arc<Memtable>>,
     pub version: Arc<Version>,
     pub trees: TreeMap,
+    /// Counts the version changes told to version listeners (those that add or remove files),
+    /// so a listener's state and a reader's view can be matched: a listener told the change
+    /// numbered `e` and a view whose `files_epoch()` is `e` describe the same files. Bumped
+    /// before the super version holding the change is installed; the listeners are told after.
+    pub files_epoch: u64,
     /// Set by a failed background job (or a failed WAL write); writes fail while it is set.
     pub bg_error: Option<BackgroundError>,
     /// A recovery from a recoverable `bg_error` is running (`DbInner::recover`): one at a time.
@@ -470,6 +477,7 @@ impl DbInner {
             imms: state.imms.clone(),
             version: Arc::clone(&state.version),
             trees: Arc::clone(&state.trees),
+            files_epoch: state.files_epoch,
         }));
     }
 
