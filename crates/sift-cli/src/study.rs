@@ -83,7 +83,8 @@ static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_interrupt(_signal: libc::c_int) {
     if INTERRUPTED.swap(true, Ordering::SeqCst) {
-        // Second Ctrl-C: leave now (only async-signal-safe calls here).
+        // Second Ctrl-C: leave now.
+        // SAFETY: `_exit` is async-signal-safe and takes no pointer.
         unsafe { libc::_exit(130) };
     }
 }

@@ -2,7 +2,6 @@
 //! tree `sift.catalog` (layout: `docs/format/index-encodings.md`, section "Catalog").
 
 use crate::error::{IndexError, Result};
-use crate::next::{SplitDelta, Validation};
 use crate::value::AttrType;
 use serde::{Deserialize, Serialize};
 use sift_lsm::SeqNo;
@@ -287,7 +286,7 @@ impl IndexRecord {
     /// Bits per value of an embedded index's bloom filters.
     pub fn bloom_bits_per_key(&self) -> u32 {
         self.bloom_bits_per_key
-            .unwrap_or(crate::embedded::DEFAULT_BLOOM_BITS_PER_KEY)
+            .unwrap_or(DEFAULT_BLOOM_BITS_PER_KEY)
     }
 }
 
@@ -331,4 +330,90 @@ pub fn check_name(what: &str, name: &str) -> Result<()> {
         });
     }
     Ok(())
+}
+
+/// Bits per key of an embedded index that does not name its own.
+pub const DEFAULT_BLOOM_BITS_PER_KEY: u32 = 10;
+
+/// δ of the value-aware split (NEXT §4): a secondary block ends when the next entry would
+/// widen its value range by more than δ. int and time: a numeric gap (time in milliseconds);
+/// float: a numeric gap; string: a prefix length in bytes (every block keeps one prefix of that
+/// length of the encoded value); geo: degrees by which the point would widen or heighten the
+/// block's bounding rectangle. Finite and `>= 0` (a whole number for strings).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SplitDelta(f64);
+
+impl SplitDelta {
+    pub fn new(delta: f64) -> Option<SplitDelta> {
+        (delta.is_finite() && delta >= 0.0).then_some(SplitDelta(delta))
+    }
+    pub fn get(self) -> f64 {
+        self.0
+    }
+}
+
+impl PartialEq for SplitDelta {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.to_bits() == other.0.to_bits()
+    }
+}
+impl Eq for SplitDelta {}
+
+impl fmt::Display for SplitDelta {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl FromStr for SplitDelta {
+    type Err = String;
+    fn from_str(text: &str) -> std::result::Result<Self, String> {
+        text.parse::<f64>()
+            .ok()
+            .and_then(SplitDelta::new)
+            .ok_or_else(|| format!("bad split delta {text:?} (expected a number >= 0)"))
+    }
+}
+
+/// How `next` and `sst-local` queries tell a live version from a stale one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Validation {
+    /// The update memo (pk → newest sequence number), GetLite where it cannot tell. Costs
+    /// every write a memory-only GetLite check (is there an older version?) to keep the memo.
+    Memo,
+    /// The engine's memory-only GetLite check; a primary read where it answers "maybe".
+    /// The default: writes cost nothing beyond the primary write, and queries measured as
+    /// fast as with the memo (`docs/format/secondary-index-blocks.md`, "Validation").
+    #[default]
+    GetLite,
+}
+
+impl Validation {
+    pub fn name(self) -> &'static str {
+        match self {
+            Validation::Memo => "memo",
+            Validation::GetLite => "get-lite",
+        }
+    }
+}
+
+impl fmt::Display for Validation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Validation {
+    type Err = String;
+    fn from_str(text: &str) -> std::result::Result<Self, String> {
+        match text {
+            "memo" => Ok(Validation::Memo),
+            "get-lite" | "getlite" => Ok(Validation::GetLite),
+            other => Err(format!(
+                "unknown validation {other:?} (expected memo or get-lite)"
+            )),
+        }
+    }
 }

@@ -58,7 +58,8 @@
 //! its end, possibly after the catalog is in, and later jobs no longer record anything.
 //! Databases without deferred indexes write nothing at open.
 
-use crate::database::{Collection, Database, Index};
+use crate::collection::{Collection, Index};
+use crate::database::Database;
 use crate::encoding::{decode_pk, decode_value};
 use crate::envelope::EnvelopeRef;
 use crate::error::{IndexError, Result};

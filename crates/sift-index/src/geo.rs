@@ -11,7 +11,8 @@
 //! with the same top-K rules as LOOKUP/RANGE (`query.rs`).
 
 use crate::catalog::IndexKind;
-use crate::database::{Collection, Database, Index};
+use crate::collection::{Collection, Index};
+use crate::database::Database;
 use crate::encoding::{decode_pk, decode_value, zorder_cell};
 use crate::envelope::EnvelopeRef;
 use crate::error::{IndexError, Result};

@@ -74,8 +74,10 @@
 //! live version's sequence number. Results are newest first by live sequence number; stale
 //! entries never count toward K; no document is returned twice.
 
+#![forbid(unsafe_code)]
 pub mod async_index;
 pub mod catalog;
+pub(crate) mod collection;
 pub mod composite_seq;
 pub mod database;
 pub mod deferred;
@@ -95,6 +97,7 @@ pub mod query;
 mod time;
 pub mod unique;
 pub mod value;
+mod zorder;
 
 pub use async_index::{
     AsyncIndexOptions, AsyncIndexStats, Session, SessionConsistency, SessionQueryResult, TestHook,

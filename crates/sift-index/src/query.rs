@@ -8,7 +8,8 @@
 //! and stale entries never count toward K. Hits come newest first by live sequence number.
 
 use crate::catalog::IndexKind;
-use crate::database::{Collection, Database, Index};
+use crate::collection::{Collection, Index};
+use crate::database::Database;
 use crate::encoding::{checked_range_bounds, decode_pk, decode_value, value_bounds};
 use crate::envelope::EnvelopeRef;
 use crate::error::{IndexError, Result};

@@ -8,7 +8,7 @@
 //! exactly one wins. Within one batch, earlier writes are seen through [`UniqueClaims`]: a
 //! value released earlier in the batch may be taken, a value taken earlier may not.
 
-use crate::database::{Collection, Index};
+use crate::collection::{Collection, Index};
 use crate::encoding::{decode_pk, decode_value, prefix_successor};
 use crate::envelope::EnvelopeRef;
 use crate::error::{IndexError, Result};

@@ -7,9 +7,9 @@ use std::str::FromStr;
 
 use serde_json::Value;
 
-use crate::encoding::zorder;
 use crate::error::{IndexError, Result, MAX_STRING_VALUE_BYTES};
 use crate::time::{format_rfc3339_ms, parse_rfc3339_ms};
+use crate::zorder::zorder;
 
 /// The declared type of an indexed attribute. The discriminant is the type byte stored in
 /// envelopes (see `docs/format/index-encodings.md`).

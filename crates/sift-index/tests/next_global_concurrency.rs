@@ -20,9 +20,7 @@ mod common;
 use common::{seed, small_options, SeedGuard};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use sift_index::{
-    AttrType, AttrValue, Database, GeoBox, IndexKind, IndexSpec, QueryResult, Validation,
-};
+use sift_index::{AttrType, AttrValue, Database, GeoBox, IndexKind, IndexSpec, Validation};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -111,20 +109,6 @@ fn write_one(db: &Database, model: &mut Model, rng: &mut StdRng) {
     );
 }
 
-fn tuples(result: &QueryResult) -> Vec<(Vec<u8>, u64, Vec<u8>)> {
-    result
-        .hits
-        .iter()
-        .map(|hit| (hit.pk.clone(), hit.seq, hit.doc.clone()))
-        .collect()
-}
-
-fn show(hits: &[(Vec<u8>, u64, Vec<u8>)]) -> Vec<String> {
-    hits.iter()
-        .map(|(pk, seq, _)| format!("{}@{seq}", String::from_utf8_lossy(pk)))
-        .collect()
-}
-
 /// One query on a random index, compared with the model.
 fn query_and_compare(db: &Database, model: &Model, rng: &mut StdRng, step: usize) {
     let (name, kind, _, attr_type, _) = INDEXES[rng.gen_range(0..INDEXES.len())];
@@ -151,12 +135,12 @@ fn query_and_compare(db: &Database, model: &Model, rng: &mut StdRng, step: usize
         let want = common::newest_first(model, |doc| lo <= doc.n && doc.n <= hi, limit);
         (result, want, format!("range {lo}..={hi}"))
     };
-    let got = tuples(&result);
+    let got = common::hit_tuples(&result.hits);
     assert!(
         got == want,
         "step {step}: {name} {what} limit {limit:?}: got {:?}, want {:?}",
-        show(&got),
-        show(&want)
+        common::show_hits(&got),
+        common::show_hits(&want)
     );
     if kind == IndexKind::Next {
         assert_eq!(

@@ -74,18 +74,6 @@ fn write_some(db: &Database, model: &mut Model, rng: &mut StdRng) {
     }
 }
 
-fn show(hits: &[(Vec<u8>, u64, Vec<u8>)]) -> Vec<String> {
-    hits.iter()
-        .map(|(pk, seq, _)| format!("{}@{seq}", String::from_utf8_lossy(pk)))
-        .collect()
-}
-
-fn as_tuples(hits: &[sift_index::Hit]) -> Vec<(Vec<u8>, u64, Vec<u8>)> {
-    hits.iter()
-        .map(|hit| (hit.pk.clone(), hit.seq, hit.doc.clone()))
-        .collect()
-}
-
 /// Queries every listed index (`*_n` int, `*_loc` geo) and compares with the model.
 fn check(db: &Database, model: &Model, rng: &mut StdRng, names: &[String], what: &str) {
     for name in names {
@@ -103,12 +91,12 @@ fn check(db: &Database, model: &Model, rng: &mut StdRng, names: &[String], what:
                 )
                 .unwrap();
             let want = common::newest_first(model, |d| lo <= d.n && d.n <= hi, limit);
-            let got = as_tuples(&got.hits);
+            let got = common::hit_tuples(&got.hits);
             assert!(
                 got == want,
                 "{what}: {name} range {lo}..={hi} limit {limit:?}: got {:?}, want {:?}",
-                show(&got),
-                show(&want)
+                common::show_hits(&got),
+                common::show_hits(&want)
             );
         } else {
             let a = f64::from(rng.gen_range(-40..=40)) * 0.5;
@@ -119,12 +107,12 @@ fn check(db: &Database, model: &Model, rng: &mut StdRng, names: &[String], what:
             let got = db.within("docs", name, &geo_box, limit).unwrap();
             let want =
                 common::newest_first(model, |doc| geo_box.contains(doc.loc.0, doc.loc.1), limit);
-            let got = as_tuples(&got.hits);
+            let got = common::hit_tuples(&got.hits);
             assert!(
                 got == want,
                 "{what}: {name} within {geo_box} limit {limit:?}: got {:?}, want {:?}",
-                show(&got),
-                show(&want)
+                common::show_hits(&got),
+                common::show_hits(&want)
             );
         }
     }

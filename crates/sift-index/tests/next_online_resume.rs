@@ -93,12 +93,6 @@ fn write_and_maybe_reshape(db: &Database, model: &mut Model, rng: &mut StdRng) {
     }
 }
 
-fn show(hits: &[(Vec<u8>, u64, Vec<u8>)]) -> Vec<String> {
-    hits.iter()
-        .map(|(pk, seq, _)| format!("{}@{seq}", String::from_utf8_lossy(pk)))
-        .collect()
-}
-
 /// Ten rounds of [`check`].
 fn check_many(db: &Database, model: &Model, rng: &mut StdRng, what: &str) {
     for _ in 0..10 {
@@ -130,8 +124,8 @@ fn check(db: &Database, model: &Model, rng: &mut StdRng, what: &str) {
         assert!(
             got == want,
             "{what}: {name} range {lo}..={hi} limit {limit:?}: got {:?}, want {:?}",
-            show(&got),
-            show(&want)
+            common::show_hits(&got),
+            common::show_hits(&want)
         );
     }
 }

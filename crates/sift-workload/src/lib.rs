@@ -8,6 +8,7 @@
 //!   read- and update-heavy Mixed workloads ([`workload`]).
 //! * [`cli`] holds the arguments and body of `sift generate tweets`.
 
+#![forbid(unsafe_code)]
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod cli;

@@ -91,7 +91,8 @@ pub mod session;
 pub mod worker;
 
 use crate::catalog::IndexKind;
-use crate::database::{Collection, Database};
+use crate::collection::Collection;
+use crate::database::Database;
 use crate::error::{IndexError, Result};
 use parking_lot::{Mutex, RwLock};
 use queue::{Item, LagHistogram, RecoveredVersions, UpdateQueue};
@@ -625,7 +626,7 @@ fn varint32_at(bytes: &[u8], pos: usize) -> Option<(u32, usize)> {
 type Version = (SeqNo, Option<Vec<u8>>);
 
 /// Whether a collection has an asynchronous index.
-fn has_async_index(collection: &crate::database::Collection) -> bool {
+fn has_async_index(collection: &crate::collection::Collection) -> bool {
     collection
         .indexes
         .iter()

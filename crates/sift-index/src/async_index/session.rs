@@ -15,7 +15,8 @@
 
 use super::AsyncCore;
 use crate::catalog::Maintenance;
-use crate::database::{Collection, Database, Index, WriteOp};
+use crate::collection::{Collection, Index};
+use crate::database::{Database, WriteOp};
 use crate::encoding::{checked_range_bounds, value_bounds};
 use crate::envelope::EnvelopeRef;
 use crate::error::{IndexError, Result};

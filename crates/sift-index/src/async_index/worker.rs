@@ -53,7 +53,7 @@
 
 use super::queue::{forget_key, Item, UpdateQueue, WAKE_ITEMS};
 use super::AsyncCore;
-use crate::database::{Catalog, Index};
+use crate::collection::{Catalog, Index};
 use crate::encoding::encode_pk;
 use crate::envelope::EnvelopeRef;
 use crate::error::{IndexError, Result};

@@ -45,8 +45,7 @@ pub const ZONE_VALUE_BYTES_MAX: usize = 64;
 pub const BLOOM_BITS_MIN: u64 = 64;
 /// Probe counts are `round(bits_per_key × ln 2)` clamped to `1..=BLOOM_PROBES_MAX`.
 pub const BLOOM_PROBES_MAX: u32 = 30;
-/// Bits per key of an index that does not name its own.
-pub const DEFAULT_BLOOM_BITS_PER_KEY: u32 = 10;
+pub use crate::catalog::DEFAULT_BLOOM_BITS_PER_KEY;
 /// Largest bits per key an index may ask for.
 pub const BLOOM_BITS_PER_KEY_MAX: u32 = 1000;
 

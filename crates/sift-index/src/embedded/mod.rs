@@ -20,7 +20,7 @@ pub mod collector;
 pub mod memtable;
 pub mod query;
 
-use crate::database::Index;
+use crate::collection::Index;
 use crate::envelope::EnvelopeRef;
 use crate::error::{IndexError, Result};
 use crate::path::AttrPath;

@@ -21,7 +21,7 @@
 
 use super::collector::{block_seq_max, find_attr, value_hash, PropertyCorruption, COLLECTOR_NAME};
 use super::{BlockOrder, EmbeddedIndex};
-use crate::database::{Collection, Index};
+use crate::collection::{Collection, Index};
 use crate::envelope::EnvelopeRef;
 use crate::error::Result;
 use crate::query::{Hit, QueryStats, TopK};

@@ -34,7 +34,8 @@ use super::format::{
 };
 use super::{view_files, AttributeSpec, NextIndexState, Registry};
 use crate::catalog::IndexRecord;
-use crate::database::{BackfillProgress, Collection, Database, ProgressCallback};
+use crate::collection::Collection;
+use crate::database::{BackfillProgress, Database, ProgressCallback};
 use crate::error::{IndexError, Result};
 use crate::value::AttrType;
 use parking_lot::{Condvar, Mutex};

@@ -39,6 +39,8 @@ pub(crate) mod rtree;
 
 pub use build::{IndexBuildFailure, IndexBuildStatus, IndexBuildsAtOpen, SecondaryBlocksReport};
 
+pub use crate::catalog::{SplitDelta, Validation};
+
 use crate::catalog::{IndexKind, IndexRecord};
 use crate::embedded::memtable::MemtableMap;
 use crate::encoding::{decode_value, encode_value_to_vec};
@@ -52,7 +54,6 @@ use memo::{JobKey, UpdateMemo};
 use parking_lot::{Mutex, MutexGuard, RwLock};
 use query::QUERY_PAIRING_PATIENCE;
 use rtree::RTreeIndex;
-use serde::{Deserialize, Serialize};
 use sift_lsm::db::ComponentView;
 use sift_lsm::extension::{
     ChangeReason, CompactionObserver, DroppedEntry, JobKind, VersionChange, VersionListener,
@@ -62,92 +63,7 @@ use sift_lsm::version::FileMetaData;
 use sift_lsm::{Db, ReadOptions, SeqNo, Tree, TreeId, WriteBatch};
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
-use std::fmt;
-use std::str::FromStr;
 use std::sync::Arc;
-
-/// δ of the value-aware split (NEXT §4): a secondary block ends when the next entry would
-/// widen its value range by more than δ. int and time: a numeric gap (time in milliseconds);
-/// float: a numeric gap; string: a prefix length in bytes (every block keeps one prefix of that
-/// length of the encoded value); geo: degrees by which the point would widen or heighten the
-/// block's bounding rectangle. Finite and `>= 0` (a whole number for strings).
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct SplitDelta(f64);
-
-impl SplitDelta {
-    pub fn new(delta: f64) -> Option<SplitDelta> {
-        (delta.is_finite() && delta >= 0.0).then_some(SplitDelta(delta))
-    }
-    pub fn get(self) -> f64 {
-        self.0
-    }
-}
-
-impl PartialEq for SplitDelta {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.to_bits() == other.0.to_bits()
-    }
-}
-impl Eq for SplitDelta {}
-
-impl fmt::Display for SplitDelta {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
-    }
-}
-
-impl FromStr for SplitDelta {
-    type Err = String;
-    fn from_str(text: &str) -> std::result::Result<Self, String> {
-        text.parse::<f64>()
-            .ok()
-            .and_then(SplitDelta::new)
-            .ok_or_else(|| format!("bad split delta {text:?} (expected a number >= 0)"))
-    }
-}
-
-/// How `next` and `sst-local` queries tell a live version from a stale one.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Validation {
-    /// The update memo (pk → newest sequence number), GetLite where it cannot tell. Costs
-    /// every write a memory-only GetLite check (is there an older version?) to keep the memo.
-    Memo,
-    /// The engine's memory-only GetLite check; a primary read where it answers "maybe".
-    /// The default: writes cost nothing beyond the primary write, and queries measured as
-    /// fast as with the memo (`docs/format/secondary-index-blocks.md`, "Validation").
-    #[default]
-    GetLite,
-}
-
-impl Validation {
-    pub fn name(self) -> &'static str {
-        match self {
-            Validation::Memo => "memo",
-            Validation::GetLite => "get-lite",
-        }
-    }
-}
-
-impl fmt::Display for Validation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Validation {
-    type Err = String;
-    fn from_str(text: &str) -> std::result::Result<Self, String> {
-        match text {
-            "memo" => Ok(Validation::Memo),
-            "get-lite" | "getlite" => Ok(Validation::GetLite),
-            other => Err(format!(
-                "unknown validation {other:?} (expected memo or get-lite)"
-            )),
-        }
-    }
-}
 
 /// What the collector indexes for one attribute.
 #[derive(Debug, Clone)]

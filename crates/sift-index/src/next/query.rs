@@ -39,7 +39,8 @@ use super::format::{
 use super::global::Region;
 use super::memo::{MemoAnswer, UpdateMemo};
 use super::{encoded_attribute, geo_point, read_directory, NextIndexState, Registry, Validation};
-use crate::database::{Collection, Database, Index};
+use crate::collection::{Collection, Index};
+use crate::database::Database;
 use crate::envelope::EnvelopeRef;
 use crate::error::{IndexError, Result};
 use crate::geo::GeoBox;

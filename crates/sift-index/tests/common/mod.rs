@@ -130,3 +130,17 @@ pub fn random_entry<D: Clone>(
         .nth(rng.gen_range(0..model.len().max(1)))
         .map(|(pk, doc)| (pk.clone(), doc.clone()))
 }
+
+/// Query hits as `(pk, seq, doc)`, the shape [`newest_first`] returns.
+pub fn hit_tuples(hits: &[sift_index::Hit]) -> Vec<(Vec<u8>, u64, Vec<u8>)> {
+    hits.iter()
+        .map(|hit| (hit.pk.clone(), hit.seq, hit.doc.clone()))
+        .collect()
+}
+
+/// `pk@seq` of each hit, for failure messages.
+pub fn show_hits(hits: &[(Vec<u8>, u64, Vec<u8>)]) -> Vec<String> {
+    hits.iter()
+        .map(|(pk, seq, _)| format!("{}@{seq}", String::from_utf8_lossy(pk)))
+        .collect()
+}

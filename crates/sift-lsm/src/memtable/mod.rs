@@ -430,7 +430,7 @@ impl MemtableIterator {
     /// Positions at `node` (of `self.memtable`, may be null) if it belongs to our tree.
     /// Invariant: `current` is null or a node of `self.memtable`'s skiplist.
     fn set_current(&mut self, node: *const Node) {
-        // SAFETY (`node_key`): `node` is not null and was returned by a search of
+        // SAFETY: `node_key` runs only when `node` is not null; it was returned by a search of
         // `self.memtable.list`, which `self.memtable` keeps alive.
         self.current = if !node.is_null() && tree_of(unsafe { node_key(node) }) == self.tree {
             node

@@ -381,6 +381,7 @@ impl<O: KeyOrder> SkipList<O> {
                 // SAFETY: `node` is the head or was reached at a level `>= level`; `next`,
                 // when not null, is a published node.
                 let next = unsafe { Self::next(node, level) };
+                // SAFETY: `before` runs only when `next` is not null: a published node.
                 if next.is_null() || !unsafe { Self::before(next, key, or_equal) } {
                     successor = next;
                     break;
@@ -406,6 +407,7 @@ impl<O: KeyOrder> SkipList<O> {
             // SAFETY: `node` is `start` (caller) or was reached at `level`; `next`, when not
             // null, is a published node.
             let next = unsafe { Self::next(node, level) };
+            // SAFETY: `before` runs only when `next` is not null: a published node.
             if next.is_null() || !unsafe { Self::before(next, key, false) } {
                 return (node, next);
             }
@@ -692,13 +694,14 @@ mod tests {
             let got = (!found.is_null()).then(|| unsafe { Node::key(found).to_vec() });
             assert_eq!(got, expected.get(at).map(|e| e.0.clone()), "seed {seed}");
             let found = list.seek_before(&probe, false);
+            // SAFETY: published nodes.
             let got = (!found.is_null()).then(|| unsafe { Node::key(found).to_vec() });
             let want = at.checked_sub(1).map(|i| expected[i].0.clone());
             assert_eq!(got, want, "seed {seed}");
         }
         let last = list.last();
-        // SAFETY: a published node.
         assert_eq!(
+            // SAFETY: a published node.
             unsafe { Node::key(last) },
             expected.last().map(|e| e.0.as_slice()).unwrap_or_default()
         );

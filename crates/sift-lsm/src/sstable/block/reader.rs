@@ -43,6 +43,7 @@ pub struct MappedRange {
 // SAFETY: the range is read-only memory of a mapping owned by `_file` (itself Send + Sync),
 // which stays mapped and unmodified for as long as `_file` lives.
 unsafe impl Send for MappedRange {}
+// SAFETY: as for `Send`: shared references only read the mapped bytes.
 unsafe impl Sync for MappedRange {}
 
 impl MappedRange {

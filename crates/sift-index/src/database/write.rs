@@ -1,0 +1,472 @@
+//! The write path: documents parsed outside the write lock, then one engine batch per write
+//! over the primary tree and every synchronously maintained index (`Database::build_batch`).
+
+use super::{corrupt_document, Database, WriteOp};
+use crate::catalog::{IndexKind, Maintenance};
+use crate::collection::Collection;
+use crate::deferred::{deferred_key, is_deferred};
+use crate::encoding::encode_pk;
+use crate::envelope::EnvelopeRef;
+use crate::error::{IndexError, Result};
+use crate::postings::{decode_postings, encode_postings, Posting};
+use sift_lsm::{SeqNo, WriteBatch};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+/// (index position, pk, new live value and seq) for a memory index, applied after the write.
+type MemoryUpdate = (usize, Vec<u8>, Option<(Vec<u8>, SeqNo)>);
+
+/// What `build_batch` gathers for the layers that act around the commit.
+#[derive(Default)]
+struct AroundCommit {
+    /// (pk, seq, an older version surely exists) for the update memo of `next` indexes.
+    memo_writes: Vec<(Vec<u8>, SeqNo, bool)>,
+    /// DELETEs the deferred fast path put in the batch (counted once it commits).
+    deferred_fast_path_deletes: u64,
+}
+
+/// A parsed write, ready to apply.
+enum Prepared {
+    Put { pk: Vec<u8>, envelope: Vec<u8> },
+    Delete { pk: Vec<u8> },
+}
+
+impl Database {
+    /// Stores a JSON document (replacing the one with the same primary key); returns the
+    /// sequence number of the stored version.
+    pub fn put(&self, collection: &str, json: &[u8]) -> Result<SeqNo> {
+        self.write(collection, &[WriteOp::Put(json)])?
+            .first()
+            .copied()
+            .flatten()
+            .ok_or_else(|| IndexError::Internal("a put returned no sequence number".into()))
+    }
+
+    /// Deletes a document; `None` if there was none. In a collection with a `deferred` index
+    /// and no index that needs the old version, deletes are blind: a tombstone is written and
+    /// its sequence number returned whether or not the document existed.
+    pub fn delete(&self, collection: &str, pk: &[u8]) -> Result<Option<SeqNo>> {
+        Ok(self
+            .write(collection, &[WriteOp::Delete(pk)])?
+            .first()
+            .copied()
+            .flatten())
+    }
+
+    /// Applies the writes atomically, in order (one engine batch). Returns each write's
+    /// sequence number (`None` for a delete of a missing document, unless deletes are blind:
+    /// see [`Database::delete`]). If any document is bad, or a unique index would get a value
+    /// another live document holds (`IndexError::UniqueViolation`), nothing is written.
+    pub fn write(&self, collection_name: &str, ops: &[WriteOp<'_>]) -> Result<Vec<Option<SeqNo>>> {
+        let mut collection = self.collection_arc(collection_name)?;
+        let mut prepared = Self::prepare(&collection, ops)?;
+        let _guard = self.lock_writes();
+        let current = self.collection_arc(collection_name)?;
+        if !Arc::ptr_eq(&current, &collection) {
+            // The indexes changed while we parsed: parse again with the current attributes.
+            collection = current;
+            prepared = Self::prepare(&collection, ops)?;
+        }
+        self.apply_locked(&collection, prepared)
+    }
+
+    fn prepare(collection: &Collection, ops: &[WriteOp<'_>]) -> Result<Vec<Prepared>> {
+        ops.iter()
+            .map(|op| match op {
+                WriteOp::Put(json) => {
+                    let (pk, envelope) = collection.parser.parse_stored(json)?;
+                    Ok(Prepared::Put { pk, envelope })
+                }
+                WriteOp::Delete(pk) => {
+                    if pk.is_empty() || pk.len() > crate::error::MAX_PRIMARY_KEY_BYTES {
+                        return Err(IndexError::InvalidPrimaryKey {
+                            field: collection.record.pk_path.clone(),
+                            found: format!("a key of {} bytes", pk.len()),
+                        });
+                    }
+                    Ok(Prepared::Delete { pk: pk.to_vec() })
+                }
+            })
+            .collect()
+    }
+
+    fn apply_locked(
+        &self,
+        collection: &Collection,
+        prepared: Vec<Prepared>,
+    ) -> Result<Vec<Option<SeqNo>>> {
+        let mut results = Vec::with_capacity(prepared.len());
+        let mut memory_updates: Vec<MemoryUpdate> = Vec::new();
+        let mut queued: Option<(SeqNo, SeqNo)> = None;
+        // The batch is built for the first sequence number the engine will give it, under the
+        // engine's commit lock: postings and memory entries carry their version's number.
+        let memo_tree = collection.primary.id();
+        let mut memo_undo = None;
+        let mut attempted_last: Option<SeqNo> = None;
+        let mut fast_path_deletes = 0;
+        let has_async = collection
+            .indexes
+            .iter()
+            .any(|index| index.record.maintenance.is_async());
+        let written = self.engine.write_sequenced(&self.write_options, |base| {
+            // (pk, seq, an older version surely exists) for the update memo of `next` indexes.
+            let mut around = AroundCommit::default();
+            let mut batch = self.build_batch(
+                collection,
+                prepared,
+                base,
+                &mut results,
+                &mut memory_updates,
+                &mut around,
+            )?;
+            if !batch.is_empty() {
+                attempted_last = Some(base + batch.len() as u64 - 1);
+            }
+            let AroundCommit {
+                memo_writes,
+                deferred_fast_path_deletes,
+            } = around;
+            fast_path_deletes = deferred_fast_path_deletes;
+            if !batch.is_empty() && !memo_writes.is_empty() {
+                // The memo learns of the writes before they become visible (see
+                // `next/memo.rs`); undone below if the commit fails.
+                memo_undo = Some(self.next.record_writes(
+                    memo_tree,
+                    &memo_writes,
+                    &mut |pk: &[u8]| {
+                        self.engine
+                            .newer_version_exists_above(
+                                &collection.primary,
+                                pk,
+                                0,
+                                sift_lsm::ComponentId::Level(usize::MAX),
+                            )
+                            .map_or(true, |answer| answer != sift_lsm::NewerVersion::No)
+                    },
+                ));
+            }
+            if has_async && !batch.is_empty() {
+                // A batch the commit refuses must not leave queued updates that another
+                // write's sequence numbers could make look committed (the memo and the
+                // embedded maps are undone instead). Checked here, the commit does not check
+                // it again.
+                self.engine.check_batch(&mut batch)?;
+                // Queued before the sequence numbers are published (see `async_index`).
+                queued = Some((base, base + batch.len() as u64));
+                // The primary's entries of the batch are the documents to index.
+                self.async_index.enqueue(
+                    &collection.record.name,
+                    collection.primary.id(),
+                    &batch,
+                    base,
+                );
+            }
+            Ok::<_, IndexError>(batch)
+        });
+        if let Err(error) = written {
+            if let Some((first, last)) = queued {
+                self.async_index.cancel(first, last);
+            }
+            if let Some(undo) = memo_undo {
+                self.next.undo_writes(memo_tree, undo);
+            }
+            // The embedded maps may hold versions that were never written (their sequence
+            // numbers may go to other writes): distrust them, so queries scan the memtables
+            // until a flush.
+            if let Some(last) = attempted_last {
+                self.next
+                    .distrust_memtable_maps(memo_tree, last.max(self.engine.latest_sequence()));
+                for index in &collection.indexes {
+                    if let Some(embedded) = &index.embedded {
+                        embedded
+                            .map
+                            .prune_through(last.max(self.engine.latest_sequence()));
+                    }
+                }
+            }
+            return Err(error);
+        }
+        if queued.is_some() {
+            self.async_index.committed();
+        }
+        self.deferred.fast_path_deletes_written(fast_path_deletes);
+        for (position, pk, value) in memory_updates {
+            if let Some(memory) = &collection.indexes[position].memory {
+                memory.set(&pk, value.as_ref().map(|(v, seq)| (v.as_slice(), *seq)));
+            }
+        }
+        Ok(results)
+    }
+
+    /// The engine batch of `prepared` if its first entry gets sequence number `base`; fills
+    /// `results` (each write's sequence number) and `memory_updates`.
+    fn build_batch(
+        &self,
+        collection: &Collection,
+        prepared: Vec<Prepared>,
+        base: SeqNo,
+        results: &mut Vec<Option<SeqNo>>,
+        memory_updates: &mut Vec<MemoryUpdate>,
+        around: &mut AroundCommit,
+    ) -> Result<WriteBatch> {
+        let name = &collection.record.name;
+        let needs_old = collection.indexes.iter().any(|index| {
+            index.record.maintenance == Maintenance::SyncFull
+                && index.record.kind != IndexKind::Memory
+        });
+        // Deferred indexes make deletes blind when no index needs the old version: a tombstone
+        // is written (and a sequence number returned) whether or not the document existed.
+        let blind_deletes = !needs_old && collection.indexes.iter().any(|i| is_deferred(i));
+        // The deferred fast path: DELETEs of a shadowed version known without a disk read.
+        let deferred_fast_path =
+            self.deferred.fast_path() && collection.indexes.iter().any(|i| is_deferred(i));
+        let mut memtables: Option<crate::deferred::MemtableVersions> = None;
+        let mut unique_claims = crate::unique::UniqueClaims::default();
+        // Room for the primary entries (index entries, if any, grow it): no reallocation per
+        // entry of a batch of puts.
+        const ENTRY_OVERHEAD_BYTES: usize = 16;
+        let primary_bytes = prepared
+            .iter()
+            .map(|op| match op {
+                Prepared::Put { pk, envelope } => pk.len() + envelope.len() + ENTRY_OVERHEAD_BYTES,
+                Prepared::Delete { pk } => pk.len() + ENTRY_OVERHEAD_BYTES,
+            })
+            .sum();
+        let mut batch = WriteBatch::with_capacity(primary_bytes);
+        // Versions written earlier in this batch, so a second write of a pk sees the first.
+        let mut pending: HashMap<Vec<u8>, Option<(Vec<u8>, SeqNo)>> = HashMap::new();
+        // Eager posting lists touched by this batch: (index position, encoded value) -> list.
+        let mut lists: BTreeMap<(usize, Vec<u8>), Vec<Posting>> = BTreeMap::new();
+        let memo_tree = collection.primary.id();
+        let track_memo = self.next.has_memo(memo_tree);
+        // `next` / `sst-local`: their maps of the writes still in memtables.
+        let next_states = self.next.indexes_of(memo_tree);
+        for op in prepared {
+            let (pk, new_envelope) = match op {
+                Prepared::Put { pk, envelope } => (pk, Some(envelope)),
+                Prepared::Delete { pk } => (pk, None),
+            };
+            let old_read = needs_old || (new_envelope.is_none() && !blind_deletes);
+            let old = if old_read {
+                match pending.get(&pk) {
+                    Some(version) => version.clone(),
+                    None => self
+                        .engine
+                        .get(&collection.primary, &pk)?
+                        .map(|entry| (entry.value, entry.seq)),
+                }
+            } else {
+                None
+            };
+            if new_envelope.is_none() && old.is_none() && !blind_deletes {
+                results.push(None);
+                continue;
+            }
+            let old_envelope = match &old {
+                Some((bytes, seq)) => Some((
+                    EnvelopeRef::decode(bytes).map_err(|e| corrupt_document(name, &pk, &e))?,
+                    *seq,
+                )),
+                None => None,
+            };
+            // The version this write shadows, for the deferred fast path when `old` was not read:
+            // from this batch, or from the primary's memtables (memory only).
+            let fast_old = if !deferred_fast_path || old_read {
+                None
+            } else if let Some(version) = pending.get(&pk) {
+                version.clone()
+            } else {
+                crate::deferred::MemtableVersions::live(
+                    &mut memtables,
+                    &self.engine,
+                    &collection.primary,
+                    &pk,
+                )?
+            };
+            let fast_old_envelope = match &fast_old {
+                Some((bytes, seq)) => Some((
+                    EnvelopeRef::decode(bytes).map_err(|e| corrupt_document(name, &pk, &e))?,
+                    *seq,
+                )),
+                None => None,
+            };
+            let shadowed = if !deferred_fast_path {
+                None
+            } else if old_read {
+                old_envelope.as_ref()
+            } else {
+                fast_old_envelope.as_ref()
+            };
+            let seq = base + batch.len() as u64;
+            if track_memo {
+                let surely_older = old.is_some() || pending.get(&pk).is_some_and(Option::is_some);
+                around.memo_writes.push((pk.clone(), seq, surely_older));
+            }
+            match &new_envelope {
+                Some(bytes) => batch.put(&collection.primary, &pk, bytes),
+                None => batch.delete(&collection.primary, &pk),
+            }
+            let new_ref = match &new_envelope {
+                Some(bytes) => {
+                    Some(EnvelopeRef::decode(bytes).map_err(|e| corrupt_document(name, &pk, &e))?)
+                }
+                None => None,
+            };
+            for (position, index) in collection.indexes.iter().enumerate() {
+                if index.record.maintenance.is_async() {
+                    continue; // applied by the workers (`async_index`)
+                }
+                if index.record.kind == IndexKind::Embedded {
+                    // Recorded before the engine write (see `embedded/memtable.rs`); the old
+                    // version plays no part. First in the loop, so a put to a collection with
+                    // an embedded index runs little code beyond the primary write.
+                    if let (Some(embedded), Some(envelope)) = (&index.embedded, &new_ref) {
+                        if let Some(value) = index.encoded_value(envelope, seq) {
+                            embedded.map.insert(&value, seq, &pk);
+                        }
+                    }
+                    continue;
+                }
+                let old_value = old_envelope.as_ref().and_then(|(envelope, old_seq)| {
+                    index
+                        .encoded_value(envelope, *old_seq)
+                        .map(|v| (v, *old_seq))
+                });
+                let new_value = new_ref
+                    .as_ref()
+                    .and_then(|envelope| index.encoded_value(envelope, seq));
+                let sync_full = index.record.maintenance == Maintenance::SyncFull;
+                match index.record.kind {
+                    IndexKind::Composite if is_deferred(index) => {
+                        // Blind: the old version's entry is cancelled when the primary drops it,
+                        // and now already if it is known without a disk read (`deferred.rs`).
+                        if let Some((envelope, old_seq)) = shadowed {
+                            if let Some(old_value) = index.encoded_value(envelope, *old_seq) {
+                                batch.delete(
+                                    index.stand_alone_tree()?,
+                                    &deferred_key(&old_value, *old_seq, &pk),
+                                );
+                                around.deferred_fast_path_deletes += 1;
+                            }
+                        }
+                        if let Some(new_value) = &new_value {
+                            batch.put(
+                                index.stand_alone_tree()?,
+                                &deferred_key(new_value, seq, &pk),
+                                b"",
+                            );
+                        }
+                    }
+                    IndexKind::Composite => {
+                        let tree = index.stand_alone_tree()?;
+                        if index.record.unique {
+                            unique_claims.claim_composite(
+                                &self.engine,
+                                position,
+                                index,
+                                &pk,
+                                old_value.as_ref().map(|(v, _)| v.as_ref()),
+                                new_value.as_deref(),
+                            )?;
+                        }
+                        if let (true, Some((old_value, _))) = (sync_full, &old_value) {
+                            if new_value.as_deref() != Some(old_value.as_ref()) {
+                                let mut key = old_value.to_vec();
+                                encode_pk(&pk, &mut key);
+                                batch.delete(tree, &key);
+                            }
+                        }
+                        if let Some(new_value) = &new_value {
+                            let mut key = new_value.to_vec();
+                            encode_pk(&pk, &mut key);
+                            batch.put(tree, &key, b"");
+                        }
+                    }
+                    IndexKind::Eager => {
+                        let tree = index.stand_alone_tree()?;
+                        let mut load = |value: &[u8]| -> Result<()> {
+                            if let std::collections::btree_map::Entry::Vacant(slot) =
+                                lists.entry((position, value.to_vec()))
+                            {
+                                let list = match self.engine.get(tree, value)? {
+                                    Some(entry) => decode_postings(&entry.value)?,
+                                    None => Vec::new(),
+                                };
+                                slot.insert(list);
+                            }
+                            Ok(())
+                        };
+                        if let Some((old_value, _)) = &old_value {
+                            load(old_value)?;
+                        }
+                        if let Some(new_value) = &new_value {
+                            load(new_value)?;
+                        }
+                        if let (true, Some(new_value)) = (index.record.unique, &new_value) {
+                            let taken = lists
+                                .get(&(position, new_value.to_vec()))
+                                .is_some_and(|list| list.iter().any(|p| p.pk != pk));
+                            if taken {
+                                return Err(crate::unique::violation(index, new_value));
+                            }
+                        }
+                        if let Some((old_value, _)) = &old_value {
+                            if let Some(list) = lists.get_mut(&(position, old_value.to_vec())) {
+                                list.retain(|posting| posting.pk != pk);
+                            }
+                        }
+                        if let Some(new_value) = &new_value {
+                            if let Some(list) = lists.get_mut(&(position, new_value.to_vec())) {
+                                list.retain(|posting| posting.pk != pk);
+                                list.insert(0, Posting::add(&pk, seq));
+                            }
+                        }
+                    }
+                    IndexKind::Lazy => {
+                        let tree = index.stand_alone_tree()?;
+                        if let (true, Some((old_value, old_seq))) = (sync_full, &old_value) {
+                            batch.merge(
+                                tree,
+                                old_value,
+                                &encode_postings(&[Posting::remove(&pk, *old_seq)]),
+                            );
+                        }
+                        if let Some(new_value) = &new_value {
+                            batch.merge(
+                                tree,
+                                new_value,
+                                &encode_postings(&[Posting::add(&pk, seq)]),
+                            );
+                        }
+                    }
+                    IndexKind::SstLocal | IndexKind::Next => {
+                        // Recorded before the engine write, like the embedded map.
+                        let state = next_states.iter().find(|s| s.index_id == index.record.id);
+                        if let (Some(state), Some(value)) = (state, &new_value) {
+                            state.memtable.insert(value, seq, &pk);
+                        }
+                    }
+                    IndexKind::Embedded => {} // handled at the top of the loop
+                    IndexKind::Memory => {
+                        memory_updates.push((
+                            position,
+                            pk.clone(),
+                            new_value.map(|value| (value.into_owned(), seq)),
+                        ));
+                    }
+                }
+            }
+            results.push(Some(seq));
+            pending.insert(pk, new_envelope.map(|bytes| (bytes, seq)));
+        }
+        for ((position, value), list) in &lists {
+            let tree = collection.indexes[*position].stand_alone_tree()?;
+            if list.is_empty() {
+                batch.delete(tree, value);
+            } else {
+                batch.put(tree, value, &encode_postings(list));
+            }
+        }
+        Ok(batch)
+    }
+}
