@@ -566,12 +566,6 @@ impl Registry {
         let state = self.index(primary.id(), index_id).ok_or_else(|| {
             IndexError::Internal(format!("index {index_id} is not a registered next index"))
         })?;
-        if state.global.is_none() {
-            return Err(IndexError::Internal(format!(
-                "index {index_id} has no global index (kind {})",
-                state.kind
-            )));
-        }
         let attr_id = state.spec.attr_id;
         // Before the global lock: the version listener takes the registry's lock, then it.
         let side_tree = self.side_tree(primary.id());
@@ -583,7 +577,8 @@ impl Registry {
         )?;
         let Some(global) = global else {
             return Err(IndexError::Internal(format!(
-                "index {index_id} lost its global index"
+                "index {index_id} has no global index (kind {})",
+                state.kind
             )));
         };
         if !in_step {
