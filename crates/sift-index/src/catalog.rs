@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use sift_lsm::SeqNo;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 /// Name of the engine tree holding the catalog.
 pub const CATALOG_TREE: &str = "sift.catalog";
@@ -42,6 +43,22 @@ pub enum IndexKind {
 }
 
 impl IndexKind {
+    /// Why asynchronous maintenance does not apply to this kind, if it does not.
+    pub(crate) fn async_unsupported(self) -> Option<&'static str> {
+        match self {
+            IndexKind::Composite => None,
+            _ => Some(
+                "asynchronous maintenance (async-simple, async-session) is implemented for composite indexes only",
+            ),
+        }
+    }
+
+    /// `next` and `sst-local`: created online (writes go on while older tables get their
+    /// secondary blocks), with their own progress reports.
+    pub fn builds_online(self) -> bool {
+        matches!(self, IndexKind::SstLocal | IndexKind::Next)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             IndexKind::Composite => "composite",
@@ -194,6 +211,123 @@ pub struct IndexSpec {
 }
 
 impl IndexSpec {
+    /// The maintenance this spec asks for (or its kind's default), once the combination of
+    /// kind, maintenance and options is checked; `Err` says what is wrong.
+    pub fn checked_maintenance(&self) -> std::result::Result<Maintenance, String> {
+        let maintenance = self
+            .maintenance
+            .unwrap_or_else(|| self.kind.default_maintenance());
+        let invalid = |reason: &str| reason.to_string();
+        match (self.kind, maintenance) {
+            (IndexKind::Eager, Maintenance::SyncInsert) => {
+                return Err(invalid(
+                    "an eager index is maintained sync-full (its posting lists are read-modify-written)",
+                ))
+            }
+            (IndexKind::Memory, Maintenance::SyncInsert) => {
+                return Err(invalid("a memory index is always exact (sync-full)"))
+            }
+            (IndexKind::SstLocal | IndexKind::Next, Maintenance::SyncFull) => {
+                return Err(invalid(
+                    "sst-local and next indexes are maintained sync-insert (queries validate)",
+                ))
+            }
+            (IndexKind::Embedded, Maintenance::SyncFull) => {
+                return Err(invalid(
+                    "an embedded index writes nothing at write time, so there is nothing to \
+                     remove (sync-full); queries validate every candidate (sync-insert)",
+                ))
+            }
+            (
+                IndexKind::Eager
+                | IndexKind::Lazy
+                | IndexKind::Memory
+                | IndexKind::SstLocal
+                | IndexKind::Next
+                | IndexKind::Embedded,
+                Maintenance::Deferred,
+            ) => {
+                return Err(invalid(
+                    "deferred maintenance applies to composite indexes only (its DELETEs cancel entries that carry their version's sequence number)",
+                ))
+            }
+            _ => {}
+        }
+        self.check_next_options()?;
+        match (self.kind, self.bloom_bits_per_key) {
+            (IndexKind::Embedded, Some(bits)) if bits == 0 || bits > BLOOM_BITS_PER_KEY_MAX => {
+                return Err(invalid(&format!(
+                    "bloom bits per key must be 1 to {BLOOM_BITS_PER_KEY_MAX}, got {bits}"
+                )))
+            }
+            (IndexKind::Embedded, _) | (_, None) => {}
+            (_, Some(_)) => {
+                return Err(invalid("bloom bits per key apply to embedded indexes only"))
+            }
+        }
+        if self.read_repair && self.kind == IndexKind::Embedded {
+            return Err(invalid(
+                "an embedded index has no entries to repair (read repair does not apply)",
+            ));
+        }
+        let maintenance = if self.unique && self.maintenance.is_none() {
+            Maintenance::SyncFull
+        } else {
+            maintenance
+        };
+        if self.unique {
+            if maintenance != Maintenance::SyncFull {
+                return Err(invalid(
+                    "a unique index must be sync-full: checking that no other live document has the value needs an exact index, read at write (deferred and insert-only maintenance leave stale entries that would make the check wrong)",
+                ));
+            }
+            if !matches!(self.kind, IndexKind::Composite | IndexKind::Eager) {
+                return Err(invalid(
+                    "unique indexes are composite or eager (the kinds whose sync-full entries are read at write)",
+                ));
+            }
+        }
+        if let (true, Some(reason)) = (maintenance.is_async(), self.kind.async_unsupported()) {
+            return Err(invalid(reason));
+        }
+        if self.read_repair && maintenance != Maintenance::SyncInsert {
+            return Err(invalid(
+                "read repair applies to sync-insert maintenance only",
+            ));
+        }
+        Ok(maintenance)
+    }
+
+    /// `next` / `sst-local` options: split delta and validation only for them, no read repair.
+    fn check_next_options(&self) -> std::result::Result<(), String> {
+        let ours = matches!(self.kind, IndexKind::SstLocal | IndexKind::Next);
+        if !ours {
+            if self.split_delta.is_some() || self.validation.is_some() {
+                return Err(format!(
+                    "split delta and validation apply to sst-local and next indexes, not {}",
+                    self.kind
+                ));
+            }
+            return Ok(());
+        }
+        if self.read_repair {
+            return Err(format!(
+                "{} indexes have no entries to repair (they live in the primary tree's tables)",
+                self.kind
+            ));
+        }
+        if let (AttrType::String, Some(delta)) = (self.attr_type, self.split_delta) {
+            if delta.get().fract() != 0.0 {
+                return Err(format!(
+                    "for a string attribute the split delta is a prefix length in bytes, not {delta}"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl IndexSpec {
     pub fn new(name: &str, path: &str, attr_type: AttrType, kind: IndexKind) -> IndexSpec {
         IndexSpec {
             name: name.to_string(),
@@ -335,6 +469,9 @@ pub fn check_name(what: &str, name: &str) -> Result<()> {
 /// Bits per key of an embedded index that does not name its own.
 pub const DEFAULT_BLOOM_BITS_PER_KEY: u32 = 10;
 
+/// Largest bloom bits per key an embedded index accepts.
+pub const BLOOM_BITS_PER_KEY_MAX: u32 = 1000;
+
 /// δ of the value-aware split (NEXT §4): a secondary block ends when the next entry would
 /// widen its value range by more than δ. int and time: a numeric gap (time in milliseconds);
 /// float: a numeric gap; string: a prefix length in bytes (every block keeps one prefix of that
@@ -417,3 +554,15 @@ impl FromStr for Validation {
         }
     }
 }
+
+/// Progress of an index back-fill (at `create_index`, or at open for a `building` index) or of
+/// a memory-index rebuild at open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackfillProgress {
+    pub collection: String,
+    pub index: String,
+    pub documents_done: u64,
+    pub finished: bool,
+}
+
+pub type ProgressCallback = Arc<dyn Fn(&BackfillProgress) + Send + Sync>;

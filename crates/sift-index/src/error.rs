@@ -3,7 +3,7 @@
 //! Every message names what was wrong (the attribute path, the expected type, what was found),
 //! so a CLI can print it as is.
 
-use crate::value::AttrType;
+use crate::attr_type::{AttrType, UnknownAttrType};
 
 /// Longest indexed string value, in UTF-8 bytes. Longer strings are rejected (or left unindexed,
 /// depending on the parser's policy) because they would make huge index keys.
@@ -156,6 +156,14 @@ pub enum IndexError {
 
     #[error("the session expired after {idle_seconds} seconds without use; start a new session")]
     SessionExpired { idle_seconds: u64 },
+}
+
+impl From<UnknownAttrType> for IndexError {
+    fn from(error: UnknownAttrType) -> IndexError {
+        IndexError::InvalidSchema {
+            reason: error.to_string(),
+        }
+    }
 }
 
 impl IndexError {

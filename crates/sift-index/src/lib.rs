@@ -1,13 +1,12 @@
 //! Sift's secondary-index layer: collections of JSON documents with secondary indexes, over
 //! one `sift_lsm::Db`.
 //!
-//! Foundations: typed attribute values ([`value`]), memcomparable encodings and composite keys
-//! ([`encoding`]), attribute paths ([`path`]), the stored document envelope ([`envelope`]) and
-//! the write-time document parser ([`document`]). On top: the catalog ([`catalog`]), the
-//! [`Database`] with its write path ([`database`]), posting lists and the lazy merge operator
-//! ([`postings`]), the in-memory index ([`memory`]) and the queries ([`query`], spatial:
-//! [`geo`]); asynchronous maintenance and sessions ([`async_index`]). Byte layouts:
-//! `docs/format/index-encodings.md`.
+//! Three layers, imported downwards only (`ARCHITECTURE.md`, "crates/sift-index"):
+//! foundations (typed values, encodings, paths, the document envelope and parser, the catalog's
+//! records and specs); `kind/`, the `SecondaryIndex` trait every index kind implements, with the
+//! types the kinds share, and one folder per kind (`composite/`, `eager/`, `lazy/`, `memory/`,
+//! `embedded/`, `next/`, `deferred/`); and the [`Database`] (`database/`), which reaches a kind
+//! only through the trait. Byte layouts: `docs/format/index-encodings.md`.
 //!
 //! # Storage
 //! - Catalog tree `sift.catalog`: JSON records of collections and indexes (state
@@ -18,7 +17,7 @@
 //!   `enc(value) ‖ encode_pk(pk)` with empty values; `eager` and `lazy` keys `enc(value)` with
 //!   posting lists / fragments. `memory` indexes have no tree: `Database::close` saves each to
 //!   a snapshot file, loaded at the next open if it matches the engine's state; otherwise
-//!   (crash, damage) they are rebuilt by a scan at open ([`memory_snapshot`]).
+//!   (crash, damage) they are rebuilt by a scan at open (`memory/snapshot.rs`).
 //! - `sst-local` and `next` indexes have no tree: a block property collector writes sorted
 //!   secondary index blocks into every SSTable of the primary tree, and `next` keeps an
 //!   in-memory global index over them, rebuilt at open ([`next`];
@@ -30,7 +29,7 @@
 //!   and are cleaned by DELETEs that the primary's flushes and compactions emit through a
 //!   compaction observer ([`deferred`]).
 //! - Unique indexes (composite or eager, sync-full) reject a write whose value another live
-//!   document holds ([`unique`]).
+//!   document holds (`kind/unique.rs`).
 //! - Every write (a put, a delete, or a batch of them) is ONE engine `WriteBatch` over the
 //!   primary tree and every stand-alone index tree. Per document the primary entry comes
 //!   first, so the document's sequence number is the one its entry got.
@@ -76,32 +75,34 @@
 
 #![forbid(unsafe_code)]
 pub mod async_index;
+mod attr_type;
 pub mod catalog;
-pub(crate) mod collection;
-pub mod composite_seq;
+pub mod composite;
 pub mod database;
 pub mod deferred;
 pub mod document;
+mod eager;
 pub mod embedded;
 pub mod encoding;
 pub mod envelope;
 pub mod error;
 pub mod geo;
 pub mod memory;
-pub mod memory_snapshot;
+
+mod kind;
+pub mod lazy;
 pub mod next;
 pub mod path;
 pub mod postings;
 mod projection;
-pub mod query;
+pub mod session;
 mod time;
-pub mod unique;
+
 pub mod value;
 mod zorder;
 
-pub use async_index::{
-    AsyncIndexOptions, AsyncIndexStats, Session, SessionConsistency, SessionQueryResult, TestHook,
-};
+pub use async_index::{AsyncIndexOptions, AsyncIndexStats, TestHook};
+pub use attr_type::UnknownAttrType;
 pub use catalog::{IndexKind, IndexRecord, IndexSpec, IndexState, Maintenance};
 pub use database::{
     BackfillProgress, CollectionInfo, Database, DatabaseOptions, OpenTimings, ProgressCallback,
@@ -119,12 +120,13 @@ pub use error::{
     MAX_PRIMARY_KEY_BYTES, MAX_STRING_VALUE_BYTES,
 };
 pub use geo::GeoBox;
-pub use memory_snapshot::MemoryIndexOrigin;
+pub use kind::query::{Hit, QueryResult, QueryStats};
+pub use memory::snapshot::MemoryIndexOrigin;
 pub use next::{
     GlobalIndexReport, GlobalIndexStats, IndexBuildFailure, IndexBuildStatus, IndexBuildsAtOpen,
     SecondaryBlocksReport, SplitDelta, Validation,
 };
 pub use path::AttrPath;
-pub use query::{Hit, QueryResult, QueryStats};
+pub use session::{Session, SessionConsistency, SessionQueryResult};
 pub use sift_lsm::SeqNo;
 pub use value::{AttrType, AttrValue};

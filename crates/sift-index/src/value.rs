@@ -3,78 +3,13 @@
 
 use std::cmp::Ordering;
 use std::fmt;
-use std::str::FromStr;
 
 use serde_json::Value;
 
+pub use crate::attr_type::AttrType;
 use crate::error::{IndexError, Result, MAX_STRING_VALUE_BYTES};
 use crate::time::{format_rfc3339_ms, parse_rfc3339_ms};
 use crate::zorder::zorder;
-
-/// The declared type of an indexed attribute. The discriminant is the type byte stored in
-/// envelopes (see `docs/format/index-encodings.md`).
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
-#[repr(u8)]
-pub enum AttrType {
-    Int = 1,
-    Float = 2,
-    String = 3,
-    Time = 4,
-    Geo = 5,
-}
-
-impl AttrType {
-    pub const ALL: [AttrType; 5] = [
-        AttrType::Int,
-        AttrType::Float,
-        AttrType::String,
-        AttrType::Time,
-        AttrType::Geo,
-    ];
-
-    /// The byte that identifies this type in an envelope.
-    pub fn type_byte(self) -> u8 {
-        self as u8
-    }
-
-    pub fn from_type_byte(byte: u8) -> Option<AttrType> {
-        AttrType::ALL.into_iter().find(|t| t.type_byte() == byte)
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            AttrType::Int => "int",
-            AttrType::Float => "float",
-            AttrType::String => "string",
-            AttrType::Time => "time",
-            AttrType::Geo => "geo",
-        }
-    }
-}
-
-impl fmt::Display for AttrType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for AttrType {
-    type Err = IndexError;
-
-    fn from_str(text: &str) -> Result<AttrType> {
-        AttrType::ALL
-            .into_iter()
-            .find(|t| t.name() == text)
-            .ok_or_else(|| IndexError::InvalidSchema {
-                reason: format!(
-                    "unknown attribute type `{text}` (expected int, float, string, time or geo)"
-                ),
-            })
-    }
-}
 
 /// One typed attribute value.
 ///

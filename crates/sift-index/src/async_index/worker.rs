@@ -53,10 +53,10 @@
 
 use super::queue::{forget_key, Item, UpdateQueue, WAKE_ITEMS};
 use super::AsyncCore;
-use crate::collection::{Catalog, Index};
 use crate::encoding::encode_pk;
 use crate::envelope::EnvelopeRef;
 use crate::error::{IndexError, Result};
+use crate::kind::{Catalog, Index};
 use parking_lot::RwLock;
 use sift_lsm::{Db, SeqNo, Tree, TreeId, UnloggedInsert, ValueKind, WriteBatch, WriteOptions};
 use std::borrow::Borrow;

@@ -1,62 +1,28 @@
 //! Collections and indexes created and dropped: the catalog records, each new index's tree,
 //! and the back-fill of a stand-alone index from a scan of the primary tree.
 
+use super::kinds::Phase;
 use super::{
-    corrupt_document, BackfillProgress, CollectionInfo, Database, BACKFILL_BATCH_ENTRIES,
-    PROGRESS_EVERY_DOCUMENTS,
+    corrupt_document, BackfillProgress, CollectionInfo, Database, PROGRESS_EVERY_DOCUMENTS,
 };
 use crate::catalog::{
     check_name, collection_key, encode_record, index_key, index_tree_name, CollectionRecord,
     IndexKind, IndexRecord, IndexSpec, IndexState, Maintenance, NEXT_ID_KEY,
 };
-use crate::collection::{Collection, Index};
-use crate::deferred::{deferred_key, is_deferred};
-use crate::encoding::encode_pk;
 use crate::envelope::EnvelopeRef;
 use crate::error::{IndexError, Result};
-use crate::memory::MemoryIndex;
+use crate::kind::Backfill;
+use crate::kind::{Collection, Index};
 use crate::path::AttrPath;
-use crate::postings::{encode_postings, Posting, PostingMergeOperator};
-use sift_lsm::{ReadOptions, TreeOptions, WriteBatch};
-use std::collections::BTreeMap;
+use sift_lsm::{ReadOptions, WriteBatch};
 use std::sync::Arc;
 
 impl Database {
-    /// Creates the index's tree (if stand-alone) for a record in state `building`.
-    pub(super) fn new_index(&self, record: IndexRecord) -> Result<Index> {
+    /// The index of a record in state `building`: its kind, with its tree created.
+    pub(super) fn new_index(&self, collection: &Collection, record: IndexRecord) -> Result<Index> {
         let path = AttrPath::parse(&record.path)?;
-        let tree = match &record.tree {
-            Some(name) => {
-                let mut options = TreeOptions {
-                    merge_operator: (record.kind == IndexKind::Lazy)
-                        .then(|| Arc::new(PostingMergeOperator) as _),
-                    ..TreeOptions::default()
-                };
-                let composite = record.kind == IndexKind::Composite;
-                if composite {
-                    options.block_property_collectors.push(Arc::new(
-                        crate::composite_seq::CompositeSeqCollectorFactory::new(Arc::clone(
-                            &self.composite_seq,
-                        )),
-                    ));
-                }
-                let tree = self.engine.create_tree(name, options)?;
-                if composite {
-                    // Before anything is written to the tree.
-                    self.composite_seq.register(tree.id());
-                }
-                Some(tree)
-            }
-            None => None,
-        };
-        let memory = (record.kind == IndexKind::Memory).then(MemoryIndex::default);
-        Ok(Index {
-            record,
-            path,
-            tree,
-            memory,
-            embedded: None,
-        })
+        let kind = self.kind_for(&record, &path, collection.primary.id(), Phase::Create)?;
+        Ok(Index { record, path, kind })
     }
 
     /// Back-fills, then records the index as ready.
@@ -66,24 +32,7 @@ impl Database {
         mut index: Index,
         progress: &mut dyn FnMut(&BackfillProgress),
     ) -> Result<Index> {
-        if index.record.kind == IndexKind::Embedded {
-            // No back-fill: tables without the collector's bytes for the attribute are
-            // scanned by queries; the memtables are read into the index's map.
-            index.embedded = Some(crate::embedded::start(
-                &self.engine,
-                &self.embedded,
-                &collection.primary,
-                &index,
-            )?);
-            progress(&BackfillProgress {
-                collection: collection.record.name.clone(),
-                index: index.record.name.clone(),
-                documents_done: 0,
-                finished: true,
-            });
-        } else {
-            self.backfill(collection, &index, progress)?;
-        }
+        self.backfill(collection, &index, progress)?;
         index.record.state = IndexState::Ready;
         let mut batch = WriteBatch::new();
         batch.put(
@@ -109,18 +58,21 @@ impl Database {
             documents_done,
             finished,
         };
-        if matches!(index.record.kind, IndexKind::SstLocal | IndexKind::Next) {
-            // Nothing to copy: tables written from now on carry the index's secondary blocks,
-            // and queries scan the tables that do not; `create_index` then builds blocks for
-            // the older tables with writes going on (`next/build.rs`), and reports progress.
-            self.next
-                .register(&self.engine, &collection.primary, &index.record)?;
+        if !index.kind.backfills_by_scan() {
+            // `next` / `sst-local`: nothing to copy. Tables written from now on carry the
+            // index's secondary blocks, and queries scan the tables that do not; `create_index`
+            // then builds blocks for the older tables with writes going on (`next/build.rs`),
+            // and reports progress. `embedded`: tables without the collector's bytes for the
+            // attribute are scanned by queries; the memtables are read into the index's map.
+            index
+                .kind
+                .build_without_scan(index, &self.engine, collection)?;
+            if !index.record.kind.builds_online() {
+                progress(&report(0, true));
+            }
             return Ok(());
         }
-        let mut batch = WriteBatch::new();
-        // Eager and lazy lists are gathered whole, so each value gets one list, newest first
-        // (which keeps lazy LOOKUP's early stop exact; see `query.rs`).
-        let mut lists: BTreeMap<Vec<u8>, Vec<Posting>> = BTreeMap::new();
+        let mut backfill = Backfill::new(&self.engine, &self.write_options);
         let mut documents_done = 0;
         let mut iter = self
             .engine
@@ -132,40 +84,7 @@ impl Database {
             let envelope = EnvelopeRef::decode(iter.value())
                 .map_err(|e| corrupt_document(&collection.record.name, pk, &e))?;
             if let Some(value) = index.encoded_value(&envelope, seq) {
-                match index.record.kind {
-                    IndexKind::Composite => {
-                        let key = if is_deferred(index) {
-                            deferred_key(&value, seq, pk)
-                        } else {
-                            let mut key = value.to_vec();
-                            encode_pk(pk, &mut key);
-                            key
-                        };
-                        // Asynchronous entries name the version they index (`async_index`).
-                        let entry: &[u8] = if index.record.maintenance.is_async() {
-                            &seq.to_be_bytes()
-                        } else {
-                            b""
-                        };
-                        batch.put(index.stand_alone_tree()?, &key, entry);
-                        if batch.len() >= BACKFILL_BATCH_ENTRIES {
-                            self.engine
-                                .write(std::mem::take(&mut batch), &self.write_options)?;
-                        }
-                    }
-                    IndexKind::Eager | IndexKind::Lazy => {
-                        lists
-                            .entry(value.into_owned())
-                            .or_default()
-                            .push(Posting::add(pk, seq));
-                    }
-                    IndexKind::Memory => {
-                        if let Some(memory) = &index.memory {
-                            memory.set(pk, Some((&value, seq)));
-                        }
-                    }
-                    IndexKind::SstLocal | IndexKind::Next | IndexKind::Embedded => {}
-                }
+                index.kind.backfill(index, &mut backfill, pk, &value, seq)?;
             }
             documents_done += 1;
             if documents_done % PROGRESS_EVERY_DOCUMENTS == 0 {
@@ -173,17 +92,8 @@ impl Database {
             }
             iter.next()?;
         }
-        for (value, mut list) in lists {
-            list.sort_by_key(|posting| std::cmp::Reverse(posting.seq));
-            batch.put(index.stand_alone_tree()?, &value, &encode_postings(&list));
-            if batch.len() >= BACKFILL_BATCH_ENTRIES {
-                self.engine
-                    .write(std::mem::take(&mut batch), &self.write_options)?;
-            }
-        }
-        if !batch.is_empty() {
-            self.engine.write(batch, &self.write_options)?;
-        }
+        index.kind.finish_backfill(index, &mut backfill)?;
+        backfill.finish()?;
         progress(&report(documents_done, true));
         Ok(())
     }
@@ -278,96 +188,12 @@ impl Database {
     ) -> Result<IndexRecord> {
         check_name("index", &spec.name)?;
         let path = AttrPath::parse(&spec.path)?;
-        let maintenance = spec
-            .maintenance
-            .unwrap_or_else(|| spec.kind.default_maintenance());
-        let invalid = |reason: &str| IndexError::InvalidIndexSpec {
-            name: spec.name.clone(),
-            reason: reason.to_string(),
-        };
-        match (spec.kind, maintenance) {
-            (IndexKind::Eager, Maintenance::SyncInsert) => {
-                return Err(invalid(
-                    "an eager index is maintained sync-full (its posting lists are read-modify-written)",
-                ))
-            }
-            (IndexKind::Memory, Maintenance::SyncInsert) => {
-                return Err(invalid("a memory index is always exact (sync-full)"))
-            }
-            (IndexKind::SstLocal | IndexKind::Next, Maintenance::SyncFull) => {
-                return Err(invalid(
-                    "sst-local and next indexes are maintained sync-insert (queries validate)",
-                ))
-            }
-            (IndexKind::Embedded, Maintenance::SyncFull) => {
-                return Err(invalid(
-                    "an embedded index writes nothing at write time, so there is nothing to \
-                     remove (sync-full); queries validate every candidate (sync-insert)",
-                ))
-            }
-            (
-                IndexKind::Eager
-                | IndexKind::Lazy
-                | IndexKind::Memory
-                | IndexKind::SstLocal
-                | IndexKind::Next
-                | IndexKind::Embedded,
-                Maintenance::Deferred,
-            ) => {
-                return Err(invalid(
-                    "deferred maintenance applies to composite indexes only (its DELETEs cancel entries that carry their version's sequence number)",
-                ))
-            }
-            _ => {}
-        }
-        crate::next::check_spec(&spec).map_err(|reason| invalid(&reason))?;
-        match (spec.kind, spec.bloom_bits_per_key) {
-            (IndexKind::Embedded, Some(bits))
-                if bits == 0 || bits > crate::embedded::BLOOM_BITS_PER_KEY_MAX =>
-            {
-                return Err(invalid(&format!(
-                    "bloom bits per key must be 1 to {}, got {bits}",
-                    crate::embedded::BLOOM_BITS_PER_KEY_MAX
-                )))
-            }
-            (IndexKind::Embedded, _) | (_, None) => {}
-            (_, Some(_)) => {
-                return Err(invalid("bloom bits per key apply to embedded indexes only"))
-            }
-        }
-        if spec.read_repair && spec.kind == IndexKind::Embedded {
-            return Err(invalid(
-                "an embedded index has no entries to repair (read repair does not apply)",
-            ));
-        }
-        let maintenance = if spec.unique && spec.maintenance.is_none() {
-            Maintenance::SyncFull
-        } else {
-            maintenance
-        };
-        if spec.unique {
-            if maintenance != Maintenance::SyncFull {
-                return Err(invalid(
-                    "a unique index must be sync-full: checking that no other live document has the value needs an exact index, read at write (deferred and insert-only maintenance leave stale entries that would make the check wrong)",
-                ));
-            }
-            if !matches!(spec.kind, IndexKind::Composite | IndexKind::Eager) {
-                return Err(invalid(
-                    "unique indexes are composite or eager (the kinds whose sync-full entries are read at write)",
-                ));
-            }
-        }
-        if let (true, Some(reason)) = (
-            maintenance.is_async(),
-            crate::async_index::unsupported_kind(spec.kind),
-        ) {
-            return Err(invalid(reason));
-        }
-        if spec.read_repair && maintenance != Maintenance::SyncInsert {
-            return Err(invalid(
-                "read repair applies to sync-insert maintenance only",
-            ));
-        }
+        let maintenance =
+            spec.checked_maintenance()
+                .map_err(|reason| IndexError::InvalidIndexSpec {
+                    name: spec.name.clone(),
+                    reason,
+                })?;
         let guard = self.lock_writes();
         let mut catalog = (**self.catalog.read()).clone();
         let collection = catalog
@@ -389,7 +215,10 @@ impl Database {
         }
         let id = catalog.next_id;
         catalog.next_id += 1;
-        let attr_id = u32::try_from(id).map_err(|_| invalid("attribute ids exhausted"))?;
+        let attr_id = u32::try_from(id).map_err(|_| IndexError::InvalidIndexSpec {
+            name: spec.name.clone(),
+            reason: "attribute ids exhausted".to_string(),
+        })?;
         let record = IndexRecord {
             name: spec.name.clone(),
             collection: collection_name.to_string(),
@@ -424,16 +253,9 @@ impl Database {
         }
         if record.unique {
             // Before anything is created, so a failure leaves nothing behind.
-            let probe = Index {
-                record: record.clone(),
-                path: path.clone(),
-                tree: None,
-                memory: None,
-                embedded: None,
-            };
-            crate::unique::check_no_duplicates(&self.engine, &collection, &probe)?;
+            crate::kind::unique::check_no_duplicates(&self.engine, &collection, &record, &path)?;
         }
-        let index = self.new_index(record.clone())?;
+        let index = self.new_index(&collection, record.clone())?;
         let mut batch = WriteBatch::new();
         batch.put(
             &self.catalog_tree,
@@ -505,30 +327,10 @@ impl Database {
             .collections
             .insert(collection_name.to_string(), Arc::new(rebuilt));
         self.install(catalog);
-        if index.embedded.is_some() {
-            self.embedded
-                .unregister(collection.primary.id(), index.record.attr_id);
-        }
-        if let Some(tree) = &index.tree {
+        index.kind.dropped(&index, &collection);
+        if let Some(tree) = index.kind.tree() {
             self.drop_engine_tree(tree.name())?;
         }
-        self.next
-            .unregister(collection.primary.id(), index.record.id);
         Ok(())
-    }
-
-    /// Memory held by a `memory` index, by an `embedded` index's map of recent writes, or by a
-    /// `next` / `sst-local` index's global index, memtable map and memo (0 for other kinds).
-    pub fn memory_bytes(&self, collection: &str, index: &str) -> Result<u64> {
-        let collection = self.collection_arc(collection)?;
-        let index = collection.index(index)?;
-        Ok(index.memory.as_ref().map_or(0, MemoryIndex::memory_bytes)
-            + self
-                .next
-                .memory_bytes(collection.primary.id(), index.record.id)
-            + index
-                .embedded
-                .as_ref()
-                .map_or(0, |embedded| embedded.map.memory_bytes()))
     }
 }

@@ -7,16 +7,23 @@
 //! index kinds share (`Collection`, `Index`, `Catalog`) in `collection.rs`. The design (trees,
 //! locking, sequence numbers) is described in the crate documentation (`lib.rs`).
 
+mod builds;
 mod ddl;
+mod inspect;
+mod kinds;
+mod maintenance;
 mod open;
+mod read;
 mod repair;
 mod write;
 
+pub use crate::catalog::{BackfillProgress, ProgressCallback};
 use crate::catalog::{CollectionRecord, IndexRecord};
-use crate::collection::{Catalog, Collection, Index};
 use crate::deferred::DeferredRegistry;
 use crate::document::{DocumentParser, IndexedAttribute, TypeMismatchPolicy};
 use crate::error::{IndexError, Result};
+pub(crate) use crate::kind::collection::corrupt_document;
+use crate::kind::{Catalog, Collection, Index};
 use crate::next::Registry as NextRegistry;
 use crate::path::AttrPath;
 use parking_lot::{Mutex, MutexGuard, RwLock};
@@ -26,20 +33,6 @@ use std::time::Instant;
 
 /// Documents between two progress reports of a back-fill or rebuild.
 pub(super) const PROGRESS_EVERY_DOCUMENTS: u64 = 1000;
-/// Entries per engine batch written by a back-fill.
-pub(super) const BACKFILL_BATCH_ENTRIES: usize = 1024;
-
-/// Progress of an index back-fill (at `create_index`, or at open for a `building` index) or of
-/// a memory-index rebuild at open.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BackfillProgress {
-    pub collection: String,
-    pub index: String,
-    pub documents_done: u64,
-    pub finished: bool,
-}
-
-pub type ProgressCallback = Arc<dyn Fn(&BackfillProgress) + Send + Sync>;
 
 /// Where the time of [`Database::open`] went ([`Database::open_timings`]), in microseconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -143,7 +136,7 @@ pub struct Database {
     /// Queue and workers of asynchronous indexes (`async_index`).
     pub(crate) async_index: crate::async_index::AsyncIndexer,
     /// Composite index trees, whose tables record each block's largest sequence number.
-    composite_seq: Arc<crate::composite_seq::CompositeSeqRegistry>,
+    composite_seq: Arc<crate::composite::seq::CompositeSeqRegistry>,
     /// Filled while opening, read by `open_timings`.
     open_timings: Mutex<OpenTimings>,
 }
@@ -158,13 +151,6 @@ impl std::fmt::Debug for Database {
 
 pub(super) fn elapsed_us(started: Instant) -> u64 {
     u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX)
-}
-
-pub(crate) fn corrupt_document(collection: &str, pk: &[u8], error: &IndexError) -> IndexError {
-    IndexError::Internal(format!(
-        "stored document {:?} of collection `{collection}` is corrupt: {error}",
-        String::from_utf8_lossy(pk)
-    ))
 }
 
 impl Database {

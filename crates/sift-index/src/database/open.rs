@@ -2,16 +2,17 @@
 //! recovery of indexes whose back-fill a crash interrupted, memory indexes loaded from their
 //! snapshots (or rebuilt), online builds resumed; at close, the memory-index snapshots.
 
+use super::kinds::Phase;
 use super::{elapsed_us, Database, DatabaseOptions, OpenTimings};
 use crate::catalog::{
-    collection_key, decode_record, index_key, CollectionRecord, IndexKind, IndexRecord, IndexState,
+    collection_key, decode_record, index_key, CollectionRecord, IndexRecord, IndexState,
     CATALOG_TREE, NEXT_ID_KEY, TREE_PREFIX,
 };
-use crate::collection::{Catalog, Collection, Index};
 use crate::deferred::{DeferredObserver, DeferredRegistry};
 use crate::error::{IndexError, Result};
+use crate::kind::{Catalog, Collection, Index};
+use crate::memory::snapshot::{self, MemoryIndexOrigin};
 use crate::memory::MemoryIndex;
-use crate::memory_snapshot::{self, MemoryIndexOrigin};
 use crate::next::collector::NextCollectorFactory;
 use crate::next::{NextListener, NextObserver, Registry as NextRegistry};
 use crate::path::AttrPath;
@@ -62,12 +63,14 @@ impl Database {
         let primary_tree_options = engine_options.default_tree_options.clone();
         // After the primaries' options are taken: index trees get their options from the
         // defaults when the engine reopens them.
-        let composite_seq = Arc::new(crate::composite_seq::CompositeSeqRegistry::default());
+        let composite_seq = Arc::new(crate::composite::seq::CompositeSeqRegistry::default());
         engine_options
             .default_tree_options
             .block_property_collectors
             .push(Arc::new(
-                crate::composite_seq::CompositeSeqCollectorFactory::new(Arc::clone(&composite_seq)),
+                crate::composite::seq::CompositeSeqCollectorFactory::new(Arc::clone(
+                    &composite_seq,
+                )),
             ));
         let deferred = Arc::new(DeferredRegistry::new(crate::deferred::read_marker(
             options.engine.file_system.as_ref(),
@@ -162,7 +165,7 @@ impl Database {
 
     /// Applies the queued asynchronous index updates, stops background work, syncs the WAL,
     /// then saves each memory index to a snapshot so the next open loads it instead of
-    /// scanning (`memory_snapshot.rs`).
+    /// scanning (`memory/snapshot.rs`).
     pub fn close(self) -> Result<()> {
         self.index_builds.stop();
         self.stop_async_index();
@@ -180,12 +183,13 @@ impl Database {
             Err(_) => return Ok(()),
         }
         let memory_indexes = catalog.collections.values().flat_map(|collection| {
-            collection
-                .indexes
-                .iter()
-                .filter_map(|index| index.memory.as_ref().map(|memory| (&index.record, memory)))
+            collection.indexes.iter().filter_map(|index| {
+                index
+                    .state::<MemoryIndex>()
+                    .map(|memory| (&index.record, memory))
+            })
         });
-        memory_snapshot::write_snapshots(file_system.as_ref(), &directory, memory_indexes, sequence)
+        snapshot::write_snapshots(file_system.as_ref(), &directory, memory_indexes, sequence)
     }
 
     fn load_catalog(&self) -> Result<()> {
@@ -259,64 +263,41 @@ impl Database {
             }
         }
         self.install(catalog);
-        memory_snapshot::remove_snapshots(self.file_system.as_ref(), self.engine.path())?;
+        snapshot::remove_snapshots(self.file_system.as_ref(), self.engine.path())?;
         Ok(())
     }
 
     fn open_ready_index(&self, collection: &Collection, record: IndexRecord) -> Result<Index> {
         let path = AttrPath::parse(&record.path)?;
-        if record.kind == IndexKind::Embedded {
-            let mut index = Index {
-                record,
-                path,
-                tree: None,
-                memory: None,
-                embedded: None,
-            };
-            index.embedded = Some(crate::embedded::start(
-                &self.engine,
-                &self.embedded,
-                &collection.primary,
-                &index,
-            )?);
-            return Ok(index);
-        }
-        if record.kind == IndexKind::Memory {
-            let index = Index {
-                record,
-                path,
-                tree: None,
-                memory: Some(MemoryIndex::default()),
-                embedded: None,
-            };
-            if let Some(memory) = &index.memory {
-                match memory_snapshot::restore(
-                    self.file_system.as_ref(),
-                    self.engine.path(),
-                    &index.record,
-                    self.opened_sequence,
-                    memory,
-                ) {
-                    Ok(entries) => {
-                        memory.set_origin(MemoryIndexOrigin::Snapshot {
-                            seq: self.opened_sequence,
-                            entries,
-                        });
-                        return Ok(index);
+        let kind = self.kind_for(&record, &path, collection.primary.id(), Phase::Open)?;
+        let index = Index { record, path, kind };
+        if let Some(memory) = index.state::<MemoryIndex>() {
+            match snapshot::restore(
+                self.file_system.as_ref(),
+                self.engine.path(),
+                &index.record,
+                self.opened_sequence,
+                memory,
+            ) {
+                Ok(entries) => {
+                    memory.set_origin(MemoryIndexOrigin::Snapshot {
+                        seq: self.opened_sequence,
+                        entries,
+                    });
+                    return Ok(index);
+                }
+                Err(rejection) => {
+                    if let snapshot::SnapshotRejection::Corrupt(_) = rejection {
+                        // Damage on disk deserves a word to the operator; a missing or stale
+                        // snapshot after a crash is routine and only recorded.
+                        eprintln!(
+                            "sift: memory index `{}` of `{}`: {rejection}; rebuilding it",
+                            index.record.name, index.record.collection
+                        );
                     }
-                    Err(rejection) => {
-                        if let memory_snapshot::SnapshotRejection::Corrupt(_) = rejection {
-                            // Damage on disk deserves a word to the operator; a missing or
-                            // stale snapshot after a crash is routine and only recorded.
-                            eprintln!(
-                                "sift: memory index `{}` of `{}`: {rejection}; rebuilding it",
-                                index.record.name, index.record.collection
-                            );
-                        }
-                        memory.set_origin(MemoryIndexOrigin::Rebuilt {
-                            reason: rejection.to_string(),
-                        });
-                    }
+                    memory.set_origin(MemoryIndexOrigin::Rebuilt {
+                        reason: rejection.to_string(),
+                    });
                 }
             }
             let progress = self.progress.clone();
@@ -327,38 +308,18 @@ impl Database {
             })?;
             return Ok(index);
         }
-        if matches!(record.kind, IndexKind::SstLocal | IndexKind::Next) {
+        if !index.kind.backfills_by_scan() {
+            // Registered with the engine's hooks (for `next`: its global index rebuilt from the
+            // directories of the live files), maps filled from the memtables.
             let started = Instant::now();
-            self.next
-                .register(&self.engine, &collection.primary, &record)?;
-            self.open_timings.lock().next_register_us += elapsed_us(started);
-            return Ok(Index {
-                record,
-                path,
-                tree: None,
-                memory: None,
-                embedded: None,
-            });
+            index
+                .kind
+                .build_without_scan(&index, &self.engine, collection)?;
+            if index.record.kind.builds_online() {
+                self.open_timings.lock().next_register_us += elapsed_us(started);
+            }
         }
-        let tree_name = record.tree.clone().unwrap_or_default();
-        let tree = self
-            .engine
-            .tree(&tree_name)
-            .map_err(|e| IndexError::CorruptCatalog {
-                key: String::from_utf8_lossy(&index_key(&record.collection, &record.name))
-                    .into_owned(),
-                message: format!("index tree missing: {e}"),
-            })?;
-        if record.kind == IndexKind::Composite {
-            self.composite_seq.register(tree.id());
-        }
-        Ok(Index {
-            record,
-            path,
-            tree: Some(tree),
-            memory: None,
-            embedded: None,
-        })
+        Ok(index)
     }
 
     /// An index whose back-fill a crash interrupted: its tree is emptied and it is built again.
@@ -373,7 +334,7 @@ impl Database {
             }
         }
         record.first_seq = self.engine.latest_sequence();
-        let index = self.new_index(record)?;
+        let index = self.new_index(collection, record)?;
         let progress = self.progress.clone();
         self.build_and_mark_ready(collection, index, &mut |p| {
             if let Some(callback) = &progress {

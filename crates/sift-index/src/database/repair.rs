@@ -1,59 +1,27 @@
 //! Read repair: stale index entries a query met, deleted once re-checked under the write lock.
 
-use super::{corrupt_document, Database};
-use crate::catalog::IndexKind;
-use crate::collection::{Collection, Index};
-use crate::encoding::encode_pk;
-use crate::envelope::EnvelopeRef;
+use super::Database;
 use crate::error::Result;
-use crate::postings::{encode_postings, Posting};
+use crate::kind::query::StaleEntry;
+use crate::kind::{Collection, Index};
 use sift_lsm::WriteBatch;
 
 impl Database {
-    /// Writes read-repair deletions. `check` is re-run under the write lock against the
-    /// latest state, so a repair never removes an entry a concurrent write made valid again.
+    /// Writes read-repair deletions. Each kind re-checks its entries under the write lock
+    /// against the latest state, so a repair never removes an entry a concurrent write made
+    /// valid again.
     pub(crate) fn repair(
         &self,
         collection: &Collection,
         index: &Index,
-        stale: Vec<crate::query::StaleEntry>,
+        stale: Vec<StaleEntry>,
     ) -> Result<u64> {
         let _guard = self.lock_writes();
-        let tree = index.stand_alone_tree()?;
         let mut batch = WriteBatch::new();
-        for entry in stale {
-            match index.record.kind {
-                IndexKind::Composite => {
-                    let still_valid = match self.engine.get(&collection.primary, &entry.pk)? {
-                        Some(live) => {
-                            let envelope = EnvelopeRef::decode(&live.value).map_err(|e| {
-                                corrupt_document(&collection.record.name, &entry.pk, &e)
-                            })?;
-                            index.encoded_value(&envelope, live.seq).as_deref()
-                                == Some(entry.value.as_slice())
-                        }
-                        None => false,
-                    };
-                    if !still_valid {
-                        let mut key = entry.value.clone();
-                        encode_pk(&entry.pk, &mut key);
-                        batch.delete(tree, &key);
-                    }
-                }
-                IndexKind::Lazy => {
-                    // A posting whose version is not live is stale for good.
-                    batch.merge(
-                        tree,
-                        &entry.value,
-                        &encode_postings(&[Posting::remove(&entry.pk, entry.seq)]),
-                    );
-                }
-                IndexKind::Eager
-                | IndexKind::Memory
-                | IndexKind::SstLocal
-                | IndexKind::Next
-                | IndexKind::Embedded => {}
-            }
+        for entry in &stale {
+            index
+                .kind
+                .repair(index, &self.engine, collection, &mut batch, entry)?;
         }
         let repaired = batch.len() as u64;
         if repaired > 0 {

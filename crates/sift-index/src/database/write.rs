@@ -2,19 +2,14 @@
 //! over the primary tree and every synchronously maintained index (`Database::build_batch`).
 
 use super::{corrupt_document, Database, WriteOp};
-use crate::catalog::{IndexKind, Maintenance};
-use crate::collection::Collection;
-use crate::deferred::{deferred_key, is_deferred};
-use crate::encoding::encode_pk;
+use crate::deferred::is_deferred;
 use crate::envelope::EnvelopeRef;
 use crate::error::{IndexError, Result};
-use crate::postings::{decode_postings, encode_postings, Posting};
+use crate::kind::write::{AfterCommit, Change, WriteContext};
+use crate::kind::Collection;
 use sift_lsm::{SeqNo, WriteBatch};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
-
-/// (index position, pk, new live value and seq) for a memory index, applied after the write.
-type MemoryUpdate = (usize, Vec<u8>, Option<(Vec<u8>, SeqNo)>);
 
 /// What `build_batch` gathers for the layers that act around the commit.
 #[derive(Default)]
@@ -96,7 +91,7 @@ impl Database {
         prepared: Vec<Prepared>,
     ) -> Result<Vec<Option<SeqNo>>> {
         let mut results = Vec::with_capacity(prepared.len());
-        let mut memory_updates: Vec<MemoryUpdate> = Vec::new();
+        let mut after_commit: Vec<AfterCommit> = Vec::new();
         let mut queued: Option<(SeqNo, SeqNo)> = None;
         // The batch is built for the first sequence number the engine will give it, under the
         // engine's commit lock: postings and memory entries carry their version's number.
@@ -116,7 +111,7 @@ impl Database {
                 prepared,
                 base,
                 &mut results,
-                &mut memory_updates,
+                &mut after_commit,
                 &mut around,
             )?;
             if !batch.is_empty() {
@@ -177,11 +172,9 @@ impl Database {
                 self.next
                     .distrust_memtable_maps(memo_tree, last.max(self.engine.latest_sequence()));
                 for index in &collection.indexes {
-                    if let Some(embedded) = &index.embedded {
-                        embedded
-                            .map
-                            .prune_through(last.max(self.engine.latest_sequence()));
-                    }
+                    index
+                        .kind
+                        .forget_uncommitted(last.max(self.engine.latest_sequence()));
                 }
             }
             return Err(error);
@@ -190,30 +183,30 @@ impl Database {
             self.async_index.committed();
         }
         self.deferred.fast_path_deletes_written(fast_path_deletes);
-        for (position, pk, value) in memory_updates {
-            if let Some(memory) = &collection.indexes[position].memory {
-                memory.set(&pk, value.as_ref().map(|(v, seq)| (v.as_slice(), *seq)));
-            }
+        for (position, pk, value) in after_commit {
+            collection.indexes[position]
+                .kind
+                .apply_committed(&pk, value.as_ref().map(|(v, seq)| (v.as_slice(), *seq)));
         }
         Ok(results)
     }
 
     /// The engine batch of `prepared` if its first entry gets sequence number `base`; fills
-    /// `results` (each write's sequence number) and `memory_updates`.
+    /// `results` (each write's sequence number) and `after_commit`.
     fn build_batch(
         &self,
         collection: &Collection,
         prepared: Vec<Prepared>,
         base: SeqNo,
         results: &mut Vec<Option<SeqNo>>,
-        memory_updates: &mut Vec<MemoryUpdate>,
+        after_commit: &mut Vec<AfterCommit>,
         around: &mut AroundCommit,
     ) -> Result<WriteBatch> {
         let name = &collection.record.name;
-        let needs_old = collection.indexes.iter().any(|index| {
-            index.record.maintenance == Maintenance::SyncFull
-                && index.record.kind != IndexKind::Memory
-        });
+        let needs_old = collection
+            .indexes
+            .iter()
+            .any(|index| index.kind.needs_old_version(index));
         // Deferred indexes make deletes blind when no index needs the old version: a tombstone
         // is written (and a sequence number returned) whether or not the document existed.
         let blind_deletes = !needs_old && collection.indexes.iter().any(|i| is_deferred(i));
@@ -221,7 +214,6 @@ impl Database {
         let deferred_fast_path =
             self.deferred.fast_path() && collection.indexes.iter().any(|i| is_deferred(i));
         let mut memtables: Option<crate::deferred::MemtableVersions> = None;
-        let mut unique_claims = crate::unique::UniqueClaims::default();
         // Room for the primary entries (index entries, if any, grow it): no reallocation per
         // entry of a batch of puts.
         const ENTRY_OVERHEAD_BYTES: usize = 16;
@@ -232,15 +224,11 @@ impl Database {
                 Prepared::Delete { pk } => pk.len() + ENTRY_OVERHEAD_BYTES,
             })
             .sum();
-        let mut batch = WriteBatch::with_capacity(primary_bytes);
+        let mut cx = WriteContext::new(&self.engine, WriteBatch::with_capacity(primary_bytes));
         // Versions written earlier in this batch, so a second write of a pk sees the first.
         let mut pending: HashMap<Vec<u8>, Option<(Vec<u8>, SeqNo)>> = HashMap::new();
-        // Eager posting lists touched by this batch: (index position, encoded value) -> list.
-        let mut lists: BTreeMap<(usize, Vec<u8>), Vec<Posting>> = BTreeMap::new();
         let memo_tree = collection.primary.id();
         let track_memo = self.next.has_memo(memo_tree);
-        // `next` / `sst-local`: their maps of the writes still in memtables.
-        let next_states = self.next.indexes_of(memo_tree);
         for op in prepared {
             let (pk, new_envelope) = match op {
                 Prepared::Put { pk, envelope } => (pk, Some(envelope)),
@@ -297,14 +285,14 @@ impl Database {
             } else {
                 fast_old_envelope.as_ref()
             };
-            let seq = base + batch.len() as u64;
+            let seq = base + cx.batch.len() as u64;
             if track_memo {
                 let surely_older = old.is_some() || pending.get(&pk).is_some_and(Option::is_some);
                 around.memo_writes.push((pk.clone(), seq, surely_older));
             }
             match &new_envelope {
-                Some(bytes) => batch.put(&collection.primary, &pk, bytes),
-                None => batch.delete(&collection.primary, &pk),
+                Some(bytes) => cx.batch.put(&collection.primary, &pk, bytes),
+                None => cx.batch.delete(&collection.primary, &pk),
             }
             let new_ref = match &new_envelope {
                 Some(bytes) => {
@@ -316,17 +304,6 @@ impl Database {
                 if index.record.maintenance.is_async() {
                     continue; // applied by the workers (`async_index`)
                 }
-                if index.record.kind == IndexKind::Embedded {
-                    // Recorded before the engine write (see `embedded/memtable.rs`); the old
-                    // version plays no part. First in the loop, so a put to a collection with
-                    // an embedded index runs little code beyond the primary write.
-                    if let (Some(embedded), Some(envelope)) = (&index.embedded, &new_ref) {
-                        if let Some(value) = index.encoded_value(envelope, seq) {
-                            embedded.map.insert(&value, seq, &pk);
-                        }
-                    }
-                    continue;
-                }
                 let old_value = old_envelope.as_ref().and_then(|(envelope, old_seq)| {
                     index
                         .encoded_value(envelope, *old_seq)
@@ -335,138 +312,26 @@ impl Database {
                 let new_value = new_ref
                     .as_ref()
                     .and_then(|envelope| index.encoded_value(envelope, seq));
-                let sync_full = index.record.maintenance == Maintenance::SyncFull;
-                match index.record.kind {
-                    IndexKind::Composite if is_deferred(index) => {
-                        // Blind: the old version's entry is cancelled when the primary drops it,
-                        // and now already if it is known without a disk read (`deferred.rs`).
-                        if let Some((envelope, old_seq)) = shadowed {
-                            if let Some(old_value) = index.encoded_value(envelope, *old_seq) {
-                                batch.delete(
-                                    index.stand_alone_tree()?,
-                                    &deferred_key(&old_value, *old_seq, &pk),
-                                );
-                                around.deferred_fast_path_deletes += 1;
-                            }
-                        }
-                        if let Some(new_value) = &new_value {
-                            batch.put(
-                                index.stand_alone_tree()?,
-                                &deferred_key(new_value, seq, &pk),
-                                b"",
-                            );
-                        }
-                    }
-                    IndexKind::Composite => {
-                        let tree = index.stand_alone_tree()?;
-                        if index.record.unique {
-                            unique_claims.claim_composite(
-                                &self.engine,
-                                position,
-                                index,
-                                &pk,
-                                old_value.as_ref().map(|(v, _)| v.as_ref()),
-                                new_value.as_deref(),
-                            )?;
-                        }
-                        if let (true, Some((old_value, _))) = (sync_full, &old_value) {
-                            if new_value.as_deref() != Some(old_value.as_ref()) {
-                                let mut key = old_value.to_vec();
-                                encode_pk(&pk, &mut key);
-                                batch.delete(tree, &key);
-                            }
-                        }
-                        if let Some(new_value) = &new_value {
-                            let mut key = new_value.to_vec();
-                            encode_pk(&pk, &mut key);
-                            batch.put(tree, &key, b"");
-                        }
-                    }
-                    IndexKind::Eager => {
-                        let tree = index.stand_alone_tree()?;
-                        let mut load = |value: &[u8]| -> Result<()> {
-                            if let std::collections::btree_map::Entry::Vacant(slot) =
-                                lists.entry((position, value.to_vec()))
-                            {
-                                let list = match self.engine.get(tree, value)? {
-                                    Some(entry) => decode_postings(&entry.value)?,
-                                    None => Vec::new(),
-                                };
-                                slot.insert(list);
-                            }
-                            Ok(())
-                        };
-                        if let Some((old_value, _)) = &old_value {
-                            load(old_value)?;
-                        }
-                        if let Some(new_value) = &new_value {
-                            load(new_value)?;
-                        }
-                        if let (true, Some(new_value)) = (index.record.unique, &new_value) {
-                            let taken = lists
-                                .get(&(position, new_value.to_vec()))
-                                .is_some_and(|list| list.iter().any(|p| p.pk != pk));
-                            if taken {
-                                return Err(crate::unique::violation(index, new_value));
-                            }
-                        }
-                        if let Some((old_value, _)) = &old_value {
-                            if let Some(list) = lists.get_mut(&(position, old_value.to_vec())) {
-                                list.retain(|posting| posting.pk != pk);
-                            }
-                        }
-                        if let Some(new_value) = &new_value {
-                            if let Some(list) = lists.get_mut(&(position, new_value.to_vec())) {
-                                list.retain(|posting| posting.pk != pk);
-                                list.insert(0, Posting::add(&pk, seq));
-                            }
-                        }
-                    }
-                    IndexKind::Lazy => {
-                        let tree = index.stand_alone_tree()?;
-                        if let (true, Some((old_value, old_seq))) = (sync_full, &old_value) {
-                            batch.merge(
-                                tree,
-                                old_value,
-                                &encode_postings(&[Posting::remove(&pk, *old_seq)]),
-                            );
-                        }
-                        if let Some(new_value) = &new_value {
-                            batch.merge(
-                                tree,
-                                new_value,
-                                &encode_postings(&[Posting::add(&pk, seq)]),
-                            );
-                        }
-                    }
-                    IndexKind::SstLocal | IndexKind::Next => {
-                        // Recorded before the engine write, like the embedded map.
-                        let state = next_states.iter().find(|s| s.index_id == index.record.id);
-                        if let (Some(state), Some(value)) = (state, &new_value) {
-                            state.memtable.insert(value, seq, &pk);
-                        }
-                    }
-                    IndexKind::Embedded => {} // handled at the top of the loop
-                    IndexKind::Memory => {
-                        memory_updates.push((
-                            position,
-                            pk.clone(),
-                            new_value.map(|value| (value.into_owned(), seq)),
-                        ));
-                    }
-                }
+                let change = Change {
+                    position,
+                    pk: &pk,
+                    seq,
+                    old_value: old_value.as_ref().map(|(v, s)| (v.as_ref(), *s)),
+                    new_value: new_value.as_deref(),
+                    shadowed: shadowed.map(|(envelope, seq)| (envelope, *seq)),
+                };
+                index.kind.write(index, &mut cx, &change)?;
             }
             results.push(Some(seq));
             pending.insert(pk, new_envelope.map(|bytes| (bytes, seq)));
         }
-        for ((position, value), list) in &lists {
-            let tree = collection.indexes[*position].stand_alone_tree()?;
-            if list.is_empty() {
-                batch.delete(tree, value);
-            } else {
-                batch.put(tree, value, &encode_postings(list));
+        for (position, index) in collection.indexes.iter().enumerate() {
+            if !index.record.maintenance.is_async() {
+                index.kind.finish_batch(index, position, &mut cx)?;
             }
         }
-        Ok(batch)
+        around.deferred_fast_path_deletes = cx.deferred_fast_path_deletes;
+        after_commit.append(&mut cx.after_commit);
+        Ok(cx.batch)
     }
 }

@@ -17,12 +17,13 @@
 //! listener prunes the memtable maps when the primary tree is flushed.
 
 pub mod collector;
+mod kind;
 pub mod memtable;
 pub mod query;
 
-use crate::collection::Index;
 use crate::envelope::EnvelopeRef;
 use crate::error::{IndexError, Result};
+use crate::kind::Index;
 use crate::path::AttrPath;
 use crate::value::AttrType;
 use memtable::MemtableMap;
@@ -33,6 +34,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 pub use collector::{BLOOM_BITS_PER_KEY_MAX, COLLECTOR_NAME, DEFAULT_BLOOM_BITS_PER_KEY};
+pub(crate) use kind::Embedded;
 
 /// What the collector gathers for one attribute.
 #[derive(Debug, Clone)]
@@ -157,23 +159,16 @@ impl VersionListener for EmbeddedFlushListener {
     }
 }
 
-/// Makes an index's in-memory part and registers it: its map is filled from the primary
-/// tree's memtables as they are now. Call under the database's write lock (no write may land
-/// in a memtable between the scan and the registration).
+/// Fills an index's in-memory part from the primary tree's memtables as they are now, then
+/// registers it. Call under the database's write lock (no write may land in a memtable between
+/// the scan and the registration).
 pub(crate) fn start(
     engine: &Db,
     registry: &EmbeddedRegistry,
     primary: &Tree,
     index: &Index,
-) -> Result<Arc<EmbeddedIndex>> {
-    let record = &index.record;
-    let embedded = Arc::new(EmbeddedIndex::new(CollectedAttr {
-        attr_id: record.attr_id,
-        bloom_bits_per_key: record.bloom_bits_per_key(),
-        first_seq: record.first_seq,
-        path: index.path.clone(),
-        attr_type: record.attr_type,
-    }));
+    embedded: &Arc<EmbeddedIndex>,
+) -> Result<()> {
     let view = engine.components(primary, &ReadOptions::default())?;
     let mut recent: Vec<(SeqNo, Vec<u8>, Vec<u8>)> = Vec::new();
     for id in view.ids() {
@@ -205,6 +200,6 @@ pub(crate) fn start(
     for (seq, value, pk) in recent {
         embedded.map.insert(&value, seq, &pk);
     }
-    registry.register(primary.id(), Arc::clone(&embedded));
-    Ok(embedded)
+    registry.register(primary.id(), Arc::clone(embedded));
+    Ok(())
 }

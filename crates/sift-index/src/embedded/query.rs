@@ -21,10 +21,10 @@
 
 use super::collector::{block_seq_max, find_attr, value_hash, PropertyCorruption, COLLECTOR_NAME};
 use super::{BlockOrder, EmbeddedIndex};
-use crate::collection::{Collection, Index};
 use crate::envelope::EnvelopeRef;
 use crate::error::Result;
-use crate::query::{Hit, QueryStats, TopK};
+use crate::kind::query::{Hit, QueryStats, TopK};
+use crate::kind::{Collection, Index};
 use sift_lsm::db::ComponentView;
 use sift_lsm::key::parse_internal_key;
 use sift_lsm::sstable::{ReadContext, Table};

@@ -34,9 +34,9 @@ use super::format::{
 };
 use super::{view_files, AttributeSpec, NextIndexState, Registry};
 use crate::catalog::IndexRecord;
-use crate::collection::Collection;
-use crate::database::{BackfillProgress, Database, ProgressCallback};
+use crate::catalog::{BackfillProgress, ProgressCallback};
 use crate::error::{IndexError, Result};
+use crate::kind::Collection;
 use crate::value::AttrType;
 use parking_lot::{Condvar, Mutex};
 use sift_lsm::db::ComponentView;
@@ -171,7 +171,7 @@ type MetaBlocks = Vec<(String, Vec<u8>)>;
 /// was written — with where each entry starts in its data block, as the table builder gives
 /// it, so the blocks are byte for byte those a flush or compaction writes (entries that
 /// queries read in place). `None` when `stop` was set meanwhile.
-fn build_file(
+pub(crate) fn build_file(
     view: &ComponentView,
     file: &Arc<FileMetaData>,
     spec: &AttributeSpec,
@@ -217,7 +217,10 @@ fn build_file(
 }
 
 /// Live files without secondary blocks for the index: deepest level first, level 0 last.
-fn unindexed_files(view: &ComponentView, state: &NextIndexState) -> Vec<Arc<FileMetaData>> {
+pub(crate) fn unindexed_files(
+    view: &ComponentView,
+    state: &NextIndexState,
+) -> Vec<Arc<FileMetaData>> {
     let mut levels: Vec<usize> = view
         .ids()
         .into_iter()
@@ -485,7 +488,7 @@ pub(crate) struct Resumed {
 }
 
 /// How a failed attempt is handled.
-enum Outcome {
+pub(crate) enum Outcome {
     /// Retry after a backoff or an engine recovery.
     Retry,
     /// Not retried (the message says why).
@@ -495,7 +498,7 @@ enum Outcome {
 /// Whether the failure of a build attempt is worth a retry: I/O errors, and writes stopped
 /// by a background error the engine retries, are; corruption, an engine that needs a
 /// reopen, and anything else are not.
-fn classify(engine: &Db, error: &IndexError) -> Outcome {
+pub(crate) fn classify(engine: &Db, error: &IndexError) -> Outcome {
     if let Some(background) = engine.background_error() {
         return if background.recoverable {
             Outcome::Retry
@@ -640,7 +643,7 @@ impl IndexBuilds {
 
     /// Waits until the builds ended, or one waits to retry after a recoverable failure
     /// (`retry_pending`).
-    fn wait(&self) -> IndexBuildStatus {
+    pub(crate) fn wait(&self) -> IndexBuildStatus {
         {
             let mut state = self.shared.state.lock();
             while state.status.running && !state.status.retry_pending {
@@ -654,7 +657,7 @@ impl IndexBuilds {
         self.status()
     }
 
-    fn status(&self) -> IndexBuildStatus {
+    pub(crate) fn status(&self) -> IndexBuildStatus {
         self.shared.state.lock().status.clone()
     }
 
@@ -854,214 +857,4 @@ pub struct SecondaryBlocksReport {
     pub files_unindexed: usize,
     /// Meta blocks compared (secondary blocks and directories).
     pub blocks: usize,
-}
-
-impl Database {
-    /// Builds, online, the secondary blocks a `next` or `sst-local` index lacks for the live
-    /// tables written before it existed (largest level first; writes go on meanwhile, and
-    /// queries are exact throughout since unindexed tables are scanned). `create_index` does
-    /// this already, and [`Database::open`] resumes an interrupted build in the background
-    /// (`DatabaseOptions::index_builds_at_open`). Returns when done.
-    pub fn build_secondary_blocks(
-        &self,
-        collection: &str,
-        index: &str,
-        progress: &mut dyn FnMut(&BackfillProgress),
-    ) -> Result<()> {
-        let (collection, record) = self.next_index(collection, index)?;
-        let never = AtomicBool::new(false);
-        build_online(
-            &self.engine,
-            &self.next,
-            &collection,
-            &record,
-            &never,
-            progress,
-        )?;
-        Ok(())
-    }
-
-    /// The collection and the record of a `next` or `sst-local` index.
-    fn next_index(&self, collection: &str, index: &str) -> Result<(Arc<Collection>, IndexRecord)> {
-        let collection = self.collection_arc(collection)?;
-        let index = collection.index(index)?;
-        if !matches!(
-            index.record.kind,
-            crate::catalog::IndexKind::Next | crate::catalog::IndexKind::SstLocal
-        ) {
-            return Err(IndexError::UnsupportedQuery {
-                index: index.record.name.clone(),
-                reason: format!(
-                    "secondary blocks belong to next and sst-local indexes, not {}",
-                    index.record.kind
-                ),
-            });
-        }
-        let record = index.record.clone();
-        Ok((collection, record))
-    }
-
-    /// At open: starts, in a background thread, the builds of the `next` and `sst-local`
-    /// indexes that some live table still lacks blocks for.
-    pub(crate) fn resume_index_builds(&self) -> Result<()> {
-        let catalog = Arc::clone(&self.catalog.read());
-        let mut todo = Vec::new();
-        for collection in catalog.collections.values() {
-            let primary = &collection.primary;
-            // The collection's live tables, taken once for all its indexes (and only if one
-            // of them is a next or sst-local index).
-            let mut view = None;
-            for index in &collection.indexes {
-                let Some(state) = self.next.index(primary.id(), index.record.id) else {
-                    continue; // not a next or sst-local index
-                };
-                let view = match &mut view {
-                    Some(view) => view,
-                    None => view.insert(self.engine.components(primary, &ReadOptions::default())?),
-                };
-                if !unindexed_files(view, &state).is_empty() {
-                    todo.push(Resumed {
-                        collection: Arc::clone(collection),
-                        record: index.record.clone(),
-                        failed: None,
-                    });
-                }
-            }
-        }
-        if !todo.is_empty() {
-            self.index_builds.start(
-                Arc::clone(&self.engine),
-                Arc::clone(&self.next),
-                todo,
-                self.progress.clone(),
-            );
-        }
-        Ok(())
-    }
-
-    /// Where the background builds stand (resumed at open, or handed over by
-    /// `create_index` after a recoverable failure; none: all zero).
-    pub fn index_build_status(&self) -> IndexBuildStatus {
-        self.index_builds.status()
-    }
-
-    /// Waits until the background builds end, or one waits to retry after a recoverable
-    /// failure (`retry_pending`: it goes on by itself, see [`IndexBuildStatus`]), and says
-    /// where they stand.
-    pub fn wait_for_index_builds(&self) -> IndexBuildStatus {
-        self.index_builds.wait()
-    }
-
-    /// Retries now what waits for a retry after a recoverable error: the engine's failed
-    /// background work ([`Db::resume`]: its error, if it failed again or is fatal, is
-    /// returned), then — whatever the engine's answer — the background index build waiting
-    /// to retry, if any (it waits on if the engine still refuses writes).
-    pub fn resume(&self) -> Result<()> {
-        let engine = self.engine.resume();
-        self.index_builds.wake();
-        engine?;
-        Ok(())
-    }
-
-    /// `create_index`'s online build failed: a recoverable failure hands the rest of the
-    /// build to the background thread, which retries (true); a fatal one is returned.
-    pub(crate) fn hand_over_failed_build(
-        &self,
-        collection: &Arc<Collection>,
-        record: &IndexRecord,
-        error: &IndexError,
-    ) -> bool {
-        if matches!(classify(&self.engine, error), Outcome::Fatal(_)) {
-            return false;
-        }
-        self.index_builds.start(
-            Arc::clone(&self.engine),
-            Arc::clone(&self.next),
-            vec![Resumed {
-                collection: Arc::clone(collection),
-                record: record.clone(),
-                failed: Some(error.to_string()),
-            }],
-            self.progress.clone(),
-        );
-        true
-    }
-
-    /// Rebuilds, from its entries, the secondary blocks of every live table of the collection
-    /// that has blocks for a `next` or `sst-local` index (in the table, or built online into
-    /// the side tree) and checks that the stored blocks are byte for byte the rebuilt ones.
-    /// Reads every such table. Meaningful when no build of the index runs (blocks written by
-    /// an older format version, without checksums or entry offsets, are reported as
-    /// different).
-    pub fn check_secondary_blocks(
-        &self,
-        collection: &str,
-        index: &str,
-    ) -> Result<SecondaryBlocksReport> {
-        let (collection, record) = self.next_index(collection, index)?;
-        let primary = &collection.primary;
-        let engine = &self.engine;
-        let state = self.next.index(primary.id(), record.id).ok_or_else(|| {
-            IndexError::Internal(format!("index `{}` is not registered", record.name))
-        })?;
-        let view = engine.components(primary, &ReadOptions::default())?;
-        let side_files = state.side_files.lock().clone();
-        let side = self.next.side_tree(primary.id());
-        let context = ReadContext::from_read_options(&ReadOptions::default());
-        let never = AtomicBool::new(false);
-        let mut report = SecondaryBlocksReport::default();
-        for file in view_files(&view) {
-            let in_table =
-                property_lists(file.properties().get(COLLECTOR_NAME), state.spec.attr_id);
-            let online = side
-                .as_ref()
-                .filter(|_| !in_table && side_files.contains(&file.number));
-            if !in_table && online.is_none() {
-                report.files_unindexed += 1;
-                continue;
-            }
-            let Some((rebuilt, _)) = build_file(&view, &file, &state.spec, &context, &never)?
-            else {
-                continue;
-            };
-            let table = view.table(&file)?;
-            for (name, bytes) in &rebuilt {
-                let stored = match online {
-                    Some(side) => read_side_block(engine, side, file.number, name)?,
-                    None => table.meta_block(COLLECTOR_NAME, name)?.ok_or_else(|| {
-                        sift_lsm::Error::corruption(
-                            table.path(),
-                            0,
-                            format!(
-                                "table lists attribute {} but has no block {name:?}",
-                                state.spec.attr_id
-                            ),
-                        )
-                    })?,
-                };
-                if stored != *bytes {
-                    return Err(IndexError::Internal(format!(
-                        "index `{}`: block {name:?} of file {} ({}) differs from the one \
-                         rebuilt from the file's entries ({} bytes stored, {} rebuilt)",
-                        record.name,
-                        file.number,
-                        if online.is_some() {
-                            "built online"
-                        } else {
-                            "in the table"
-                        },
-                        stored.len(),
-                        bytes.len()
-                    )));
-                }
-                report.blocks += 1;
-            }
-            if online.is_some() {
-                report.files_built_online += 1;
-            } else {
-                report.files_in_tables += 1;
-            }
-        }
-        Ok(report)
-    }
 }

@@ -33,11 +33,13 @@ pub(crate) mod build;
 pub(crate) mod collector;
 pub mod format;
 pub(crate) mod global;
+mod kind;
 pub(crate) mod memo;
 pub(crate) mod query;
 pub(crate) mod rtree;
 
 pub use build::{IndexBuildFailure, IndexBuildStatus, IndexBuildsAtOpen, SecondaryBlocksReport};
+pub(crate) use kind::Next;
 
 pub use crate::catalog::{SplitDelta, Validation};
 
@@ -809,64 +811,5 @@ pub(crate) struct NextObserver(pub Arc<Registry>);
 impl CompactionObserver for NextObserver {
     fn on_drop(&self, job: JobKind, entry: &DroppedEntry<'_>, _emit: &mut WriteBatch) {
         self.0.on_drop(job, entry);
-    }
-}
-
-/// Checks the parts of an index spec that concern `next` / `sst-local`.
-pub(crate) fn check_spec(spec: &crate::catalog::IndexSpec) -> std::result::Result<(), String> {
-    let ours = matches!(spec.kind, IndexKind::SstLocal | IndexKind::Next);
-    if !ours {
-        if spec.split_delta.is_some() || spec.validation.is_some() {
-            return Err(format!(
-                "split delta and validation apply to sst-local and next indexes, not {}",
-                spec.kind
-            ));
-        }
-        return Ok(());
-    }
-    if spec.read_repair {
-        return Err(format!(
-            "{} indexes have no entries to repair (they live in the primary tree's tables)",
-            spec.kind
-        ));
-    }
-    if let (AttrType::String, Some(delta)) = (spec.attr_type, spec.split_delta) {
-        if delta.get().fract() != 0.0 {
-            return Err(format!(
-                "for a string attribute the split delta is a prefix length in bytes, not {delta}"
-            ));
-        }
-    }
-    Ok(())
-}
-
-impl crate::Database {
-    /// What the global index of a `next` index holds now: files, blocks and memory, in step
-    /// with the engine's current files. Safe to call at any moment; checks nothing (see
-    /// [`crate::Database::check_global_index`] for that).
-    pub fn global_index_stats(&self, collection: &str, index: &str) -> Result<GlobalIndexStats> {
-        let collection = self.collection_arc(collection)?;
-        let index = collection.index(index)?;
-        self.next
-            .global_index_stats(&self.engine, &collection.primary, index.record.id)?
-            .ok_or_else(|| IndexError::UnsupportedQuery {
-                index: index.record.name.clone(),
-                reason: format!(
-                    "it is a {} index: only next indexes have a global index (sst-local \
-                         indexes read each table's directory instead)",
-                    index.record.kind
-                ),
-            })
-    }
-
-    /// Checks that the global index of a `next` index describes exactly the secondary blocks
-    /// of the live files of its collection (nothing more, nothing less), against a view of
-    /// the same version: it holds at every moment, also while flushes and compactions run.
-    /// For the global index's size alone, [`crate::Database::global_index_stats`] is cheaper.
-    pub fn check_global_index(&self, collection: &str, index: &str) -> Result<GlobalIndexReport> {
-        let collection = self.collection_arc(collection)?;
-        let index = collection.index(index)?;
-        self.next
-            .check_global_index(&self.engine, &collection.primary, index.record.id)
     }
 }

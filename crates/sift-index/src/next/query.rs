@@ -39,12 +39,11 @@ use super::format::{
 use super::global::Region;
 use super::memo::{MemoAnswer, UpdateMemo};
 use super::{encoded_attribute, geo_point, read_directory, NextIndexState, Registry, Validation};
-use crate::collection::{Collection, Index};
-use crate::database::Database;
 use crate::envelope::EnvelopeRef;
 use crate::error::{IndexError, Result};
 use crate::geo::GeoBox;
-use crate::query::{Hit, QueryResult, QueryStats};
+use crate::kind::query::{Hit, QueryResult, QueryStats};
+use crate::kind::{Collection, Index};
 use sift_lsm::db::ComponentView;
 use sift_lsm::iterator::InternalIterator;
 use sift_lsm::key::parse_internal_key;
@@ -563,7 +562,8 @@ pub(crate) fn run(
 /// `Database::within` on a `next` or `sst-local` index (a geo attribute): the documents whose
 /// point lies in `geo_box` (edges inside), newest first, at most `limit`.
 pub(crate) fn within(
-    database: &Database,
+    engine: &Db,
+    registry: &Registry,
     collection: &Collection,
     index: &Index,
     geo_box: &GeoBox,
@@ -571,7 +571,7 @@ pub(crate) fn within(
 ) -> Result<QueryResult> {
     let read_stats = Arc::new(ReadStats::default());
     let read = ReadOptions {
-        snapshot: Some(database.engine.snapshot()),
+        snapshot: Some(engine.snapshot()),
         read_stats: Some(Arc::clone(&read_stats)),
         ..ReadOptions::default()
     };
@@ -579,8 +579,8 @@ pub(crate) fn within(
         return Ok(QueryResult::default());
     }
     let output = run_region(
-        &database.engine,
-        &database.next,
+        engine,
+        registry,
         collection,
         index,
         Region::Within(geo_box),

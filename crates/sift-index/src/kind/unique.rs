@@ -8,21 +8,24 @@
 //! exactly one wins. Within one batch, earlier writes are seen through [`UniqueClaims`]: a
 //! value released earlier in the batch may be taken, a value taken earlier may not.
 
-use crate::collection::{Collection, Index};
+use super::collection::encoded_value;
+use super::{Collection, Index};
+use crate::catalog::IndexRecord;
 use crate::encoding::{decode_pk, decode_value, prefix_successor};
 use crate::envelope::EnvelopeRef;
 use crate::error::{IndexError, Result};
+use crate::path::AttrPath;
 use sift_lsm::{Db, ReadOptions};
 use std::collections::HashMap;
 
 /// The error for a write giving `index` the encoded value `value`.
-pub(crate) fn violation(index: &Index, value: &[u8]) -> IndexError {
-    let shown = decode_value(value, index.record.attr_type).map_or_else(
+pub(crate) fn violation(record: &IndexRecord, value: &[u8]) -> IndexError {
+    let shown = decode_value(value, record.attr_type).map_or_else(
         |_| format!("{value:02X?}"),
         |(decoded, _)| decoded.to_string(),
     );
     IndexError::UniqueViolation {
-        index: index.record.name.clone(),
+        index: record.name.clone(),
         value: shown,
     }
 }
@@ -86,7 +89,7 @@ impl UniqueClaims {
                     None => composite_holder(engine, index, new, pk)?,
                 };
                 if holder.is_some_and(|holder| holder != pk) {
-                    return Err(violation(index, new));
+                    return Err(violation(&index.record, new));
                 }
             }
         }
@@ -109,7 +112,8 @@ impl UniqueClaims {
 pub(crate) fn check_no_duplicates(
     engine: &Db,
     collection: &Collection,
-    index: &Index,
+    record: &IndexRecord,
+    path: &AttrPath,
 ) -> Result<()> {
     let mut holders: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
     let mut iter = engine.iter(&collection.primary, ReadOptions::default())?;
@@ -121,14 +125,14 @@ pub(crate) fn check_no_duplicates(
                 String::from_utf8_lossy(iter.key())
             ))
         })?;
-        if let Some(value) = index.encoded_value(&envelope, iter.seq()) {
+        if let Some(value) = encoded_value(record, path, &envelope, iter.seq()) {
             if let Some(other) = holders.insert(value.to_vec(), iter.key().to_vec()) {
-                let shown = match violation(index, &value) {
+                let shown = match violation(record, &value) {
                     IndexError::UniqueViolation { value, .. } => value,
                     other => other.to_string(),
                 };
                 return Err(IndexError::InvalidIndexSpec {
-                    name: index.record.name.clone(),
+                    name: record.name.clone(),
                     reason: format!(
                         "cannot be unique: documents {:?} and {:?} both have the value {shown}",
                         String::from_utf8_lossy(&other),

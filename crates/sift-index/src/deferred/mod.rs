@@ -58,11 +58,14 @@
 //! its end, possibly after the catalog is in, and later jobs no longer record anything.
 //! Databases without deferred indexes write nothing at open.
 
-use crate::collection::{Collection, Index};
-use crate::database::Database;
+mod kind;
+mod query;
+
 use crate::encoding::{decode_pk, decode_value};
 use crate::envelope::EnvelopeRef;
 use crate::error::{IndexError, Result};
+use crate::kind::{Collection, Index};
+pub(crate) use kind::DeferredComposite;
 use parking_lot::RwLock;
 use sift_lsm::extension::{CompactionObserver, DroppedEntry, JobKind};
 use sift_lsm::{
@@ -78,7 +81,7 @@ pub const PENDING_PREFIX: &[u8] = b"sift.deferred-pending/";
 /// The engine's default tree always has id 0 (checked at open).
 pub(crate) const DEFAULT_TREE_ID: TreeId = 0;
 /// Pending records handled per engine batch at open.
-const PENDING_BATCH_RECORDS: usize = 256;
+pub(crate) const PENDING_BATCH_RECORDS: usize = 256;
 const SEQ_BYTES: usize = 8;
 /// File in the database directory naming the primary trees with deferred indexes.
 pub const MARKER_FILE: &str = "sift-deferred-primaries";
@@ -163,7 +166,7 @@ fn pending_key(tree: TreeId, seq: SeqNo, pk: &[u8]) -> Vec<u8> {
     key
 }
 
-fn split_pending_key(key: &[u8]) -> Option<(TreeId, SeqNo, &[u8])> {
+pub(crate) fn split_pending_key(key: &[u8]) -> Option<(TreeId, SeqNo, &[u8])> {
     let rest = key.strip_prefix(PENDING_PREFIX)?;
     let tree = u64::from_be_bytes(rest.get(..8)?.try_into().ok()?);
     let seq = u64::from_be_bytes(rest.get(8..16)?.try_into().ok()?);
@@ -171,7 +174,7 @@ fn split_pending_key(key: &[u8]) -> Option<(TreeId, SeqNo, &[u8])> {
 }
 
 #[derive(Default)]
-struct RegistryState {
+pub(crate) struct RegistryState {
     /// False until `Database::open` has loaded the catalog.
     loaded: bool,
     /// Before `loaded`: the primaries whose dropped puts are recorded (`None`: all).
@@ -179,24 +182,24 @@ struct RegistryState {
     /// What the marker file names now.
     marker: BTreeSet<TreeId>,
     /// Primary tree id → its ready deferred indexes.
-    by_primary: HashMap<TreeId, Vec<Arc<Index>>>,
+    pub(crate) by_primary: HashMap<TreeId, Vec<Arc<Index>>>,
 }
 
 /// Which deferred indexes each primary tree has; shared by `Database` (which replaces it at
 /// every catalog change, under its write lock) and the compaction observer.
 #[derive(Default)]
 pub(crate) struct DeferredRegistry {
-    state: RwLock<RegistryState>,
-    deletes_emitted: AtomicU64,
+    pub(crate) state: RwLock<RegistryState>,
+    pub(crate) deletes_emitted: AtomicU64,
     /// Dropped versions whose envelope did not decode (no delete could be emitted).
-    undecodable_versions: AtomicU64,
+    pub(crate) undecodable_versions: AtomicU64,
     /// Versions recorded before the catalog was loaded and turned into deletes at open.
-    pending_applied: AtomicU64,
+    pub(crate) pending_applied: AtomicU64,
     /// On: writes delete the entries of a shadowed version found in memory
     /// (`DatabaseOptions::deferred_fast_path`).
     fast_path_on: AtomicBool,
     /// DELETEs written by the in-memory fast path since open.
-    fast_path_deletes: AtomicU64,
+    pub(crate) fast_path_deletes: AtomicU64,
 }
 
 impl DeferredRegistry {
@@ -263,7 +266,7 @@ impl DeferredRegistry {
         state.loaded = true;
     }
 
-    fn emit_deletes(
+    pub(crate) fn emit_deletes(
         &self,
         indexes: &[Arc<Index>],
         pk: &[u8],
@@ -276,7 +279,8 @@ impl DeferredRegistry {
             return;
         };
         for index in indexes {
-            let (Some(tree), Some(value)) = (&index.tree, index.encoded_value(&envelope, seq))
+            let (Some(tree), Some(value)) =
+                (index.kind.tree(), index.encoded_value(&envelope, seq))
             else {
                 continue;
             };
@@ -417,124 +421,4 @@ pub struct DeferredGarbage {
     pub undecodable_versions: u64,
     /// DELETEs written by the in-memory fast path since open, over every deferred index.
     pub fast_path_deletes: u64,
-}
-
-impl Database {
-    /// Garbage report of a deferred index: scans the index tree and the collection (at one
-    /// snapshot) and reads the tables' metadata.
-    pub fn deferred_garbage(&self, collection: &str, index: &str) -> Result<DeferredGarbage> {
-        let collection = self.collection_arc(collection)?;
-        let index = collection.index(index)?;
-        if !is_deferred(index) {
-            return Err(IndexError::InvalidIndexSpec {
-                name: index.record.name.clone(),
-                reason: "garbage is reported for deferred indexes only".to_string(),
-            });
-        }
-        let tree = index.stand_alone_tree()?;
-        let read = ReadOptions {
-            snapshot: Some(self.engine.snapshot()),
-            skip_cache_fill: true,
-            ..ReadOptions::default()
-        };
-        let mut report = DeferredGarbage::default();
-        let mut iter = self.engine.iter(tree, read.clone())?;
-        iter.seek_to_first()?;
-        while iter.valid() {
-            report.index_entries += 1;
-            iter.next()?;
-        }
-        let mut iter = self.engine.iter(&collection.primary, read.clone())?;
-        iter.seek_to_first()?;
-        while iter.valid() {
-            let envelope = EnvelopeRef::decode(iter.value()).map_err(|e| {
-                IndexError::Internal(format!(
-                    "stored document {:?} is corrupt: {e}",
-                    String::from_utf8_lossy(iter.key())
-                ))
-            })?;
-            if index.encoded_value(&envelope, iter.seq()).is_some() {
-                report.live_entries += 1;
-            }
-            iter.next()?;
-        }
-        report.garbage_entries = report.index_entries.saturating_sub(report.live_entries);
-        let view = self.engine.components(tree, &read)?;
-        let levels = self
-            .engine
-            .stats()
-            .trees
-            .iter()
-            .find(|stats| stats.name == tree.name())
-            .map_or(0, |stats| stats.levels.len());
-        for level in 0..levels {
-            for file in view.files(level) {
-                report.stored_entries += file.entries;
-                report.stored_tombstones += file.deletions;
-            }
-        }
-        report.deletes_emitted = self.deferred.deletes_emitted.load(Ordering::Relaxed);
-        report.pending_versions_applied = self.deferred.pending_applied.load(Ordering::Relaxed);
-        report.undecodable_versions = self.deferred.undecodable_versions.load(Ordering::Relaxed);
-        report.fast_path_deletes = self.deferred.fast_path_deletes.load(Ordering::Relaxed);
-        Ok(report)
-    }
-
-    /// Rewrites the marker file if it must name `extra` (an index being created) or, without
-    /// `extra`, if it differs from the primaries that have deferred indexes now.
-    pub(crate) fn update_deferred_marker(&self, extra: Option<TreeId>) -> Result<()> {
-        if let Some(primaries) = self.deferred.marker_update(extra) {
-            write_marker(self.file_system.as_ref(), self.engine.path(), &primaries)?;
-            self.deferred.marker_written(primaries);
-        }
-        Ok(())
-    }
-
-    /// Turns the versions recorded under [`PENDING_PREFIX`] (dropped before the catalog was
-    /// loaded) into deletes of their index entries, each record removed in the same batch.
-    /// Called at open, under the write lock, after the catalog is loaded.
-    pub(crate) fn apply_pending_drops(&self) -> Result<u64> {
-        let default_tree = self.engine.default_tree();
-        let mut upper = PENDING_PREFIX.to_vec();
-        if let Some(last) = upper.last_mut() {
-            *last += 1;
-        }
-        let mut applied = 0;
-        loop {
-            let mut iter = self.engine.iter(
-                &default_tree,
-                ReadOptions {
-                    lower_bound: Some(PENDING_PREFIX.to_vec()),
-                    upper_bound: Some(upper.clone()),
-                    ..ReadOptions::default()
-                },
-            )?;
-            iter.seek(PENDING_PREFIX)?;
-            let mut batch = WriteBatch::new();
-            let mut records = 0;
-            {
-                let state = self.deferred.state.read();
-                while iter.valid() && records < PENDING_BATCH_RECORDS {
-                    if let Some((tree, seq, pk)) = split_pending_key(iter.key()) {
-                        if let Some(indexes) = state.by_primary.get(&tree) {
-                            self.deferred
-                                .emit_deletes(indexes, pk, seq, iter.value(), &mut batch);
-                        }
-                    }
-                    batch.delete(&default_tree, iter.key());
-                    records += 1;
-                    iter.next()?;
-                }
-            }
-            if records == 0 {
-                return Ok(applied);
-            }
-            applied += records as u64;
-            self.deferred
-                .pending_applied
-                .fetch_add(records as u64, Ordering::Relaxed);
-            self.engine
-                .write(batch, &sift_lsm::WriteOptions { sync: true })?;
-        }
-    }
 }

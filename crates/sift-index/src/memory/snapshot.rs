@@ -13,7 +13,6 @@
 //! current.
 
 use crate::catalog::IndexRecord;
-use crate::database::Database;
 use crate::encoding::decode_value;
 use crate::error::{IndexError, Result, MAX_PRIMARY_KEY_BYTES};
 use crate::memory::MemoryIndex;
@@ -330,20 +329,6 @@ pub(crate) fn remove_snapshots(file_system: &dyn FileSystem, directory: &Path) -
         }
     }
     Ok(())
-}
-
-impl Database {
-    /// How a `memory` index got its contents (`None` for other kinds): loaded from the snapshot
-    /// of a clean close, rebuilt by a scan (and why), or back-filled.
-    pub fn memory_index_origin(
-        &self,
-        collection: &str,
-        index: &str,
-    ) -> Result<Option<MemoryIndexOrigin>> {
-        let collection = self.collection_arc(collection)?;
-        let index = collection.index(index)?;
-        Ok(index.memory.as_ref().map(MemoryIndex::origin))
-    }
 }
 
 #[cfg(test)]

@@ -8,13 +8,13 @@
 //! hits; RANGE gathers the range's entries (an index-only scan), then validates them newest
 //! first until one cannot enter the top K.
 
-use super::Query;
 use crate::deferred::split_deferred_key;
 use crate::error::Result;
+use crate::kind::query::Query;
 use sift_lsm::{ReadOptions, SeqNo};
 
 impl Query<'_> {
-    pub(super) fn run_deferred(&mut self) -> Result<()> {
+    pub(crate) fn run_deferred(&mut self) -> Result<()> {
         let tree = self.index.stand_alone_tree()?;
         let options = ReadOptions {
             lower_bound: Some(self.start.clone()),

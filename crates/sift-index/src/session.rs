@@ -13,21 +13,22 @@
 //! `session_overlay_bytes_max` drops it and answers with eventual consistency (said in each
 //! result) until all its writes are indexed; then it reads its writes again.
 
-use super::AsyncCore;
+use crate::async_index::sessions::live_sessions;
+use crate::async_index::sessions::{IndexValues, OverlayEntry, SessionInner, SessionState};
 use crate::catalog::Maintenance;
-use crate::collection::{Collection, Index};
 use crate::database::{Database, WriteOp};
 use crate::encoding::{checked_range_bounds, value_bounds};
 use crate::envelope::EnvelopeRef;
 use crate::error::{IndexError, Result};
-use crate::query::{Hit, QueryResult, QueryStats};
+use crate::kind::query::{Hit, QueryResult, QueryStats};
+use crate::kind::{Collection, Index};
 use crate::value::AttrValue;
 use parking_lot::Mutex;
 use sift_lsm::SeqNo;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Instant;
 
 /// Bytes an overlay entry costs besides its key and values (map slot, bookkeeping).
 const OVERLAY_ENTRY_OVERHEAD_BYTES: usize = 64;
@@ -53,104 +54,12 @@ pub struct SessionQueryResult {
     pub overlay_hits: u64,
 }
 
-/// (index id, encoded value) of each `async-session` index of a collection.
-type IndexValues = Vec<(u64, Option<Vec<u8>>)>;
-
-/// (collection, pk) of an overlay entry.
-type OverlayKey = (Arc<str>, Vec<u8>);
-
-#[derive(Debug)]
-struct OverlayEntry {
-    seq: SeqNo,
-    values: IndexValues,
-    bytes: usize,
-}
-
-#[derive(Debug)]
-struct SessionInner {
-    last_used: Instant,
-    expired: bool,
-    /// (collection, pk) -> the session's latest write of the document.
-    overlay: HashMap<(Arc<str>, Vec<u8>), OverlayEntry>,
-    /// The overlay's writes in the order made: (sequence number, key). Pruning pops from the
-    /// front, so a write does not scan the whole overlay; a key written again has a newer
-    /// entry further back (the older one is skipped when popped).
-    overlay_order: VecDeque<(SeqNo, OverlayKey)>,
-    overlay_bytes: usize,
-    /// Set when the overlay outgrew its cap: eventual until every write `<=` this is indexed.
-    fallback_until: Option<SeqNo>,
-}
-
-/// A session's state, registered with the database for statistics and expiry sweeps.
-#[derive(Debug)]
-pub(crate) struct SessionState {
-    id: u64,
-    idle_timeout: Duration,
-    overlay_bytes_max: usize,
-    inner: Mutex<SessionInner>,
-}
-
-impl SessionState {
-    /// Expires the session if it sat idle too long. Returns whether it is expired.
-    fn expire_if_idle(&self, inner: &mut SessionInner) -> bool {
-        if !inner.expired && inner.last_used.elapsed() > self.idle_timeout {
-            inner.expired = true;
-            inner.overlay = HashMap::new();
-            inner.overlay_order = VecDeque::new();
-            inner.overlay_bytes = 0;
-        }
-        inner.expired
-    }
-}
-
-/// (live sessions, overlay bytes); forgets dropped sessions and expires idle ones.
-pub(crate) fn live_sessions(core: &AsyncCore) -> (u64, u64) {
-    let mut sessions = core.sessions.lock();
-    sessions.retain(|weak| weak.strong_count() > 0);
-    let mut live = 0;
-    let mut bytes = 0;
-    for state in sessions.iter().filter_map(Weak::upgrade) {
-        let mut inner = state.inner.lock();
-        if !state.expire_if_idle(&mut inner) {
-            live += 1;
-            bytes += inner.overlay_bytes as u64;
-        }
-    }
-    (live, bytes)
-}
-
 /// A client session (Diff-Index's `get_session`). `Send` and `Sync`; drop it (or call
 /// [`Session::end`]) to release its overlay.
 #[derive(Debug)]
 pub struct Session<'db> {
     database: &'db Database,
     state: Arc<SessionState>,
-}
-
-impl Database {
-    /// Starts a session: its queries see its own writes on `async-session` indexes.
-    pub fn session(&self) -> Session<'_> {
-        let core = &self.async_index.core;
-        let state = Arc::new(SessionState {
-            id: core.next_session_id.fetch_add(1, Ordering::Relaxed),
-            idle_timeout: core.options.session_idle_timeout,
-            overlay_bytes_max: core.options.session_overlay_bytes_max,
-            inner: Mutex::new(SessionInner {
-                last_used: Instant::now(),
-                expired: false,
-                overlay: HashMap::new(),
-                overlay_order: VecDeque::new(),
-                overlay_bytes: 0,
-                fallback_until: None,
-            }),
-        });
-        live_sessions(core);
-        core.sessions.lock().push(Arc::downgrade(&state));
-        Session {
-            database: self,
-            state,
-        }
-    }
 }
 
 fn session_indexes(collection: &Collection) -> Vec<&Arc<Index>> {
@@ -441,4 +350,30 @@ impl Session<'_> {
 fn assert_send_sync() {
     fn check<T: Send + Sync>() {}
     check::<Session<'static>>();
+}
+
+impl Database {
+    /// Starts a session: its queries see its own writes on `async-session` indexes.
+    pub fn session(&self) -> Session<'_> {
+        let core = &self.async_index.core;
+        let state = Arc::new(SessionState {
+            id: core.next_session_id.fetch_add(1, Ordering::Relaxed),
+            idle_timeout: core.options.session_idle_timeout,
+            overlay_bytes_max: core.options.session_overlay_bytes_max,
+            inner: Mutex::new(SessionInner {
+                last_used: Instant::now(),
+                expired: false,
+                overlay: HashMap::new(),
+                overlay_order: VecDeque::new(),
+                overlay_bytes: 0,
+                fallback_until: None,
+            }),
+        });
+        live_sessions(core);
+        core.sessions.lock().push(Arc::downgrade(&state));
+        Session {
+            database: self,
+            state,
+        }
+    }
 }

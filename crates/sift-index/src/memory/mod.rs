@@ -1,11 +1,14 @@
 //! The `memory` index kind: an ordered map `(encoded value, pk) -> seq` plus a hash map
 //! `pk -> (encoded value, seq)`, maintained under the write path. Saved to a snapshot at clean
 //! close and loaded from it at open, or rebuilt by scanning the collection
-//! (`memory_snapshot.rs`).
+//! (`memory/snapshot.rs`).
 
-use crate::memory_snapshot::MemoryIndexOrigin;
+mod kind;
+pub mod snapshot;
+
 use parking_lot::{Mutex, RwLock};
 use sift_lsm::SeqNo;
+use snapshot::MemoryIndexOrigin;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 

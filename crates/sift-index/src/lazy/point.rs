@@ -6,8 +6,8 @@
 //! The lazy RANGE (`Query::run_lazy`) reads its components the same way, through
 //! [`Query::collect_fragments`] and the general path [`Query::take_lists`].
 
-use super::Query;
 use crate::error::{IndexError, Result};
+use crate::kind::query::Query;
 use crate::postings::{PostingIter, PostingRef};
 use sift_lsm::db::ComponentView;
 use sift_lsm::{ComponentId, SeqNo, ValueKind};
@@ -16,7 +16,7 @@ use std::collections::{HashMap, HashSet};
 
 /// Removes met so far, by sequence number: looked up with a borrowed pk (no allocation).
 #[derive(Default)]
-pub(super) struct RemovedPostings {
+pub(crate) struct RemovedPostings {
     by_seq: HashMap<SeqNo, Vec<Vec<u8>>>,
 }
 
@@ -38,7 +38,7 @@ impl RemovedPostings {
 /// One fragment copied into the component arena: the index (in `keys`) of the key it is filed
 /// under and its byte span.
 #[derive(Clone, Copy)]
-pub(super) struct ListSpan {
+pub(crate) struct ListSpan {
     key: usize,
     start: usize,
     end: usize,
@@ -48,7 +48,7 @@ pub(super) struct ListSpan {
 /// key once, however many fragments it has): refilled by [`Query::collect_fragments`] for
 /// each component, its buffers reused.
 #[derive(Default)]
-pub(super) struct ComponentFragments {
+pub(crate) struct ComponentFragments {
     arena: Vec<u8>,
     keys: Vec<Vec<u8>>,
     lists: Vec<ListSpan>,
@@ -58,7 +58,7 @@ impl Query<'_> {
     /// Lazy LOOKUP: component by component, newest first, stopping after the first component
     /// at which K valid hits are known. Hits are exactly those of the general lazy path: a
     /// posting is validated iff no remove met so far cancels it and the top K would accept it.
-    pub(super) fn run_lazy_point(&mut self) -> Result<()> {
+    pub(crate) fn run_lazy_point(&mut self) -> Result<()> {
         let tree = self.index.stand_alone_tree()?;
         let view = self.engine.components(tree, &self.read)?;
         let mut removed = RemovedPostings::default();
@@ -83,7 +83,7 @@ impl Query<'_> {
     /// Copies the fragments of component `id` in the query's range into `fragments`, except
     /// those of keys in `based` (a newer component holds their base), and adds to `based` the
     /// keys whose base (a full list or a delete) this component holds.
-    pub(super) fn collect_fragments(
+    pub(crate) fn collect_fragments(
         &self,
         view: &ComponentView,
         id: ComponentId,
@@ -209,7 +209,7 @@ impl Query<'_> {
 
     /// The general path: every fragment of the component decoded (removes first recorded),
     /// adds sorted newest first, validated until the top K cannot accept one.
-    pub(super) fn take_lists(
+    pub(crate) fn take_lists(
         &mut self,
         component: ComponentId,
         fragments: &ComponentFragments,

@@ -1,6 +1,6 @@
 //! Composite LOOKUP inside one table component (an L0 file, or the files of a level that
 //! overlap the value): the value's blocks are read newest first by their sequence bound (the
-//! largest sequence number of the block, `composite_seq.rs`), and reading stops once the K-th
+//! largest sequence number of the block, `seq.rs`), and reading stops once the K-th
 //! hit is at least as new as every block left. A heavy value whose keys fill many blocks of a
 //! fully compacted tree then costs the few blocks holding its newest keys, not all of them.
 //!
@@ -31,9 +31,9 @@
 //! value costs a block or two per component, and a dozen allocations per component were a
 //! measurable share of that.
 
-use super::{Query, Shadows};
-use crate::composite_seq::{decode_block_max_seq, COLLECTOR_NAME};
+use crate::composite::seq::{decode_block_max_seq, COLLECTOR_NAME};
 use crate::error::Result;
+use crate::kind::query::{Query, Shadows};
 use sift_lsm::db::ComponentView;
 use sift_lsm::key::{compare_internal_keys, make_seek_key, parse_internal_key, user_key, SEQ_MAX};
 use sift_lsm::sstable::{ReadContext, Table};
@@ -73,7 +73,7 @@ struct Tail {
 /// Buffers of `Query::composite_table_component`, made once per LOOKUP and reused by each of
 /// its table components (cleared, not freed, between them).
 #[derive(Default)]
-pub(super) struct ComponentScratch {
+pub(crate) struct ComponentScratch {
     /// The LOOKUP's seek key, its end, and its read context: the same for every component.
     prepared: bool,
     seek: Vec<u8>,
@@ -278,7 +278,7 @@ impl Query<'_> {
     /// candidates that can enter the top K; appends the keys it decided to `arena` and `keys`
     /// (they shadow lower components). `arenas`/`seen`: keys of the components above, sorted.
     /// `buffers`: made once per LOOKUP, shared by its components.
-    pub(super) fn composite_table_component(
+    pub(crate) fn composite_table_component(
         &mut self,
         view: &ComponentView,
         id: ComponentId,

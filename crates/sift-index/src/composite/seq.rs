@@ -1,7 +1,7 @@
 //! The largest sequence number of each data block of a composite index tree: a block property
 //! collector registered for those trees, and its decoder. A composite LOOKUP reads a table's
 //! blocks newest first by this bound and stops once its K-th hit is at least as new as every
-//! block left (`query/composite_bounded.rs`). Byte layout: `docs/format/index-encodings.md`,
+//! block left (`bounded.rs`). Byte layout: `docs/format/index-encodings.md`,
 //! "Per-block sequence bound of composite trees" (the constants here are the truth).
 //!
 //! The engine builds every tree's tables with the collectors of its options; options are fixed

@@ -1,0 +1,128 @@
+//! The collections and indexes in use, as every part of the layer sees them: the database's
+//! catalog of ready collections (`Catalog`), each with its primary tree, parser and ready
+//! indexes (`Collection`), each index with its record and what it keeps in use (`Index`).
+//! Below the index kinds and the database, so that they can share these types without
+//! importing each other; each index reaches its kind through [`SecondaryIndex`].
+
+use super::SecondaryIndex;
+use crate::catalog::{CollectionRecord, IndexRecord};
+use crate::document::DocumentParser;
+use crate::encoding::encode_value_to_vec;
+use crate::envelope::EnvelopeRef;
+use crate::error::{IndexError, Result};
+use crate::path::AttrPath;
+use crate::value::AttrValue;
+use sift_lsm::{SeqNo, Tree};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// The encoded value of an index's attribute in a stored document version written at `seq`,
+/// or `None` if the version does not carry it. Versions written before the index existed lack
+/// the attribute in their envelope; their JSON is parsed instead (a value that does not
+/// convert to the index type counts as absent).
+#[inline]
+pub(crate) fn encoded_value<'a>(
+    record: &IndexRecord,
+    path: &AttrPath,
+    envelope: &EnvelopeRef<'a>,
+    seq: SeqNo,
+) -> Option<Cow<'a, [u8]>> {
+    if let Some(encoded) = envelope.attr_encoded(record.attr_id) {
+        return Some(Cow::Borrowed(encoded));
+    }
+    if seq > record.first_seq {
+        return None;
+    }
+    value_from_json(record, path, envelope)
+}
+
+/// [`encoded_value`] of a version older than the index (rare: out of line).
+#[cold]
+#[inline(never)]
+fn value_from_json<'a>(
+    record: &IndexRecord,
+    path: &AttrPath,
+    envelope: &EnvelopeRef<'a>,
+) -> Option<Cow<'a, [u8]>> {
+    let document: serde_json::Value = serde_json::from_slice(envelope.doc()).ok()?;
+    let json = path.lookup(&document)?;
+    if json.is_null() {
+        return None;
+    }
+    let value = AttrValue::from_json(json, record.attr_type, path.as_str()).ok()?;
+    Some(Cow::Owned(encode_value_to_vec(&value)))
+}
+
+/// An index in use.
+#[derive(Debug)]
+pub(crate) struct Index {
+    pub(crate) record: IndexRecord,
+    pub(crate) path: AttrPath,
+    /// What the kind keeps (tree, map, registry handle) and does.
+    pub(crate) kind: Arc<dyn SecondaryIndex>,
+}
+
+impl Index {
+    /// The encoded value of this index's attribute in a stored document version written at
+    /// `seq` ([`encoded_value`]).
+    #[inline]
+    pub(crate) fn encoded_value<'a>(
+        &self,
+        envelope: &EnvelopeRef<'a>,
+        seq: SeqNo,
+    ) -> Option<Cow<'a, [u8]>> {
+        encoded_value(&self.record, &self.path, envelope, seq)
+    }
+
+    pub(crate) fn stand_alone_tree(&self) -> Result<&Tree> {
+        self.kind.tree().ok_or_else(|| {
+            IndexError::Internal(format!("index `{}` has no tree", self.record.name))
+        })
+    }
+
+    /// The kind's own state, if it is a `T`.
+    pub(crate) fn state<T: 'static>(&self) -> Option<&T> {
+        self.kind.as_any().downcast_ref::<T>()
+    }
+}
+
+/// A collection in use.
+#[derive(Debug)]
+pub(crate) struct Collection {
+    pub(crate) record: CollectionRecord,
+    pub(crate) primary: Tree,
+    pub(crate) parser: DocumentParser,
+    /// Ready indexes only.
+    pub(crate) indexes: Vec<Arc<Index>>,
+}
+
+/// The error for a stored document that does not decode.
+pub(crate) fn corrupt_document(collection: &str, pk: &[u8], error: &IndexError) -> IndexError {
+    IndexError::Internal(format!(
+        "stored document {:?} of collection `{collection}` is corrupt: {error}",
+        String::from_utf8_lossy(pk)
+    ))
+}
+
+impl Collection {
+    pub(crate) fn corrupt_document(&self, pk: &[u8], error: &IndexError) -> IndexError {
+        corrupt_document(&self.record.name, pk, error)
+    }
+
+    pub(crate) fn index(&self, name: &str) -> Result<&Arc<Index>> {
+        self.indexes
+            .iter()
+            .find(|index| index.record.name == name)
+            .ok_or_else(|| IndexError::UnknownIndex {
+                collection: self.record.name.clone(),
+                name: name.to_string(),
+            })
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Catalog {
+    pub(crate) collections: BTreeMap<String, Arc<Collection>>,
+    pub(crate) next_id: u64,
+}
