@@ -11,14 +11,20 @@ use std::str::FromStr;
 #[serde(rename_all = "lowercase")]
 #[repr(u8)]
 pub enum AttrType {
+    /// A signed 64-bit integer.
     Int = 1,
+    /// A 64-bit float other than NaN.
     Float = 2,
+    /// UTF-8 text of at most `MAX_STRING_VALUE_BYTES`.
     String = 3,
+    /// An instant in milliseconds since the Unix epoch (RFC 3339 text in JSON).
     Time = 4,
+    /// A point `[lon, lat]` in degrees.
     Geo = 5,
 }
 
 impl AttrType {
+    /// Every type, in type-byte order.
     pub const ALL: [AttrType; 5] = [
         AttrType::Int,
         AttrType::Float,
@@ -32,10 +38,12 @@ impl AttrType {
         self as u8
     }
 
+    /// The type an envelope's type byte names, if any.
     pub fn from_type_byte(byte: u8) -> Option<AttrType> {
         AttrType::ALL.into_iter().find(|t| t.type_byte() == byte)
     }
 
+    /// The name used in specs, the CLI and messages.
     pub fn name(self) -> &'static str {
         match self {
             AttrType::Int => "int",

@@ -59,6 +59,7 @@ impl IndexKind {
         matches!(self, IndexKind::SstLocal | IndexKind::Next)
     }
 
+    /// The name used in specs, the CLI and messages.
     pub fn name(self) -> &'static str {
         match self {
             IndexKind::Composite => "composite",
@@ -140,6 +141,7 @@ pub enum Maintenance {
 }
 
 impl Maintenance {
+    /// The name used in specs, the CLI and messages.
     pub fn name(self) -> &'static str {
         match self {
             Maintenance::SyncFull => "sync-full",
@@ -185,16 +187,20 @@ impl FromStr for Maintenance {
 pub enum IndexState {
     /// Back-fill not finished; never used by queries. Restarted at open after a crash.
     Building,
+    /// Back-filled and in use by writes and queries.
     Ready,
 }
 
 /// What `create_index` is asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IndexSpec {
+    /// The index's name, unique in its collection.
     pub name: String,
     /// Attribute path (`user.id` or `/user/id`).
     pub path: String,
+    /// The attribute's type.
     pub attr_type: AttrType,
+    /// The index kind.
     pub kind: IndexKind,
     /// `None`: the kind's default (`IndexKind::default_maintenance`).
     pub maintenance: Option<Maintenance>,
@@ -328,6 +334,7 @@ impl IndexSpec {
 }
 
 impl IndexSpec {
+    /// An index named `name` on the attribute at `path`, with the kind's default maintenance and no options.
     pub fn new(name: &str, path: &str, attr_type: AttrType, kind: IndexKind) -> IndexSpec {
         IndexSpec {
             name: name.to_string(),
@@ -342,26 +349,32 @@ impl IndexSpec {
             unique: false,
         }
     }
+    /// Bloom filter bits per key (`embedded` only).
     pub fn with_bloom_bits_per_key(mut self, bits_per_key: u32) -> IndexSpec {
         self.bloom_bits_per_key = Some(bits_per_key);
         self
     }
+    /// The maintenance scheme.
     pub fn with_maintenance(mut self, maintenance: Maintenance) -> IndexSpec {
         self.maintenance = Some(maintenance);
         self
     }
+    /// Whether queries delete the stale entries they meet (`sync-insert` only).
     pub fn with_read_repair(mut self, read_repair: bool) -> IndexSpec {
         self.read_repair = read_repair;
         self
     }
+    /// The split delta of secondary blocks (`next` / `sst-local` only).
     pub fn with_split_delta(mut self, delta: SplitDelta) -> IndexSpec {
         self.split_delta = Some(delta);
         self
     }
+    /// How candidates are validated (`next` / `sst-local` only).
     pub fn with_validation(mut self, validation: Validation) -> IndexSpec {
         self.validation = Some(validation);
         self
     }
+    /// Whether a value may belong to one live document only (composite or eager, `sync-full`).
     pub fn with_unique(mut self, unique: bool) -> IndexSpec {
         self.unique = unique;
         self
@@ -371,13 +384,16 @@ impl IndexSpec {
 /// A collection as stored in the catalog.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CollectionRecord {
+    /// The collection's name.
     pub name: String,
+    /// Its id (names its trees).
     pub id: u64,
     /// Path of the primary-key field.
     pub pk_path: String,
 }
 
 impl CollectionRecord {
+    /// The engine tree holding the collection's documents.
     pub fn primary_tree_name(&self) -> String {
         format!("{TREE_PREFIX}c{}.docs", self.id)
     }
@@ -386,14 +402,23 @@ impl CollectionRecord {
 /// An index as stored in the catalog.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IndexRecord {
+    /// The index's name.
     pub name: String,
+    /// The collection's name.
     pub collection: String,
+    /// Its id (names its tree).
     pub id: u64,
+    /// The attribute path, as given.
     pub path: String,
+    /// The attribute's type.
     pub attr_type: AttrType,
+    /// The index kind.
     pub kind: IndexKind,
+    /// The maintenance scheme.
     pub maintenance: Maintenance,
+    /// Whether queries delete the stale entries they meet.
     pub read_repair: bool,
+    /// Building or ready.
     pub state: IndexState,
     /// The attribute id this index's values carry in envelopes.
     pub attr_id: u32,
@@ -482,9 +507,11 @@ pub const BLOOM_BITS_PER_KEY_MAX: u32 = 1000;
 pub struct SplitDelta(f64);
 
 impl SplitDelta {
+    /// A delta, if it is finite and positive.
     pub fn new(delta: f64) -> Option<SplitDelta> {
         (delta.is_finite() && delta >= 0.0).then_some(SplitDelta(delta))
     }
+    /// The delta.
     pub fn get(self) -> f64 {
         self.0
     }
@@ -528,6 +555,7 @@ pub enum Validation {
 }
 
 impl Validation {
+    /// The name used in specs, the CLI and messages.
     pub fn name(self) -> &'static str {
         match self {
             Validation::Memo => "memo",
@@ -559,10 +587,15 @@ impl FromStr for Validation {
 /// a memory-index rebuild at open.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BackfillProgress {
+    /// The collection's name.
     pub collection: String,
+    /// The index's name.
     pub index: String,
+    /// Documents read so far.
     pub documents_done: u64,
+    /// Whether this is the last report.
     pub finished: bool,
 }
 
+/// Told about back-fills and rebuilds ([`BackfillProgress`]).
 pub type ProgressCallback = Arc<dyn Fn(&BackfillProgress) + Send + Sync>;

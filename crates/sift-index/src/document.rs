@@ -34,7 +34,9 @@ type Unindexed = Vec<(u32, IndexError)>;
 pub struct IndexedAttribute {
     /// The id stored in envelopes (unique per collection).
     pub id: u32,
+    /// Where the attribute is in a document.
     pub path: AttrPath,
+    /// The type its index declares.
     pub attr_type: AttrType,
 }
 
@@ -49,15 +51,18 @@ pub enum TypeMismatchPolicy {
     StoreUnindexed,
 }
 
+/// A document as the write path stores it.
 #[derive(Debug)]
 pub struct ParsedDocument {
     /// A string key's UTF-8 bytes or an integer key's decimal text.
     pub pk: Vec<u8>,
+    /// The indexed attributes, pre-encoded, with the JSON.
     pub envelope: Envelope,
     /// Attributes left out under [`TypeMismatchPolicy::StoreUnindexed`], with the reason.
     pub unindexed: Vec<(u32, IndexError)>,
 }
 
+/// Parses and validates the documents of one collection: primary key, indexed attributes, limits.
 #[derive(Debug, Clone)]
 pub struct DocumentParser {
     pk_path: AttrPath,
@@ -93,11 +98,13 @@ impl DocumentParser {
         })
     }
 
+    /// What to do with an attribute of the wrong type.
     pub fn with_type_mismatch_policy(mut self, policy: TypeMismatchPolicy) -> DocumentParser {
         self.on_type_mismatch = policy;
         self
     }
 
+    /// The primary key's path.
     pub fn pk_path(&self) -> &AttrPath {
         &self.pk_path
     }
@@ -107,6 +114,7 @@ impl DocumentParser {
         &self.attributes
     }
 
+    /// The policy for attributes of the wrong type.
     pub fn type_mismatch_policy(&self) -> TypeMismatchPolicy {
         self.on_type_mismatch
     }

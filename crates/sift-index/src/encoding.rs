@@ -299,23 +299,12 @@ pub fn checked_range_bounds(lo: &AttrValue, hi: &AttrValue) -> Result<(Vec<u8>, 
     }
 }
 
-/// Whether `key` lies in the range `[start, end)` (with `end == None` unbounded).
-pub fn range_contains(start: &[u8], end: Option<&[u8]>, key: &[u8]) -> bool {
-    key >= start
-        && match end {
-            Some(end) => key < end,
-            None => true,
-        }
-}
-
-pub use crate::zorder::{
-    gather_bits, lat_of_cell, lon_of_cell, quantize_lat, quantize_lon, spread_bits, zorder,
-    zorder_cell, GeoCell,
-};
+pub use crate::zorder::{zorder, zorder_cell, GeoCell};
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::zorder::{gather_bits, quantize_lat, quantize_lon, spread_bits};
 
     #[test]
     fn int_encoding_examples() {

@@ -29,6 +29,7 @@ pub struct Envelope {
 }
 
 impl Envelope {
+    /// The stored bytes (`docs/format/index-encodings.md`).
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.doc.len() + 16 + self.attrs.len() * 16);
         self.encode_into(&mut out);
@@ -67,7 +68,9 @@ impl Envelope {
 /// One attribute of a decoded envelope, borrowing its encoded value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RawAttr<'a> {
+    /// The attribute id (the index's `attr_id`).
     pub id: u32,
+    /// Its type.
     pub attr_type: AttrType,
     /// The value's memcomparable encoding (see [`crate::encoding::encode_value`]); equal values
     /// have equal encodings, so collectors can compare these bytes without decoding.
@@ -75,6 +78,7 @@ pub struct RawAttr<'a> {
 }
 
 impl RawAttr<'_> {
+    /// The decoded value.
     pub fn value(&self) -> Result<AttrValue> {
         decode_value(self.encoded, self.attr_type).map(|(value, _)| value)
     }
@@ -267,6 +271,7 @@ impl<'a> EnvelopeRef<'a> {
         })
     }
 
+    /// Attributes in the envelope.
     pub fn attr_count(&self) -> usize {
         self.attr_count
     }
@@ -279,6 +284,7 @@ impl<'a> EnvelopeRef<'a> {
         }
     }
 
+    /// Attribute `id`, still encoded, if the envelope has it.
     pub fn raw_attr(&self, id: u32) -> Option<RawAttr<'a>> {
         self.attrs()
             .take_while(|attr| attr.id <= id)

@@ -22,9 +22,13 @@ pub const MAX_KEY_RANGES: usize = 16;
 /// antimeridian (query two boxes for that).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GeoBox {
+    /// West edge, degrees.
     pub min_lon: f64,
+    /// South edge, degrees.
     pub min_lat: f64,
+    /// East edge, degrees.
     pub max_lon: f64,
+    /// North edge, degrees.
     pub max_lat: f64,
 }
 

@@ -74,47 +74,48 @@
 //! entries never count toward K; no document is returned twice.
 
 #![forbid(unsafe_code)]
-pub mod async_index;
+#![deny(missing_docs)]
+mod async_index;
 mod attr_type;
-pub mod catalog;
-pub mod composite;
-pub mod database;
-pub mod deferred;
-pub mod document;
+mod catalog;
+mod composite;
+mod database;
+mod deferred;
+mod document;
 mod eager;
-pub mod embedded;
-pub mod encoding;
-pub mod envelope;
-pub mod error;
-pub mod geo;
-pub mod memory;
-
+mod embedded;
+mod encoding;
+mod envelope;
+mod error;
+#[cfg(test)]
+mod fuzz;
+mod geo;
 mod kind;
-pub mod lazy;
-pub mod next;
-pub mod path;
-pub mod postings;
+mod lazy;
+mod memory;
+mod next;
+mod path;
+mod postings;
 mod projection;
-pub mod session;
+mod session;
 mod time;
-
-pub mod value;
+mod value;
 mod zorder;
+
+pub mod format;
 
 pub use async_index::{AsyncIndexOptions, AsyncIndexStats, TestHook};
 pub use attr_type::UnknownAttrType;
-pub use catalog::{IndexKind, IndexRecord, IndexSpec, IndexState, Maintenance};
+pub use catalog::{
+    CollectionRecord, IndexKind, IndexRecord, IndexSpec, IndexState, Maintenance, SplitDelta,
+    Validation,
+};
 pub use database::{
     BackfillProgress, CollectionInfo, Database, DatabaseOptions, OpenTimings, ProgressCallback,
     WriteOp,
 };
 pub use deferred::DeferredGarbage;
-pub use document::{DocumentParser, IndexedAttribute, ParsedDocument, TypeMismatchPolicy};
-pub use encoding::{
-    checked_range_bounds, composite_key, decode_pk, decode_value, encode_pk, encode_value,
-    range_bounds, split_composite_key, value_bounds, value_prefix, zorder, zorder_cell, GeoCell,
-};
-pub use envelope::{Envelope, EnvelopeRef, RawAttr};
+pub use document::TypeMismatchPolicy;
 pub use error::{
     IndexError, Result, MAX_ATTRIBUTE_PATH_BYTES, MAX_ATTRIBUTE_PATH_SEGMENTS, MAX_DOCUMENT_BYTES,
     MAX_PRIMARY_KEY_BYTES, MAX_STRING_VALUE_BYTES,
@@ -124,7 +125,7 @@ pub use kind::query::{Hit, QueryResult, QueryStats};
 pub use memory::snapshot::MemoryIndexOrigin;
 pub use next::{
     GlobalIndexReport, GlobalIndexStats, IndexBuildFailure, IndexBuildStatus, IndexBuildsAtOpen,
-    SecondaryBlocksReport, SplitDelta, Validation,
+    SecondaryBlocksReport,
 };
 pub use path::AttrPath;
 pub use session::{Session, SessionConsistency, SessionQueryResult};

@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use crate::error::{IndexError, Result, MAX_ATTRIBUTE_PATH_BYTES, MAX_ATTRIBUTE_PATH_SEGMENTS};
 
+/// A path to an attribute: `a.b.c` or JSON Pointer `/a/b/c`.
 #[derive(Debug, Clone)]
 pub struct AttrPath {
     /// The text as given, for messages.
@@ -21,6 +22,7 @@ pub struct AttrPath {
 }
 
 impl AttrPath {
+    /// Parses either form, within the path limits.
     pub fn parse(text: &str) -> Result<AttrPath> {
         let invalid = |reason: String| IndexError::InvalidPath {
             path: text.to_string(),
@@ -70,6 +72,7 @@ impl AttrPath {
         &self.text
     }
 
+    /// The object keys, outermost first.
     pub fn segments(&self) -> &[String] {
         &self.segments
     }

@@ -19,14 +19,19 @@ pub const POSTING_REMOVE: u8 = 1;
 /// The name the merge operator is registered under (stable across restarts).
 pub const POSTING_MERGE_OPERATOR_NAME: &str = "sift.postings.v1";
 
+/// One posting: a document version filed under a value, or the removal of one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Posting {
+    /// The document's primary key.
     pub pk: Vec<u8>,
+    /// The version's sequence number.
     pub seq: SeqNo,
+    /// A removal (lazy fragments), not an addition.
     pub remove: bool,
 }
 
 impl Posting {
+    /// `pk`'s version `seq` carries the value.
     pub fn add(pk: &[u8], seq: SeqNo) -> Posting {
         Posting {
             pk: pk.to_vec(),
@@ -34,6 +39,7 @@ impl Posting {
             remove: false,
         }
     }
+    /// `pk`'s version `seq` no longer counts.
     pub fn remove(pk: &[u8], seq: SeqNo) -> Posting {
         Posting {
             pk: pk.to_vec(),
@@ -43,6 +49,7 @@ impl Posting {
     }
 }
 
+/// A posting list's stored bytes.
 pub fn encode_postings(postings: &[Posting]) -> Vec<u8> {
     let mut out = Vec::with_capacity(1 + postings.len() * 16);
     put_varint64(&mut out, postings.len() as u64);
@@ -59,6 +66,7 @@ pub fn encode_postings(postings: &[Posting]) -> Vec<u8> {
     out
 }
 
+/// The postings of stored bytes, in order.
 pub fn decode_postings(bytes: &[u8]) -> Result<Vec<Posting>> {
     let mut decoder = Decoder::new(bytes);
     let count = decoder

@@ -48,7 +48,9 @@ pub enum SessionConsistency {
 pub struct SessionQueryResult {
     /// Newest first.
     pub hits: Vec<Hit>,
+    /// What the index query did.
     pub stats: QueryStats,
+    /// Whether the answer includes every write of the session.
     pub consistency: SessionConsistency,
     /// Hits that came from the overlay, not from the index.
     pub overlay_hits: u64,
@@ -71,6 +73,7 @@ fn session_indexes(collection: &Collection) -> Vec<&Arc<Index>> {
 }
 
 impl Session<'_> {
+    /// The session's id (unique per database).
     pub fn id(&self) -> u64 {
         self.state.id
     }
@@ -114,6 +117,7 @@ impl Session<'_> {
         }
     }
 
+    /// [`Database::put`], remembered for the session's reads.
     pub fn put(&self, collection: &str, json: &[u8]) -> Result<SeqNo> {
         self.write(collection, &[WriteOp::Put(json)])?
             .first()
@@ -122,6 +126,7 @@ impl Session<'_> {
             .ok_or_else(|| IndexError::Internal("a put returned no sequence number".into()))
     }
 
+    /// [`Database::delete`], remembered for the session's reads.
     pub fn delete(&self, collection: &str, pk: &[u8]) -> Result<Option<SeqNo>> {
         Ok(self
             .write(collection, &[WriteOp::Delete(pk)])?

@@ -19,13 +19,19 @@ use crate::zorder::zorder;
 /// -90..=90, and `-0.0` is stored as `0.0`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum AttrValue {
+    /// An `int` value.
     Int(i64),
+    /// A `float` value (never NaN, `-0.0` stored as `0.0`).
     Float(f64),
+    /// A `string` value.
     String(String),
     /// Milliseconds since 1970-01-01T00:00:00Z.
     Time(i64),
+    /// A `geo` point.
     Geo {
+        /// Longitude, degrees.
         lon: f64,
+        /// Latitude, degrees.
         lat: f64,
     },
 }
@@ -40,6 +46,7 @@ pub(crate) fn normalize_zero(x: f64) -> f64 {
 }
 
 impl AttrValue {
+    /// The value's type.
     pub fn attr_type(&self) -> AttrType {
         match self {
             AttrValue::Int(_) => AttrType::Int,

@@ -85,13 +85,18 @@ pub fn zorder(lon: f64, lat: f64) -> u64 {
 /// `lat_min <= lat < lat_max`, except that an upper edge of 180 (lon) or 90 (lat) is inclusive.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GeoCell {
+    /// West edge, degrees.
     pub lon_min: f64,
+    /// East edge, degrees.
     pub lon_max: f64,
+    /// South edge, degrees.
     pub lat_min: f64,
+    /// North edge, degrees.
     pub lat_max: f64,
 }
 
 impl GeoCell {
+    /// Whether the point lies in the cell (see the edges above).
     pub fn contains(&self, lon: f64, lat: f64) -> bool {
         let lon_inside =
             self.lon_min <= lon && (lon < self.lon_max || (self.lon_max >= 180.0 && lon <= 180.0));

@@ -13,8 +13,8 @@ use common::{seed, small_options, steps, SeedGuard};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use sift_index::{
-    decode_pk, decode_value, AttrType, AttrValue, Database, DatabaseOptions, IndexError, IndexKind,
-    IndexSpec, Maintenance, SessionConsistency, TestHook, WriteOp,
+    format::decode_pk, format::decode_value, AttrType, AttrValue, Database, DatabaseOptions,
+    IndexError, IndexKind, IndexSpec, Maintenance, SessionConsistency, TestHook, WriteOp,
 };
 use sift_lsm::fs::{FaultFileSystem, FileLock, FileSystem, RandomAccessFile, WritableFile};
 use sift_lsm::{Db, ReadOptions};

@@ -8,8 +8,8 @@ mod common;
 
 use common::small_options;
 use sift_index::{
-    decode_pk, decode_value, AttrType, AttrValue, Database, IndexKind, IndexSpec, Maintenance,
-    WriteOp,
+    format::decode_pk, format::decode_value, AttrType, AttrValue, Database, IndexKind, IndexSpec,
+    Maintenance, WriteOp,
 };
 use sift_lsm::ReadOptions;
 use std::collections::BTreeSet;

@@ -510,7 +510,7 @@ fn garbage_goes_down_after_compactions_of_a_replace_heavy_load() {
         .unwrap();
     db.create_index("docs", deferred_spec("s", "s", AttrType::String))
         .unwrap();
-    assert!(dir.path().join(sift_index::deferred::MARKER_FILE).exists());
+    assert!(dir.path().join(sift_index::format::MARKER_FILE).exists());
     let mut model = Model::new();
     for tag in 0..3000 {
         let pk = rng.gen_range(0..PKS);
@@ -579,7 +579,7 @@ fn deferred_is_refused_where_it_cannot_work() {
         db.engine().tree_names()
     );
     // Without deferred indexes, nothing is recorded at open: no marker file.
-    assert!(!dir.path().join(sift_index::deferred::MARKER_FILE).exists());
+    assert!(!dir.path().join(sift_index::format::MARKER_FILE).exists());
 }
 
 // ---- SIGKILL of a writer child ------------------------------------------------------------
@@ -937,9 +937,9 @@ fn pending_drops_of_a_job_running_across_open_are_applied_at_open() {
         .engine()
         .iter(&default_tree, sift_lsm::ReadOptions::default())
         .unwrap();
-    iter.seek(sift_index::deferred::PENDING_PREFIX).unwrap();
+    iter.seek(sift_index::format::PENDING_PREFIX).unwrap();
     let mut left = 0;
-    while iter.valid() && iter.key().starts_with(sift_index::deferred::PENDING_PREFIX) {
+    while iter.valid() && iter.key().starts_with(sift_index::format::PENDING_PREFIX) {
         left += 1;
         iter.next().unwrap();
     }

@@ -8,7 +8,7 @@
 mod common;
 
 use common::small_options;
-use sift_index::embedded::COLLECTOR_NAME;
+use sift_index::format::EMBEDDED_COLLECTOR_NAME as COLLECTOR_NAME;
 use sift_index::{
     AttrType, AttrValue, Database, DatabaseOptions, IndexError, IndexKind, IndexSpec, Maintenance,
 };

@@ -9,14 +9,20 @@ use std::cmp::Ordering;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed};
-use sift_index::encoding::{
+use sift_index::format::{
     decode_pk, decode_value, encode_pk, encode_value, lat_of_cell, lon_of_cell, quantize_lat,
-    quantize_lon, range_contains, value_bounds,
+    quantize_lon, value_bounds,
 };
 use sift_index::{
-    composite_key, range_bounds, split_composite_key, value_prefix, zorder, zorder_cell, AttrType,
-    AttrValue,
+    format::composite_key, format::range_bounds, format::split_composite_key, format::value_prefix,
+    format::zorder, format::zorder_cell, AttrType, AttrValue,
 };
+
+/// Whether `key` lies in `[start, end)` (`end == None`: unbounded): how a query reads the
+/// bounds the encodings give.
+fn range_contains(start: &[u8], end: Option<&[u8]>, key: &[u8]) -> bool {
+    key >= start && end.is_none_or(|end| key < end)
+}
 
 const SEED: u64 = 0x51F7_1DE5;
 

@@ -10,10 +10,11 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use sift_index::envelope::{ENVELOPE_MAGIC, ENVELOPE_VERSION};
+use sift_index::format::{ENVELOPE_MAGIC, ENVELOPE_VERSION};
 use sift_index::{
-    AttrPath, AttrType, AttrValue, DocumentParser, Envelope, IndexError, IndexedAttribute,
-    TypeMismatchPolicy, MAX_DOCUMENT_BYTES, MAX_PRIMARY_KEY_BYTES, MAX_STRING_VALUE_BYTES,
+    format::DocumentParser, format::Envelope, format::IndexedAttribute, AttrPath, AttrType,
+    AttrValue, IndexError, TypeMismatchPolicy, MAX_DOCUMENT_BYTES, MAX_PRIMARY_KEY_BYTES,
+    MAX_STRING_VALUE_BYTES,
 };
 
 const SEED: u64 = 0xE4E1_09E5;
@@ -71,7 +72,7 @@ proptest! {
             prop_assert_eq!(decoded.attr(*id), Some(value.clone()));
             let encoded = decoded.attr_encoded(*id).unwrap();
             let mut expected = Vec::new();
-            sift_index::encode_value(value, &mut expected);
+            sift_index::format::encode_value(value, &mut expected);
             prop_assert_eq!(encoded, &expected[..]);
         }
         let absent = (0..=300u32).find(|id| !envelope.attrs.iter().any(|(present, _)| present == id)).unwrap();

@@ -12,8 +12,8 @@ use common::small_options;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
-use sift_index::encoding::encode_value_to_vec;
-use sift_index::postings::{encode_postings, Posting};
+use sift_index::format::encode_value_to_vec;
+use sift_index::format::{encode_postings, Posting};
 use sift_index::{AttrType, AttrValue, Database, IndexKind, IndexSpec, Maintenance, WriteOp};
 use std::collections::BTreeMap;
 

@@ -12,7 +12,7 @@ mod common;
 use common::{seed, small_options, SeedGuard};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use sift_index::next::format::{decode_secondary_block, CHECKSUMMED_SECONDARY_TAG};
+use sift_index::format::{decode_secondary_block, CHECKSUMMED_SECONDARY_TAG};
 use sift_index::{
     AttrType, AttrValue, BackfillProgress, Database, DatabaseOptions, IndexBuildStatus,
     IndexBuildsAtOpen, IndexKind, IndexSpec, Validation,

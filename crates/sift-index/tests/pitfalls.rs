@@ -7,8 +7,10 @@
 use std::collections::BTreeSet;
 use std::ops::Bound;
 
-use sift_index::encoding::value_bounds;
-use sift_index::{composite_key, range_bounds, split_composite_key, AttrType, AttrValue};
+use sift_index::format::value_bounds;
+use sift_index::{
+    format::composite_key, format::range_bounds, format::split_composite_key, AttrType, AttrValue,
+};
 
 /// The composite keys in `[start, end)`, scanned from a sorted set like an index tree.
 fn scan(index: &BTreeSet<Vec<u8>>, start: &[u8], end: Option<&[u8]>) -> Vec<Vec<u8>> {

@@ -273,7 +273,7 @@ fn an_index_left_building_is_rebuilt_at_open_and_drop_removes_its_tree() {
         db.engine()
             .put(
                 &tree,
-                &sift_index::encoding::encode_value_to_vec(&AttrValue::Int(100)),
+                &sift_index::format::encode_value_to_vec(&AttrValue::Int(100)),
                 b"junk",
             )
             .unwrap();

@@ -130,6 +130,7 @@ pub struct AsyncIndexOptions {
     pub write_entries_max: usize,
     /// First retry delay after a failed batch; doubled per failure up to `retry_backoff_max`.
     pub retry_backoff_initial: Duration,
+    /// Longest retry delay.
     pub retry_backoff_max: Duration,
     /// Failed attempts after which `wait_until_indexed` and flush drains stop waiting for a
     /// batch and report it (the worker keeps retrying).
@@ -193,10 +194,13 @@ pub struct AsyncIndexStats {
     pub queue_length: u64,
     /// Age of the oldest waiting update, in microseconds.
     pub oldest_pending_us: u64,
+    /// Updates queued since open.
     pub updates_queued: u64,
     /// Of them, queued again at open from the primary (above the durable watermark).
     pub updates_recovered: u64,
+    /// Updates applied to the index trees since open.
     pub updates_applied: u64,
+    /// Engine writes the workers committed.
     pub batches_written: u64,
     /// Failed batch attempts (each retried).
     pub failed_attempts: u64,
@@ -207,7 +211,9 @@ pub struct AsyncIndexStats {
     /// Memtable flushes that waited for the queue, the total wait, and drains cut short by a
     /// shutdown (their updates are queued again at the next open).
     pub flush_drains: u64,
+    /// Time flushes spent waiting for the queue, in microseconds.
     pub flush_drain_wait_us: u64,
+    /// Drains cut short by a shutdown.
     pub flush_drains_abandoned: u64,
     /// Every base write `<=` this is indexed, and a record saying so is durable in the catalog:
     /// the primaries' versions above it are kept for the replay after a crash.
@@ -219,13 +225,19 @@ pub struct AsyncIndexStats {
     /// Lag between a base write being queued (its commit) and its index update committing:
     /// upper bounds of log2 buckets, in microseconds, and the largest lag seen.
     pub lag_us_p50: u64,
+    /// 90th percentile of the lag, in microseconds.
     pub lag_us_p90: u64,
+    /// 99th percentile of the lag, in microseconds.
     pub lag_us_p99: u64,
+    /// 99.9th percentile of the lag, in microseconds.
     pub lag_us_p999: u64,
+    /// The largest lag seen, in microseconds.
     pub lag_us_max: u64,
     /// (bucket upper bound in µs, updates) of every non-empty bucket.
     pub lag_histogram: Vec<(u64, u64)>,
+    /// Sessions neither dropped nor expired.
     pub sessions_live: u64,
+    /// Bytes held by the live sessions' overlays.
     pub session_overlay_bytes: u64,
 }
 

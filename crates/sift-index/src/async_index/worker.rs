@@ -229,12 +229,14 @@ pub(crate) fn entry_seq(tree: &Tree, key: &[u8], value: &[u8]) -> Result<SeqNo> 
     if value.is_empty() {
         return Ok(0);
     }
-    let bytes: [u8; 8] = value.try_into().map_err(|_| {
-        IndexError::Internal(format!(
-            "asynchronous index tree {}: entry {key:?} holds {} bytes, expected an 8-byte sequence number",
+    let bytes: [u8; 8] = value.try_into().map_err(|_| IndexError::Corrupt {
+        offset: 0,
+        message: format!(
+            "asynchronous index tree {}: entry {key:?} holds {} bytes, expected an 8-byte \
+                 sequence number",
             tree.name(),
             value.len()
-        ))
+        ),
     })?;
     Ok(SeqNo::from_be_bytes(bytes))
 }
@@ -516,11 +518,7 @@ impl Worker {
                 (version, previous)
             };
             let corrupt = |e: IndexError| {
-                IndexError::Internal(format!(
-                    "stored document {:?} of collection `{}` is corrupt: {e}",
-                    String::from_utf8_lossy(item.pk()),
-                    item.collection
-                ))
+                crate::kind::collection::corrupt_document(&item.collection, item.pk(), &e)
             };
             let version_envelope = fast_version
                 .or(version.as_deref())

@@ -45,10 +45,7 @@ impl Database {
     ) -> Result<(Arc<Collection>, IndexRecord)> {
         let collection = self.collection_arc(collection)?;
         let index = collection.index(index)?;
-        if !matches!(
-            index.record.kind,
-            crate::catalog::IndexKind::Next | crate::catalog::IndexKind::SstLocal
-        ) {
+        if !index.record.kind.builds_online() {
             return Err(IndexError::UnsupportedQuery {
                 index: index.record.name.clone(),
                 reason: format!(

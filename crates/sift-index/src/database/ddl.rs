@@ -7,7 +7,7 @@ use super::{
 };
 use crate::catalog::{
     check_name, collection_key, encode_record, index_key, index_tree_name, CollectionRecord,
-    IndexKind, IndexRecord, IndexSpec, IndexState, Maintenance, NEXT_ID_KEY,
+    IndexRecord, IndexSpec, IndexState, Maintenance, NEXT_ID_KEY,
 };
 use crate::envelope::EnvelopeRef;
 use crate::error::{IndexError, Result};
@@ -156,6 +156,7 @@ impl Database {
         })
     }
 
+    /// Every collection with its indexes, by name.
     pub fn collections(&self) -> Vec<CollectionInfo> {
         let names: Vec<String> = self.catalog.read().collections.keys().cloned().collect();
         names
@@ -276,7 +277,7 @@ impl Database {
             .insert(collection_name.to_string(), Arc::new(rebuilt));
         self.install(catalog);
         drop(guard);
-        if matches!(record.kind, IndexKind::SstLocal | IndexKind::Next) {
+        if record.kind.builds_online() {
             // Online: writes go on while the older tables get their blocks (NEXT §5).
             let built = crate::next::build::build_online(
                 &self.engine,

@@ -63,10 +63,7 @@ impl Database {
         iter.seek_to_first()?;
         while iter.valid() {
             let envelope = EnvelopeRef::decode(iter.value()).map_err(|e| {
-                IndexError::Internal(format!(
-                    "stored document {:?} is corrupt: {e}",
-                    String::from_utf8_lossy(iter.key())
-                ))
+                crate::kind::collection::corrupt_document(&collection.record.name, iter.key(), &e)
             })?;
             if index.encoded_value(&envelope, iter.seq()).is_some() {
                 report.live_entries += 1;
@@ -122,6 +119,13 @@ impl Database {
         let index = collection.index(index)?;
         self.next
             .check_global_index(&self.engine, &collection.primary, index.record.id)
+            .map_err(|error| match error {
+                IndexError::InconsistentIndex { message, .. } => IndexError::InconsistentIndex {
+                    index: index.record.name.clone(),
+                    message,
+                },
+                other => other,
+            })
     }
 
     /// Rebuilds, from its entries, the secondary blocks of every live table of the collection
@@ -177,19 +181,21 @@ impl Database {
                     })?,
                 };
                 if stored != *bytes {
-                    return Err(IndexError::Internal(format!(
-                        "index `{}`: block {name:?} of file {} ({}) differs from the one \
+                    return Err(IndexError::InconsistentIndex {
+                        index: record.name.clone(),
+                        message: format!(
+                            "block {name:?} of file {} ({}) differs from the one \
                          rebuilt from the file's entries ({} bytes stored, {} rebuilt)",
-                        record.name,
-                        file.number,
-                        if online.is_some() {
-                            "built online"
-                        } else {
-                            "in the table"
-                        },
-                        stored.len(),
-                        bytes.len()
-                    )));
+                            file.number,
+                            if online.is_some() {
+                                "built online"
+                            } else {
+                                "in the table"
+                            },
+                            stored.len(),
+                            bytes.len()
+                        ),
+                    });
                 }
                 report.blocks += 1;
             }

@@ -53,7 +53,10 @@ impl Database {
             let handle = std::thread::Builder::new()
                 .name(format!("sift-index-async-{shard}"))
                 .spawn(move || worker.run())
-                .map_err(|e| IndexError::Internal(format!("cannot start index worker: {e}")))?;
+                .map_err(|source| IndexError::Io {
+                    context: "cannot start an asynchronous index worker".to_string(),
+                    source,
+                })?;
             workers.push(handle);
         }
         drop(workers);

@@ -48,6 +48,7 @@ pub struct OpenTimings {
     pub next_register_us: u64,
 }
 
+/// How a [`Database`] is opened.
 #[derive(Clone, Default)]
 pub struct DatabaseOptions {
     /// Engine options. The index layer sets `default_tree_options.merge_operator` (see
@@ -100,7 +101,9 @@ pub enum WriteOp<'a> {
 /// A collection and its indexes, as the catalog holds them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CollectionInfo {
+    /// The collection's record.
     pub record: CollectionRecord,
+    /// Its indexes, ready or building.
     pub indexes: Vec<IndexRecord>,
 }
 

@@ -18,12 +18,8 @@ impl Database {
         let Some(entry) = self.engine.get(&collection.primary, pk)? else {
             return Ok(None);
         };
-        let envelope = EnvelopeRef::decode(&entry.value).map_err(|e| {
-            IndexError::Internal(format!(
-                "stored document {:?} is corrupt: {e}",
-                String::from_utf8_lossy(pk)
-            ))
-        })?;
+        let envelope =
+            EnvelopeRef::decode(&entry.value).map_err(|e| collection.corrupt_document(pk, &e))?;
         Ok(Some(Hit {
             pk: pk.to_vec(),
             seq: entry.seq,

@@ -45,7 +45,7 @@ pub const ZONE_VALUE_BYTES_MAX: usize = 64;
 pub const BLOOM_BITS_MIN: u64 = 64;
 /// Probe counts are `round(bits_per_key × ln 2)` clamped to `1..=BLOOM_PROBES_MAX`.
 pub const BLOOM_PROBES_MAX: u32 = 30;
-pub use crate::catalog::{BLOOM_BITS_PER_KEY_MAX, DEFAULT_BLOOM_BITS_PER_KEY};
+pub use crate::catalog::DEFAULT_BLOOM_BITS_PER_KEY;
 
 const FNV_OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
 const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;

@@ -427,6 +427,7 @@ impl Maps {
     }
 
     /// Recorded writes (in runs and in the buffer).
+    #[cfg(test)]
     fn entries(&self) -> usize {
         self.runs_entries + self.buffer.records
     }
@@ -584,14 +585,17 @@ impl MemtableMap {
         maps.pruned_through
     }
 
+    #[cfg(test)]
     pub fn pruned_through(&self) -> SeqNo {
         self.lock().pruned_through
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.lock().entries()
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -22,7 +22,7 @@ pub mod memtable;
 pub mod query;
 
 use crate::envelope::EnvelopeRef;
-use crate::error::{IndexError, Result};
+use crate::error::Result;
 use crate::kind::Index;
 use crate::path::AttrPath;
 use crate::value::AttrType;
@@ -33,7 +33,6 @@ use sift_lsm::{ComponentId, Db, ReadOptions, SeqNo, Tree, TreeId, ValueKind};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-pub use collector::{BLOOM_BITS_PER_KEY_MAX, COLLECTOR_NAME, DEFAULT_BLOOM_BITS_PER_KEY};
 pub(crate) use kind::Embedded;
 
 /// What the collector gathers for one attribute.
@@ -183,10 +182,11 @@ pub(crate) fn start(
         while iter.valid() {
             if iter.kind() == ValueKind::Put {
                 let envelope = EnvelopeRef::decode(iter.value()).map_err(|e| {
-                    IndexError::Internal(format!(
-                        "stored document {:?} is corrupt: {e}",
-                        String::from_utf8_lossy(iter.user_key())
-                    ))
+                    crate::kind::collection::corrupt_document(
+                        &index.record.collection,
+                        iter.user_key(),
+                        &e,
+                    )
                 })?;
                 if let Some(value) = index.encoded_value(&envelope, iter.seq()) {
                     recent.push((iter.seq(), value.into_owned(), iter.user_key().to_vec()));

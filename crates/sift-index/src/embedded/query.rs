@@ -319,10 +319,11 @@ impl Scan<'_, '_> {
             match live {
                 Some(entry) if entry.seq == seq => {
                     let envelope = EnvelopeRef::decode(&entry.value).map_err(|e| {
-                        crate::error::IndexError::Internal(format!(
-                            "stored document {:?} is corrupt: {e}",
-                            String::from_utf8_lossy(&pk)
-                        ))
+                        crate::kind::collection::corrupt_document(
+                            &self.request.collection.record.name,
+                            &pk,
+                            &e,
+                        )
                     })?;
                     let value = self.request.index.encoded_value(&envelope, seq);
                     if value.as_deref().is_some_and(|v| self.in_range(v)) {
@@ -389,10 +390,11 @@ impl Scan<'_, '_> {
             if !newer_here && iter.kind() == ValueKind::Put {
                 let seq = iter.seq();
                 let envelope = EnvelopeRef::decode(iter.value()).map_err(|e| {
-                    crate::error::IndexError::Internal(format!(
-                        "stored document {:?} is corrupt: {e}",
-                        String::from_utf8_lossy(pk)
-                    ))
+                    crate::kind::collection::corrupt_document(
+                        &self.request.collection.record.name,
+                        pk,
+                        &e,
+                    )
                 })?;
                 let matches = self
                     .request

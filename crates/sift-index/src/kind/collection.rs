@@ -99,10 +99,11 @@ pub(crate) struct Collection {
 
 /// The error for a stored document that does not decode.
 pub(crate) fn corrupt_document(collection: &str, pk: &[u8], error: &IndexError) -> IndexError {
-    IndexError::Internal(format!(
-        "stored document {:?} of collection `{collection}` is corrupt: {error}",
-        String::from_utf8_lossy(pk)
-    ))
+    IndexError::CorruptDocument {
+        collection: collection.to_string(),
+        pk: String::from_utf8_lossy(pk).into_owned(),
+        message: error.to_string(),
+    }
 }
 
 impl Collection {

@@ -26,6 +26,7 @@ pub(crate) type PointCandidate = (SeqNo, usize, usize, usize);
 /// One result: the document's live version.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hit {
+    /// The primary key.
     pub pk: Vec<u8>,
     /// Sequence number of the live version.
     pub seq: SeqNo,
@@ -33,6 +34,7 @@ pub struct Hit {
     pub doc: Vec<u8>,
 }
 
+/// What a query did, for benchmarks and the study.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct QueryStats {
     /// Index entries (composite keys, postings, map entries) looked at. A lazy LOOKUP or
@@ -67,10 +69,12 @@ pub struct QueryStats {
     pub directories_read: u64,
 }
 
+/// A query's hits and statistics.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct QueryResult {
     /// Newest first.
     pub hits: Vec<Hit>,
+    /// What the query did.
     pub stats: QueryStats,
 }
 
@@ -249,10 +253,12 @@ impl Query<'_> {
     }
 
     pub(crate) fn corrupt(&self, what: &str, error: &IndexError) -> IndexError {
-        IndexError::Internal(format!(
-            "index `{}` of collection `{}`: corrupt {what}: {error}",
-            self.index.record.name, self.collection.record.name
-        ))
+        IndexError::CorruptIndexEntry {
+            collection: self.collection.record.name.clone(),
+            index: self.index.record.name.clone(),
+            what: what.to_string(),
+            message: error.to_string(),
+        }
     }
 
     fn read_primary(&self, pk: &[u8]) -> Result<Option<Live>> {

@@ -50,10 +50,12 @@ fn composite_holder(
     while iter.valid() {
         let key = iter.key();
         let (holder, _) = decode_pk(key.get(value.len()..).unwrap_or_default()).map_err(|e| {
-            IndexError::Internal(format!(
-                "unique index `{}`: corrupt composite key: {e}",
-                index.record.name
-            ))
+            IndexError::CorruptIndexEntry {
+                collection: index.record.collection.clone(),
+                index: index.record.name.clone(),
+                what: "composite key".to_string(),
+                message: e.to_string(),
+            }
         })?;
         if holder != pk {
             return Ok(Some(holder));
@@ -119,12 +121,8 @@ pub(crate) fn check_no_duplicates(
     let mut iter = engine.iter(&collection.primary, ReadOptions::default())?;
     iter.seek_to_first()?;
     while iter.valid() {
-        let envelope = EnvelopeRef::decode(iter.value()).map_err(|e| {
-            IndexError::Internal(format!(
-                "stored document {:?} is corrupt: {e}",
-                String::from_utf8_lossy(iter.key())
-            ))
-        })?;
+        let envelope = EnvelopeRef::decode(iter.value())
+            .map_err(|e| collection.corrupt_document(iter.key(), &e))?;
         if let Some(value) = encoded_value(record, path, &envelope, iter.seq()) {
             if let Some(other) = holders.insert(value.to_vec(), iter.key().to_vec()) {
                 let shown = match violation(record, &value) {

@@ -86,10 +86,12 @@ impl<'a> Within<'a> {
 
 impl Within<'_> {
     pub(crate) fn corrupt(&self, what: &str, error: &IndexError) -> IndexError {
-        IndexError::Internal(format!(
-            "index `{}` of collection `{}`: corrupt {what}: {error}",
-            self.index.record.name, self.collection.record.name
-        ))
+        IndexError::CorruptIndexEntry {
+            collection: self.collection.record.name.clone(),
+            index: self.index.record.name.clone(),
+            what: what.to_string(),
+            message: error.to_string(),
+        }
     }
 
     /// Whether an encoded geo value lies in the box.

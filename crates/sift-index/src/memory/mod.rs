@@ -103,10 +103,12 @@ impl MemoryIndex {
         (maps.key_bytes + maps.by_pk.len() * ENTRY_OVERHEAD_BYTES) as u64
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.maps.read().by_pk.len()
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

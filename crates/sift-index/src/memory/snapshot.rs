@@ -44,10 +44,14 @@ pub enum MemoryIndexOrigin {
     Snapshot {
         /// The engine sequence number the snapshot reflects.
         seq: SeqNo,
+        /// Entries loaded.
         entries: u64,
     },
     /// Rebuilt at open by scanning the collection, because no usable snapshot existed.
-    Rebuilt { reason: String },
+    Rebuilt {
+        /// Why the snapshot could not be used.
+        reason: String,
+    },
 }
 
 /// The file holding index `index_id`'s snapshot.

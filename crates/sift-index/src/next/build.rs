@@ -369,8 +369,11 @@ pub enum IndexBuildsAtOpen {
 /// A background build that failed (see [`IndexBuildStatus`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IndexBuildFailure {
+    /// The collection's name.
     pub collection: String,
+    /// The index's name.
     pub index: String,
+    /// The error.
     pub message: String,
 }
 

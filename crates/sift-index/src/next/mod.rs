@@ -304,6 +304,7 @@ pub struct GlobalIndexReport {
     pub files_built_online: usize,
     /// Global index entries (= secondary blocks of the live files).
     pub blocks: usize,
+    /// Bytes the global index holds.
     pub memory_bytes: u64,
 }
 
@@ -578,17 +579,20 @@ impl Registry {
             CHECK_PAIRING_PATIENCE,
         )?;
         let Some(global) = global else {
-            return Err(IndexError::Internal(format!(
-                "index {index_id} has no global index (kind {})",
-                state.kind
-            )));
+            return Err(inconsistent(
+                index_id,
+                format!("index {index_id} has no global index (kind {})", state.kind),
+            ));
         };
         if !in_step {
-            return Err(IndexError::Internal(format!(
-                "global index of index {index_id}: the version listener did not catch up with \
+            return Err(inconsistent(
+                index_id,
+                format!(
+                    "global index of index {index_id}: the version listener did not catch up with \
                  the engine's files (epoch {}) within {CHECK_PAIRING_PATIENCE:?}",
-                view.files_epoch()
-            )));
+                    view.files_epoch()
+                ),
+            ));
         }
         let mut expected = Vec::new();
         let mut files_unindexed = 0;
@@ -610,13 +614,16 @@ impl Registry {
                 match global.index.file_blocks(file.number) {
                     Some(found) if found == directory => {}
                     found => {
-                        return Err(IndexError::Internal(format!(
-                            "global index of index {index_id}: file {} has {} blocks, its \
+                        return Err(inconsistent(
+                            index_id,
+                            format!(
+                                "global index of index {index_id}: file {} has {} blocks, its \
                              directory {}",
-                            file.number,
-                            found.map_or_else(|| "no".to_string(), |f| f.len().to_string()),
-                            directory.len()
-                        )))
+                                file.number,
+                                found.map_or_else(|| "no".to_string(), |f| f.len().to_string()),
+                                directory.len()
+                            ),
+                        ))
                     }
                 }
                 expected.push(file.number);
@@ -627,22 +634,29 @@ impl Registry {
         expected.sort_unstable();
         let live: HashSet<u64> = view_files(&view).iter().map(|f| f.number).collect();
         if let Some(dead) = side_files.iter().find(|n| !live.contains(n)) {
-            return Err(IndexError::Internal(format!(
-                "index {index_id} lists file {dead} as built online, which is not live"
-            )));
+            return Err(inconsistent(
+                index_id,
+                format!("index {index_id} lists file {dead} as built online, which is not live"),
+            ));
         }
         let found = global.index.file_numbers();
         if found != expected {
-            return Err(IndexError::Internal(format!(
-                "global index of index {index_id} covers files {found:?}, the live files \
+            return Err(inconsistent(
+                index_id,
+                format!(
+                    "global index of index {index_id} covers files {found:?}, the live files \
                  with secondary blocks are {expected:?}"
-            )));
+                ),
+            ));
         }
         if global.index.len() != blocks {
-            return Err(IndexError::Internal(format!(
-                "global index of index {index_id} has {} entries for {blocks} secondary blocks",
-                global.index.len()
-            )));
+            return Err(inconsistent(
+                index_id,
+                format!(
+                    "global index of index {index_id} has {} entries for {blocks} secondary blocks",
+                    global.index.len()
+                ),
+            ));
         }
         Ok(GlobalIndexReport {
             files_indexed: expected.len(),
@@ -764,12 +778,14 @@ fn fill_memtable_map(view: &ComponentView, state: &NextIndexState) -> Result<()>
         iter.seek_to_first()?;
         while iter.valid() {
             if iter.kind() == sift_lsm::ValueKind::Put {
-                let envelope = EnvelopeRef::decode(iter.value()).map_err(|e| {
-                    IndexError::Internal(format!(
-                        "stored document {:?} is corrupt: {e}",
-                        String::from_utf8_lossy(iter.user_key())
-                    ))
-                })?;
+                let envelope =
+                    EnvelopeRef::decode(iter.value()).map_err(|e| IndexError::Corrupt {
+                        offset: 0,
+                        message: format!(
+                            "stored document {:?}: {e}",
+                            String::from_utf8_lossy(iter.user_key())
+                        ),
+                    })?;
                 if let Some(value) = encoded_attribute(&state.spec, &envelope, iter.seq()) {
                     recent.push((iter.seq(), value.into_owned(), iter.user_key().to_vec()));
                 }
@@ -811,5 +827,14 @@ pub(crate) struct NextObserver(pub Arc<Registry>);
 impl CompactionObserver for NextObserver {
     fn on_drop(&self, job: JobKind, entry: &DroppedEntry<'_>, _emit: &mut WriteBatch) {
         self.0.on_drop(job, entry);
+    }
+}
+
+/// A check's finding: the global index of `index_id` does not match the engine's files (the
+/// database names the index).
+fn inconsistent(index_id: u64, message: String) -> IndexError {
+    IndexError::InconsistentIndex {
+        index: format!("id {index_id}"),
+        message,
     }
 }

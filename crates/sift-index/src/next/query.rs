@@ -139,11 +139,7 @@ impl Run<'_> {
     }
 
     fn corrupt_document(&self, pk: &[u8], error: &IndexError) -> IndexError {
-        IndexError::Internal(format!(
-            "stored document {:?} of collection `{}` is corrupt: {error}",
-            String::from_utf8_lossy(pk),
-            self.collection.record.name
-        ))
+        self.collection.corrupt_document(pk, error)
     }
 
     /// Adds a loaded version if it carries a value in range.

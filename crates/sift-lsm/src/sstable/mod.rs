@@ -8,11 +8,13 @@ mod bloom;
 mod builder;
 mod cache;
 mod format;
+#[cfg(test)]
+mod fuzz;
 mod iter;
 mod properties;
 mod reader;
 #[cfg(test)]
-mod test_util;
+pub(crate) mod test_util;
 #[cfg(test)]
 mod tests;
 

@@ -3,6 +3,8 @@
 
 pub mod edit;
 mod file;
+#[cfg(test)]
+mod fuzz;
 pub mod set;
 
 pub use file::*;

@@ -108,6 +108,8 @@ impl ControlRecord {
 }
 
 #[cfg(test)]
+mod fuzz;
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::options::WalRecovery;
