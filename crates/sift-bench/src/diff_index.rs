@@ -2058,7 +2058,7 @@ mod tests {
         if cfg!(target_os = "linux") {
             assert!(refused.message().contains("CPU 4096"), "{refused:?}");
         }
-        let first_allowed = sift_lsm::cpu_affinity::process_allowed_cpus()
+        let first_allowed = sift_lsm::process_allowed_cpus()
             .first()
             .copied()
             .unwrap_or(0);

@@ -18,7 +18,7 @@ const WITHOUT_SIFT: &str =
 pub fn parse_cpus(text: &str) -> Result<Vec<usize>, String> {
     #[cfg(feature = "sift")]
     {
-        sift_lsm::cpu_affinity::parse_cpu_list(text).map_err(|e| e.to_string())
+        sift_lsm::parse_cpu_list(text).map_err(|e| e.to_string())
     }
     #[cfg(not(feature = "sift"))]
     {
@@ -32,7 +32,7 @@ pub fn parse_cpus(text: &str) -> Result<Vec<usize>, String> {
 pub fn format_cpus(cpus: &[usize]) -> String {
     #[cfg(feature = "sift")]
     {
-        sift_lsm::cpu_affinity::format_cpu_list(cpus)
+        sift_lsm::format_cpu_list(cpus)
     }
     #[cfg(not(feature = "sift"))]
     {
@@ -52,7 +52,7 @@ pub fn check_allowed(
 ) -> Result<(), BenchError> {
     #[cfg(feature = "sift")]
     if cfg!(target_os = "linux") {
-        let allowed = sift_lsm::cpu_affinity::process_allowed_cpus();
+        let allowed = sift_lsm::process_allowed_cpus();
         for (option, cpus) in [
             ("--background-cpus", background_cpus),
             ("--client-cpus", client_cpus),
@@ -151,7 +151,7 @@ pub(crate) mod test_support {
         for bad in [["--client-cpus", "x"], ["--background-cpus", "3-1"]] {
             assert!(parse_and_configure(&bad).is_err(), "{bad:?}");
         }
-        let allowed = sift_lsm::cpu_affinity::process_allowed_cpus();
+        let allowed = sift_lsm::process_allowed_cpus();
         let first = allowed[0].to_string();
         let (_, configured) =
             parse_and_configure(&["--background-cpus", &first, "--client-cpus", &first]).unwrap();
@@ -189,7 +189,7 @@ mod tests {
 
     #[test]
     fn cpus_outside_the_allowed_set_are_refused_naming_the_option_and_the_cpu() {
-        let allowed = sift_lsm::cpu_affinity::process_allowed_cpus();
+        let allowed = sift_lsm::process_allowed_cpus();
         assert!(check_allowed(Some(&allowed[..1]), Some(&allowed[..1])).is_ok());
         assert!(check_allowed(None, None).is_ok());
         if cfg!(target_os = "linux") {

@@ -20,14 +20,14 @@
 //!   (crash, damage) they are rebuilt by a scan at open (`memory/snapshot.rs`).
 //! - `sst-local` and `next` indexes have no tree: a block property collector writes sorted
 //!   secondary index blocks into every SSTable of the primary tree, and `next` keeps an
-//!   in-memory global index over them, rebuilt at open ([`next`];
+//!   in-memory global index over them, rebuilt at open (`next/`;
 //!   `docs/format/secondary-index-blocks.md`).
 //! - `embedded` indexes have no tree either: bloom filters and zone maps in the primary tree's
 //!   SSTables, written by a block property collector, plus an in-memory map of recent writes
-//!   ([`embedded`], `docs/format/embedded-index.md`). Creating one needs no back-fill.
+//!   (`embedded/`, `docs/format/embedded-index.md`). Creating one needs no back-fill.
 //! - `deferred` composite indexes key each version's entry `enc(value) ‖ !seq ‖ encode_pk(pk)`
 //!   and are cleaned by DELETEs that the primary's flushes and compactions emit through a
-//!   compaction observer ([`deferred`]).
+//!   compaction observer (`deferred/`).
 //! - Unique indexes (composite or eager, sync-full) reject a write whose value another live
 //!   document holds (`kind/unique.rs`).
 //! - Every write (a put, a delete, or a batch of them) is ONE engine `WriteBatch` over the
@@ -39,10 +39,10 @@
 //! batch is built by `Db::write_sequenced`, which hands the builder the first sequence number
 //! the batch will get while the engine's commit lock is held, so postings and memory entries
 //! carry the sequence number of the version they index even when other writers (compaction
-//! observers, background index workers, direct users of [`Database::engine`]) take sequence
+//! observers, background index workers, direct users of [`Database::engine`](crate::Database::engine)) take sequence
 //! numbers too. The same mutex makes eager read-modify-write of posting lists lossless, and
 //! read repair re-checks the live state under it. Indexes with asynchronous maintenance are
-//! written only by the background workers of [`async_index`], outside that mutex (each
+//! written only by the background workers of `async_index/`, outside that mutex (each
 //! document's updates by one worker, in order). Parsing happens before the mutex is taken
 //! (and is redone if the catalog changed meanwhile). Queries take no lock: each reads one
 //! engine snapshot.
@@ -60,7 +60,7 @@
 //! sequence `<= first_seq`) the value is taken from the JSON when needed. Eager and lazy
 //! back-fills gather each value's list in memory and write it whole, newest first.
 //! `next` and `sst-local` indexes are created online: registered under the mutex, then the
-//! older tables get their secondary blocks with writes going on ([`next`], `next/build.rs`);
+//! older tables get their secondary blocks with writes going on (`next/`, `next/build.rs`);
 //! a build interrupted by a restart resumes at the next open, in a background thread that the
 //! database stops and joins when dropped or closed (`DatabaseOptions::index_builds_at_open`,
 //! `Database::wait_for_index_builds`). A build that fails with a recoverable error (I/O, writes

@@ -8,8 +8,8 @@
 //! kept newest first (by `seq`). Layout: `docs/format/index-encodings.md`.
 
 use crate::error::{IndexError, Result};
-use sift_lsm::coding::{put_varint64, Decoder};
 use sift_lsm::extension::MergeOperator;
+use sift_lsm::extension::{put_varint64, Decoder};
 use sift_lsm::SeqNo;
 use std::collections::{HashMap, HashSet};
 

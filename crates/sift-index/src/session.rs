@@ -117,7 +117,7 @@ impl Session<'_> {
         }
     }
 
-    /// [`Database::put`], remembered for the session's reads.
+    /// [`Database::put`](crate::Database::put), remembered for the session's reads.
     pub fn put(&self, collection: &str, json: &[u8]) -> Result<SeqNo> {
         self.write(collection, &[WriteOp::Put(json)])?
             .first()
@@ -126,7 +126,7 @@ impl Session<'_> {
             .ok_or_else(|| IndexError::Internal("a put returned no sequence number".into()))
     }
 
-    /// [`Database::delete`], remembered for the session's reads.
+    /// [`Database::delete`](crate::Database::delete), remembered for the session's reads.
     pub fn delete(&self, collection: &str, pk: &[u8]) -> Result<Option<SeqNo>> {
         Ok(self
             .write(collection, &[WriteOp::Delete(pk)])?
@@ -135,7 +135,7 @@ impl Session<'_> {
             .flatten())
     }
 
-    /// [`Database::write`] through the session: the written versions join the overlay.
+    /// [`Database::write`](crate::Database::write) through the session: the written versions join the overlay.
     pub fn write(&self, collection_name: &str, ops: &[WriteOp<'_>]) -> Result<Vec<Option<SeqNo>>> {
         self.touch()?;
         let collection = self.database.collection_arc(collection_name)?;
@@ -218,7 +218,7 @@ impl Session<'_> {
         self.database.get(collection, pk)
     }
 
-    /// [`Database::lookup`] that sees this session's writes.
+    /// [`Database::lookup`](crate::Database::lookup) that sees this session's writes.
     pub fn lookup(
         &self,
         collection: &str,
@@ -231,7 +231,7 @@ impl Session<'_> {
         self.merge(collection, index, value_bounds(value), limit, result)
     }
 
-    /// [`Database::range`] that sees this session's writes.
+    /// [`Database::range`](crate::Database::range) that sees this session's writes.
     pub fn range(
         &self,
         collection: &str,

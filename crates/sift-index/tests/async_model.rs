@@ -1091,8 +1091,8 @@ struct FailNextTableCreation {
     armed: std::sync::atomic::AtomicBool,
 }
 
-impl sift_lsm::hooks::FlushListener for FailNextTableCreation {
-    fn before_flush(&self, _info: &sift_lsm::hooks::FlushInfo) {
+impl sift_lsm::extension::FlushListener for FailNextTableCreation {
+    fn before_flush(&self, _info: &sift_lsm::extension::FlushInfo) {
         if self.armed.swap(false, Ordering::SeqCst) {
             self.fs.fail_after(sift_lsm::fs::FaultKind::Create, 0);
         }

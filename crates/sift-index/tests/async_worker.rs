@@ -169,7 +169,7 @@ fn cpus_of_threads(db: &Database, prefix: &str) -> Vec<(String, Option<String>)>
 #[cfg(target_os = "linux")]
 #[test]
 fn workers_follow_the_engine_background_thread_cpus() {
-    let first_allowed = sift_lsm::cpu_affinity::process_allowed_cpus()[0];
+    let first_allowed = sift_lsm::process_allowed_cpus()[0];
     let opener = std::fs::read_to_string("/proc/thread-self/status")
         .unwrap()
         .lines()

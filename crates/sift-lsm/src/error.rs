@@ -12,7 +12,9 @@ pub enum Error {
     /// An operating-system I/O error, with the file it concerned.
     #[error("I/O error on {path}: {source}")]
     Io {
+        /// The file or directory.
         path: PathBuf,
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },
@@ -20,8 +22,11 @@ pub enum Error {
     /// Bytes on disk do not decode or fail their checksum.
     #[error("corruption in {file} at offset {offset}: {message}")]
     Corruption {
+        /// The damaged file.
         file: PathBuf,
+        /// Where in it the damage was found, in bytes.
         offset: u64,
+        /// What does not decode.
         message: String,
     },
 
@@ -39,25 +44,42 @@ pub enum Error {
 
     /// Another process (or another `Db` in this process) holds the directory's LOCK file.
     #[error("database {path} is locked by another process or handle ({detail})")]
-    Locked { path: PathBuf, detail: String },
+    Locked {
+        /// The database directory.
+        path: PathBuf,
+        /// What happened.
+        detail: String,
+    },
 
     /// The directory holds no database and `create_if_missing` is off, or holds one and
     /// `error_if_exists` is on.
     #[error("cannot open database at {path}: {detail}")]
-    OpenRefused { path: PathBuf, detail: String },
+    OpenRefused {
+        /// The database directory.
+        path: PathBuf,
+        /// What happened.
+        detail: String,
+    },
 
     /// A merge operator failed or none is configured for a tree that holds merge operands.
     #[error("merge failed in tree {tree:?}: {detail}")]
-    Merge { tree: String, detail: String },
+    Merge {
+        /// The tree's name.
+        tree: String,
+        /// What happened.
+        detail: String,
+    },
 
     /// The database was closed, or a background error made it read-only.
     #[error("database is closed or stopped after a background error: {0}")]
     Closed(String),
 }
 
+/// The engine's results.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// An I/O error on `path`.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {
             path: path.into(),
@@ -65,6 +87,7 @@ impl Error {
         }
     }
 
+    /// Damage in `file` at `offset`.
     pub fn corruption(file: impl Into<PathBuf>, offset: u64, message: impl Into<String>) -> Self {
         Error::Corruption {
             file: file.into(),
@@ -73,6 +96,7 @@ impl Error {
         }
     }
 
+    /// Whether this is [`Error::Corruption`].
     pub fn is_corruption(&self) -> bool {
         matches!(self, Error::Corruption { .. })
     }

@@ -17,17 +17,19 @@
 //! `Db::newer_version_exists_above`).
 
 use crate::key::{SeqNo, TreeId, ValueKind};
-use crate::sstable::BlockHandle;
-use crate::version::FileMetaData;
 use crate::write_batch::WriteBatch;
 use std::sync::Arc;
 
 /// One entry as a collector sees it while a table is built.
 #[derive(Debug, Clone, Copy)]
 pub struct CollectorEntry<'a> {
+    /// The user key.
     pub user_key: &'a [u8],
+    /// The entry's sequence number.
     pub seq: SeqNo,
+    /// Put, delete or merge.
     pub kind: ValueKind,
+    /// The value (empty for a delete).
     pub value: &'a [u8],
     /// Where the entry starts inside its (uncompressed) data block, when the table builder
     /// knows it (`None` for entries fed to a collector from elsewhere): a reader that keeps it
@@ -38,18 +40,24 @@ pub struct CollectorEntry<'a> {
 /// Why a table is being written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TableReason {
+    /// A memtable flush.
     Flush,
+    /// A compaction.
     Compaction,
 }
 
 /// Where the table being built will live.
 #[derive(Debug, Clone)]
 pub struct TableContext {
+    /// The tree.
     pub tree: TreeId,
+    /// The tree's name.
     pub tree_name: Arc<str>,
     /// The level the table is written for.
     pub level: usize,
+    /// The table's file number.
     pub file_number: u64,
+    /// Why the table is written.
     pub reason: TableReason,
 }
 
@@ -58,6 +66,7 @@ pub struct TableContext {
 pub struct FinishedBlock {
     /// Position of the block in the table, from 0.
     pub ordinal: u32,
+    /// Where the block is in the file.
     pub handle: BlockHandle,
 }
 
@@ -74,6 +83,7 @@ pub struct TableCollectorOutput {
 
 /// Sees every entry added to an SSTable of its tree, in key order.
 pub trait BlockPropertyCollector: Send {
+    /// Sees one entry of the table, in order.
     fn add(&mut self, entry: &CollectorEntry<'_>);
     /// The current data block is complete; returns the bytes stored with it (may be empty).
     fn finish_block(&mut self, block: &FinishedBlock) -> Vec<u8>;
@@ -90,7 +100,9 @@ pub trait BlockPropertyCollector: Send {
 /// Makes one collector per table. The name identifies the collector's bytes in the files; it
 /// must stay stable across restarts.
 pub trait BlockPropertyCollectorFactory: Send + Sync {
+    /// A stable name, stored in tables (collectors) or checked at open (merge operators).
     fn name(&self) -> &str;
+    /// A collector for one table being written.
     fn create(&self, context: &TableContext) -> Box<dyn BlockPropertyCollector>;
 }
 
@@ -142,10 +154,12 @@ impl<'a> Properties<'a> {
             values: PropertyValues::Ranges { bytes, ranges },
         }
     }
+    /// The property the collector named `collector` wrote.
     pub fn get(&self, collector: &str) -> Option<&'a [u8]> {
         let i = self.names.iter().position(|n| n == collector)?;
         self.values.get(i)
     }
+    /// Every (collector name, property), in table order.
     pub fn iter(&self) -> impl Iterator<Item = (&'a str, &'a [u8])> + 'a {
         let values = self.values;
         self.names
@@ -159,6 +173,7 @@ impl<'a> Properties<'a> {
 pub trait BlockFilter: Send + Sync {
     /// Table-level properties, from the manifest (no file I/O).
     fn table_may_match(&self, properties: &Properties<'_>) -> bool;
+    /// Whether a block (or table) with these properties may hold a match; `false` skips it.
     fn block_may_match(&self, properties: &Properties<'_>) -> bool;
 }
 
@@ -174,20 +189,30 @@ pub enum DropReason {
 /// An entry a job drops.
 #[derive(Debug, Clone, Copy)]
 pub struct DroppedEntry<'a> {
+    /// The tree.
     pub tree: TreeId,
+    /// The user key.
     pub user_key: &'a [u8],
+    /// The entry's sequence number.
     pub seq: SeqNo,
+    /// Put, delete or merge.
     pub kind: ValueKind,
+    /// The value (empty for a delete).
     pub value: &'a [u8],
+    /// Why the entry is dropped.
     pub reason: DropReason,
 }
 
 /// Which job dropped entries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JobKind {
+    /// A memtable flush.
     Flush,
+    /// A compaction from `input_level` into `output_level`.
     Compaction {
+        /// The level read.
         input_level: usize,
+        /// The level written.
         output_level: usize,
     },
 }
@@ -200,11 +225,13 @@ pub enum JobKind {
 /// so emitted writes must be idempotent (a second delete of the same key is).
 /// Merge operands folded together are not reported: they are combined, not discarded.
 pub trait CompactionObserver: Send + Sync {
+    /// Sees one dropped entry; writes put in `emit` commit with the job.
     fn on_drop(&self, job: JobKind, entry: &DroppedEntry<'_>, emit: &mut WriteBatch);
 }
 
 /// Combines merge operands. Operands are given oldest first.
 pub trait MergeOperator: Send + Sync {
+    /// A stable name, stored in tables (collectors) or checked at open (merge operators).
     fn name(&self) -> &str;
     /// Folds `operands` onto `existing` (absent if the key had no value or was deleted).
     fn full_merge(
@@ -224,7 +251,9 @@ pub trait MergeOperator: Send + Sync {
 pub enum ChangeReason {
     /// The files present when the database was opened.
     Open,
+    /// A memtable flush.
     Flush,
+    /// A compaction.
     Compaction,
     /// A file moved to the next level without rewriting.
     TrivialMove,
@@ -235,15 +264,22 @@ pub enum ChangeReason {
 /// A file added to or removed from a level of a tree.
 #[derive(Debug, Clone)]
 pub struct FileChange {
+    /// The tree.
     pub tree: TreeId,
+    /// Its level.
     pub level: usize,
+    /// The file.
     pub file: Arc<FileMetaData>,
 }
 
+/// Files a flush or compaction added and removed (or the files present at open).
 #[derive(Debug, Clone)]
 pub struct VersionChange {
+    /// What made the change.
     pub reason: ChangeReason,
+    /// Files added.
     pub added: Vec<FileChange>,
+    /// Files removed.
     pub removed: Vec<FileChange>,
     /// The number of this change: 1 for the first change told to the listeners since open
     /// (at open itself when the database has files), one more for each change after it. A
@@ -257,5 +293,19 @@ pub struct VersionChange {
 /// that keeps an in-memory index stays exactly in step). Must be quick and must not call back
 /// into the database's write path.
 pub trait VersionListener: Send + Sync {
+    /// Told about each change, in order, once it is installed.
     fn on_version_change(&self, change: &VersionChange);
 }
+
+// What an extension reads of the engine's files, keys and encodings: the index layer's block
+// property collectors, version listeners and queries use these directly.
+pub use crate::coding::{
+    put_fixed32, put_fixed64, put_length_prefixed, put_varint32, put_varint64, varint_length,
+    Decoder,
+};
+pub use crate::db::ComponentView;
+pub use crate::hooks::{FlushInfo, FlushListener, RecoveryListener};
+pub use crate::iterator::InternalIterator;
+pub use crate::key::{compare_internal_keys, make_seek_key, parse_internal_key, user_key, SEQ_MAX};
+pub use crate::sstable::{BlockHandle, DataBlock, ReadContext, Table};
+pub use crate::version::{table_file_name, FileMetaData};

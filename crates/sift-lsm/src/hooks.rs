@@ -23,6 +23,7 @@ pub struct FlushInfo {
 /// Called by the flush thread before each flush of a frozen memtable (not for the logs
 /// replayed at open, which are written to tables before any listener's owner can run).
 pub trait FlushListener: Send + Sync {
+    /// Called before the flush; may block it.
     fn before_flush(&self, info: &FlushInfo);
 
     /// Called by the flush thread once that flush is installed: its tables are in the

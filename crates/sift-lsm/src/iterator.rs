@@ -5,10 +5,13 @@
 
 use crate::Result;
 
+/// An iterator over internal keys (user key, sequence number, kind), in internal-key order.
 pub trait InternalIterator: Send {
     /// Whether the iterator is positioned at an entry.
     fn valid(&self) -> bool;
+    /// Moves to the first entry.
     fn seek_to_first(&mut self) -> Result<()>;
+    /// Moves to the last entry.
     fn seek_to_last(&mut self) -> Result<()>;
     /// Positions at the first entry whose internal key is `>= target`.
     fn seek(&mut self, target: &[u8]) -> Result<()>;
@@ -61,12 +64,14 @@ impl InternalIterator for EmptyIterator {
 /// An iterator over a sorted vector of `(internal key, value)` pairs, for tests and for
 /// small in-memory components.
 #[derive(Debug, Default)]
+#[cfg(test)]
 pub struct VecIterator {
     entries: Vec<(Vec<u8>, Vec<u8>)>,
     /// `entries.len()` means invalid.
     pos: usize,
 }
 
+#[cfg(test)]
 impl VecIterator {
     /// `entries` must be sorted by `compare_internal_keys`.
     pub fn new(entries: Vec<(Vec<u8>, Vec<u8>)>) -> Self {
@@ -75,6 +80,7 @@ impl VecIterator {
     }
 }
 
+#[cfg(test)]
 impl InternalIterator for VecIterator {
     fn valid(&self) -> bool {
         self.pos < self.entries.len()

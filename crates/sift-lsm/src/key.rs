@@ -21,8 +21,11 @@ pub const TRAILER_BYTES: usize = 8;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u8)]
 pub enum ValueKind {
+    /// A tombstone.
     Delete = 0,
+    /// A value.
     Put = 1,
+    /// A merge operand.
     Merge = 2,
 }
 
@@ -31,6 +34,7 @@ pub enum ValueKind {
 pub const KIND_FOR_SEEK: u8 = 0xff;
 
 impl ValueKind {
+    /// The kind a stored byte names, if any.
     pub fn from_u8(v: u8) -> Option<ValueKind> {
         match v {
             0 => Some(ValueKind::Delete),
@@ -108,14 +112,17 @@ pub fn compare_internal_keys(a: &[u8], b: &[u8]) -> Ordering {
 
 /// An owned internal key with the internal-key order, for use in ordered maps (memtable).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg(test)]
 pub struct InternalKey(pub Vec<u8>);
 
+#[cfg(test)]
 impl Ord for InternalKey {
     fn cmp(&self, other: &Self) -> Ordering {
         compare_internal_keys(&self.0, &other.0)
     }
 }
 
+#[cfg(test)]
 impl PartialOrd for InternalKey {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))

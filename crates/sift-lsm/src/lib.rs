@@ -7,37 +7,45 @@
 //! repository root says which module owns what.
 
 #![deny(clippy::unwrap_used, clippy::expect_used)]
+#![deny(missing_docs)]
 
-pub mod coding;
-pub mod compaction;
-pub mod cpu_affinity;
-pub mod db;
+mod coding;
+mod compaction;
+mod cpu_affinity;
+mod db;
 mod edit_apply;
 mod error;
 pub mod extension;
 pub mod fs;
-pub mod hooks;
-pub mod iter;
-pub mod iterator;
-pub mod key;
-pub mod memtable;
-pub mod options;
+mod hooks;
+mod iter;
+mod iterator;
+mod key;
+mod memtable;
+mod options;
 mod pacing;
-pub mod snapshot;
-pub mod sstable;
-pub mod stats;
-pub mod version;
-pub mod wal;
-pub mod write_batch;
+mod snapshot;
+mod sstable;
+mod stats;
+mod version;
+mod wal;
+mod write_batch;
 
-pub use cpu_affinity::pin_current_thread_to_cpus;
+pub use cpu_affinity::{
+    format_cpu_list, parse_cpu_list, pin_current_thread_to_cpus, process_allowed_cpus,
+};
+pub use db::lower_current_thread_priority;
 pub use db::{
     BackgroundThreadRegistration, ComponentId, Db, Entry, NewerVersion, Tree, UnloggedInsert,
     UnloggedRefusal, DEFAULT_TREE,
 };
 pub use error::{Error, Result};
+pub use iter::DbIterator;
 pub use key::{SeqNo, TreeId, ValueKind};
 pub use options::{Compression, Options, ReadOptions, TreeOptions, WalRecovery, WriteOptions};
 pub use snapshot::{Snapshot, VersionRetention};
 pub use stats::{ReadStats, Stats};
+/// The log reader, for tests that damage a log at its record boundaries.
+#[doc(hidden)]
+pub use wal::LogReader;
 pub use write_batch::WriteBatch;

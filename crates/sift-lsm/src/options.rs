@@ -14,13 +14,17 @@ use std::sync::Arc;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[repr(u8)]
 pub enum Compression {
+    /// Blocks stored as they are.
     #[default]
     None = 0,
+    /// Snappy-compressed blocks.
     Snappy = 1,
+    /// LZ4-compressed blocks.
     Lz4 = 2,
 }
 
 impl Compression {
+    /// The compression a stored byte names, if any.
     pub fn from_u8(v: u8) -> Option<Self> {
         match v {
             0 => Some(Compression::None),
@@ -60,7 +64,9 @@ pub enum WalRecovery {
 /// Per-tree behaviour that is code, not data: given again at every open.
 #[derive(Clone, Default)]
 pub struct TreeOptions {
+    /// Combines merge operands (none: merges are refused).
     pub merge_operator: Option<Arc<dyn MergeOperator>>,
+    /// Collectors run over every table of the tree.
     pub block_property_collectors: Vec<Arc<dyn BlockPropertyCollectorFactory>>,
 }
 
@@ -83,10 +89,14 @@ impl std::fmt::Debug for TreeOptions {
     }
 }
 
+/// How a database is opened and run.
 #[derive(Clone)]
 pub struct Options {
+    /// Create the database if the directory holds none.
     pub create_if_missing: bool,
+    /// Refuse to open an existing database.
     pub error_if_exists: bool,
+    /// Where the files live.
     pub file_system: Arc<dyn FileSystem>,
 
     /// Size at which the active memtable is frozen and queued for flush.
@@ -105,12 +115,15 @@ pub struct Options {
     pub l0_slowdown_trigger: usize,
     /// L0 files at which writes wait for compaction.
     pub l0_stop_trigger: usize,
+    /// Levels per tree, L0 included.
     pub levels_max: usize,
     /// Target size of L1; each deeper level is `level_size_ratio` times larger.
     pub level1_bytes_max: u64,
+    /// Each level is this many times larger than the one above.
     pub level_size_ratio: u64,
     /// Compaction output files are cut at this size.
     pub table_file_bytes_target: u64,
+    /// Background compaction threads.
     pub compaction_threads: usize,
     /// Nice value (0–19) the flush and compaction threads lower themselves to when they start
     /// (Linux; elsewhere ignored). 0 leaves them at the caller's priority. A positive value
@@ -152,9 +165,11 @@ pub struct Options {
 
     /// Uncompressed data block size target.
     pub block_bytes: usize,
+    /// Keys between restart points in data blocks.
     pub block_restart_interval: usize,
     /// Bits per key of each table's primary-key bloom filter; 0 writes no filter.
     pub bloom_bits_per_key: u32,
+    /// How data blocks are compressed.
     pub compression: Compression,
     /// Capacity of the shared block cache; 0 disables it (every block read goes to the file).
     pub block_cache_bytes: usize,
@@ -165,6 +180,7 @@ pub struct Options {
     /// in the page cache costs a copy, not a system call.
     pub use_mmap_reads: bool,
 
+    /// What recovery does with a damaged log.
     pub wal_recovery: WalRecovery,
     /// The manifest is rewritten from the current state when it grows beyond this.
     pub manifest_bytes_max: u64,
@@ -175,13 +191,18 @@ pub struct Options {
     /// retries off: only `Db::resume` retries.
     pub background_error_retry_interval_max_millis: u64,
 
+    /// Longest key accepted, in bytes.
     pub key_bytes_max: usize,
+    /// Longest value accepted, in bytes.
     pub value_bytes_max: usize,
 
     /// Options of trees found at open, by name; trees not listed get `default_tree_options`.
     pub tree_options: HashMap<String, TreeOptions>,
+    /// Options of trees created without their own.
     pub default_tree_options: TreeOptions,
+    /// Told about every entry flushes and compactions drop.
     pub compaction_observers: Vec<Arc<dyn CompactionObserver>>,
+    /// Told about every change of the files.
     pub version_listeners: Vec<Arc<dyn VersionListener>>,
     /// Called before each flush of a frozen memtable (see `hooks.rs`).
     pub flush_listeners: Vec<Arc<dyn FlushListener>>,
@@ -254,12 +275,14 @@ impl std::fmt::Debug for Options {
     }
 }
 
+/// How one write is made durable.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WriteOptions {
     /// fdatasync the WAL before acknowledging.
     pub sync: bool,
 }
 
+/// How one read sees the database.
 #[derive(Clone, Default)]
 pub struct ReadOptions {
     /// Read as of this snapshot; `None` reads the latest committed state.

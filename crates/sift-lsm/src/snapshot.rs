@@ -31,6 +31,7 @@ impl SnapshotList {
         self.live.lock().keys().copied().collect()
     }
 
+    #[cfg(test)]
     pub fn oldest(&self) -> Option<SeqNo> {
         self.live.lock().keys().next().copied()
     }

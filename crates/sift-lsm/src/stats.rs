@@ -6,15 +6,20 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 /// I/O done by one read operation (a get, an iterator's whole life, a component scan).
 #[derive(Debug, Default)]
 pub struct ReadStats {
+    /// Blocks read from the file.
     pub blocks_read_from_disk: AtomicU64,
+    /// Blocks found in the block cache.
     pub blocks_read_from_cache: AtomicU64,
+    /// Bytes read from files.
     pub bytes_read_from_disk: AtomicU64,
     /// Blocks skipped by a block filter or a bloom filter.
     pub blocks_skipped: AtomicU64,
+    /// Tables a filter ruled out.
     pub tables_skipped: AtomicU64,
 }
 
 impl ReadStats {
+    /// Blocks read, from the files and the cache.
     pub fn blocks_read(&self) -> u64 {
         self.blocks_read_from_disk.load(Relaxed) + self.blocks_read_from_cache.load(Relaxed)
     }
@@ -124,45 +129,82 @@ pub struct TreeStats {
 /// A snapshot of the counters, returned by `Db::stats`.
 #[derive(Debug, Clone, Default)]
 pub struct Stats {
+    /// Blocks read from files.
     pub blocks_read_from_disk: u64,
+    /// Blocks found in the block cache.
     pub blocks_read_from_cache: u64,
+    /// Bytes read from files.
     pub bytes_read_from_disk: u64,
+    /// Bytes written to tables.
     pub bytes_written: u64,
+    /// Bytes appended to write-ahead logs.
     pub wal_bytes: u64,
+    /// Syncs of write-ahead logs.
     pub wal_syncs: u64,
+    /// Write batches committed.
     pub writes: u64,
+    /// Commit groups (batches logged together).
     pub write_groups: u64,
+    /// Memtable flushes.
     pub flushes: u64,
+    /// Bytes flushes wrote.
     pub flush_bytes_written: u64,
+    /// Compactions run.
     pub compactions: u64,
+    /// Bytes compactions read, per input level.
     pub compaction_bytes_read_per_level: Vec<u64>,
+    /// Bytes compactions wrote, per output level.
     pub compaction_bytes_written_per_level: Vec<u64>,
+    /// Time writes waited in stalls, in microseconds.
     pub write_stall_micros: u64,
+    /// Writes that stalled.
     pub write_stalls: u64,
+    /// Writes slowed down.
     pub write_slowdowns: u64,
+    /// Time writers waited for the write state lock, in microseconds.
     pub write_state_lock_wait_micros: u64,
+    /// Memtable switches.
     pub memtable_switches: u64,
+    /// Time spent switching memtables, in microseconds.
     pub memtable_switch_micros: u64,
+    /// Writers that waited for the commit lock.
     pub commit_lock_waits: u64,
+    /// Their wait, in microseconds.
     pub commit_lock_wait_micros: u64,
+    /// Commits made without joining a group.
     pub unqueued_commits: u64,
+    /// Their time, in microseconds.
     pub unqueued_commit_micros: u64,
+    /// Of them, synced.
     pub unqueued_commit_syncs: u64,
+    /// Unlogged memtable inserts.
     pub unlogged_inserts: u64,
+    /// Entries they inserted.
     pub unlogged_insert_entries: u64,
+    /// Unlogged inserts refused.
     pub unlogged_insert_refusals: u64,
+    /// Time switches spent syncing the old log, in microseconds.
     pub memtable_switch_wal_sync_micros: u64,
     /// Background errors, retries after a recoverable one, and recoveries (see
     /// `Db::resume`).
     pub background_errors: u64,
+    /// Retries after recoverable background errors.
     pub background_error_retries: u64,
+    /// Recoveries from them.
     pub background_error_recoveries: u64,
+    /// Manifest records written.
     pub manifest_writes: u64,
+    /// Their time, in microseconds.
     pub manifest_write_micros: u64,
+    /// Syncs of closed logs.
     pub closed_wal_syncs: u64,
+    /// Their time, in microseconds.
     pub closed_wal_sync_micros: u64,
+    /// Of them, made by writers.
     pub closed_wal_syncs_by_writers: u64,
+    /// Their time, in microseconds.
     pub closed_wal_sync_by_writer_micros: u64,
+    /// Closed-log syncs found unnecessary.
     pub closed_wal_syncs_skipped: u64,
     /// Times the WAL presync thread reserved disk blocks ahead of the active log (0 where the
     /// file system cannot).
@@ -170,10 +212,15 @@ pub struct Stats {
     /// Spare logs given disk blocks for a whole memtable at their creation, by the flush
     /// thread before any append (0 where the file system cannot).
     pub wal_preallocations_at_creation: u64,
+    /// Log records recovery dropped.
     pub wal_recovery_dropped_records: u64,
+    /// Log bytes recovery dropped.
     pub wal_recovery_dropped_bytes: u64,
+    /// Background threads that could not be pinned to their CPUs.
     pub background_thread_pin_failures: u64,
+    /// Bytes in memtables.
     pub memtable_bytes: u64,
+    /// Memtables waiting for their flush.
     pub immutable_memtables: usize,
     /// Bytes of arena chunks of flushed memtables held for the next memtables.
     pub memtable_chunk_pool_bytes: u64,
@@ -182,8 +229,11 @@ pub struct Stats {
     /// Arena chunks of dropped memtables returned to the allocator (the pool was full, or the
     /// chunk held one large value).
     pub memtable_chunks_freed: u64,
+    /// Bytes in the block cache.
     pub block_cache_bytes: u64,
+    /// The last sequence number given.
     pub last_sequence: u64,
+    /// Per tree: files and bytes per level.
     pub trees: Vec<TreeStats>,
 }
 

@@ -11,6 +11,7 @@ use crate::{Error, Result};
 
 pub const BATCH_HEADER_BYTES: usize = 12;
 
+/// Writes applied atomically, in order, across trees.
 #[derive(Debug, Clone)]
 pub struct WriteBatch {
     rep: Vec<u8>,
@@ -37,6 +38,7 @@ pub struct BatchEntry<'a> {
 }
 
 impl WriteBatch {
+    /// An empty batch.
     pub fn new() -> Self {
         WriteBatch {
             rep: vec![0; BATCH_HEADER_BYTES],
@@ -57,12 +59,15 @@ impl WriteBatch {
         }
     }
 
+    /// A put into the tree with id `tree`.
     pub fn put_in(&mut self, tree: TreeId, key: &[u8], value: &[u8]) {
         self.push(ValueKind::Put, tree, key, Some(value));
     }
+    /// A delete in the tree with id `tree`.
     pub fn delete_in(&mut self, tree: TreeId, key: &[u8]) {
         self.push(ValueKind::Delete, tree, key, None);
     }
+    /// A merge in the tree with id `tree`.
     pub fn merge_in(&mut self, tree: TreeId, key: &[u8], operand: &[u8]) {
         self.push(ValueKind::Merge, tree, key, Some(operand));
     }
@@ -70,9 +75,11 @@ impl WriteBatch {
     pub fn put(&mut self, tree: &crate::Tree, key: &[u8], value: &[u8]) {
         self.put_in(tree.id(), key, value);
     }
+    /// A delete.
     pub fn delete(&mut self, tree: &crate::Tree, key: &[u8]) {
         self.delete_in(tree.id(), key);
     }
+    /// A merge of `operand` into `key`.
     pub fn merge(&mut self, tree: &crate::Tree, key: &[u8], operand: &[u8]) {
         self.merge_in(tree.id(), key, operand);
     }
@@ -89,9 +96,11 @@ impl WriteBatch {
         self.rep[8..12].copy_from_slice(&self.count.to_le_bytes());
     }
 
+    /// Writes in the batch.
     pub fn len(&self) -> usize {
         self.count as usize
     }
+    /// Whether the batch holds no write.
     pub fn is_empty(&self) -> bool {
         self.count == 0
     }
@@ -99,6 +108,7 @@ impl WriteBatch {
     pub fn encoded_bytes(&self) -> usize {
         self.rep.len()
     }
+    /// Removes every write.
     pub fn clear(&mut self) {
         self.rep.truncate(BATCH_HEADER_BYTES);
         self.rep[..BATCH_HEADER_BYTES].fill(0);
@@ -121,9 +131,11 @@ impl WriteBatch {
         self.checked_by == Some(database)
     }
 
+    /// The sequence number of the first write.
     pub fn sequence(&self) -> SeqNo {
         crate::coding::decode_fixed64(&self.rep).unwrap_or(0)
     }
+    /// Sets the sequence number of the first write.
     pub fn set_sequence(&mut self, seq: SeqNo) {
         // In place: called for every batch of every commit, under the commit lock.
         self.rep[..8].copy_from_slice(&seq.to_le_bytes());

@@ -17,7 +17,7 @@
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use sift_lsm::fs::FaultFileSystem;
-use sift_lsm::wal::LogReader;
+use sift_lsm::LogReader;
 use sift_lsm::{
     Compression, Db, Error, Options, ReadOptions, Tree, TreeOptions, WalRecovery, WriteBatch,
     WriteOptions,

@@ -6,7 +6,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
 use parking_lot::Mutex;
-use sift_lsm::hooks::{FlushInfo, FlushListener};
+use sift_lsm::extension::{FlushInfo, FlushListener};
 use sift_lsm::{Db, Options, WriteBatch, WriteOptions};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -184,7 +184,7 @@ fn direct_reads_return_the_same_data() {
     }
     db.flush().unwrap();
     db.wait_for_background_work().unwrap();
-    let stats = sift_lsm::stats::ReadStats::default();
+    let stats = sift_lsm::ReadStats::default();
     let stats = Arc::new(stats);
     let read = ReadOptions {
         read_stats: Some(Arc::clone(&stats)),

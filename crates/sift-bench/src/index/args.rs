@@ -644,7 +644,7 @@ mod tests {
     #[cfg(all(feature = "sift", target_os = "linux"))]
     #[test]
     fn the_client_thread_runs_on_the_client_cpus() {
-        let allowed = sift_lsm::cpu_affinity::process_allowed_cpus();
+        let allowed = sift_lsm::process_allowed_cpus();
         let own = crate::pinning::test_support::current_thread_cpu_list();
         let first = allowed[0].to_string();
         for pinned in [true, false] {

@@ -6,9 +6,9 @@
 
 use super::BenchError;
 use sift_index::Database;
-use sift_lsm::iterator::InternalIterator;
-use sift_lsm::key::{make_seek_key, parse_internal_key};
-use sift_lsm::sstable::ReadContext;
+use sift_lsm::extension::InternalIterator;
+use sift_lsm::extension::ReadContext;
+use sift_lsm::extension::{make_seek_key, parse_internal_key};
 use sift_lsm::{ComponentId, ReadOptions, SeqNo};
 use std::collections::HashSet;
 

@@ -576,7 +576,7 @@ mod tests {
                 .args;
             (dir, args)
         };
-        let first = sift_lsm::cpu_affinity::process_allowed_cpus()[0];
+        let first = sift_lsm::process_allowed_cpus()[0];
         let (_dir, args) = parse(&first.to_string());
         let mut background_threads = Vec::new();
         let rows = crate::index::run_from_args(&args, &mut |config, path| {

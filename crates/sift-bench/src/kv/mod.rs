@@ -665,7 +665,7 @@ mod tests {
     #[test]
     fn client_threads_run_on_the_client_cpus() {
         let format = KeyFormat::new(8, 1000).unwrap();
-        let allowed = sift_lsm::cpu_affinity::process_allowed_cpus();
+        let allowed = sift_lsm::process_allowed_cpus();
         let own = crate::pinning::test_support::current_thread_cpu_list();
         for client_cpus in [Some(vec![allowed[0]]), None] {
             let engine = ModelEngine::default();

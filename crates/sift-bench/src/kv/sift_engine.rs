@@ -5,7 +5,7 @@
 //! `key`, `value`, `seek`, `seek_to_first`, `next`), written before that module landed.
 
 use super::{settings, BenchError, CompressionKind, Engine, EngineCounters, KvConfig};
-use sift_lsm::iter::DbIterator;
+use sift_lsm::DbIterator;
 use sift_lsm::{Compression, Db, Options, ReadOptions, Tree, WriteBatch, WriteOptions};
 use std::path::Path;
 
@@ -205,7 +205,7 @@ mod tests {
             .args;
             (dir, args)
         };
-        let first = sift_lsm::cpu_affinity::process_allowed_cpus()[0];
+        let first = sift_lsm::process_allowed_cpus()[0];
         let (_dir, args) = parse(&first.to_string());
         let rows = super::super::run_from_args(&args, "sift", &mut SiftEngine::open_boxed).unwrap();
         assert_eq!(rows.len(), 2);

@@ -80,7 +80,7 @@
 //!   the recovery from the older watermark needs the versions above it. So the retention trails
 //!   the written watermark by one flush.
 //! - Failed index operations are retried with exponential backoff, never dropped; a batch
-//!   that keeps failing is reported by [`Database::wait_until_indexed`] and in the stats. A
+//!   that keeps failing is reported by [`Database::wait_until_indexed`](crate::Database::wait_until_indexed) and in the stats. A
 //!   drain waits through such failures, and the flush with it (only a shutdown cuts the wait
 //!   short): a flush that went on would delete the log of updates not applied yet. Updates
 //!   left when a shutdown cuts it short stay above the watermark, so the next open queues them
@@ -94,7 +94,7 @@ pub mod worker;
 use crate::error::{IndexError, Result};
 use parking_lot::{Mutex, RwLock};
 use queue::{LagHistogram, UpdateQueue};
-use sift_lsm::hooks::{FlushInfo, FlushListener};
+use sift_lsm::extension::{FlushInfo, FlushListener};
 use sift_lsm::{
     Db, ReadOptions, SeqNo, Tree, TreeId, ValueKind, VersionRetention, WriteBatch, WriteOptions,
 };

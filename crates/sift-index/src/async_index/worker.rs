@@ -250,7 +250,7 @@ impl Worker {
         // Pinned like the engine's background threads (`background_thread_cpus`).
         // Kept for the thread's life: the thread leaves the engine's list when it ends.
         let _registration = self.engine.enter_background_thread();
-        sift_lsm::db::lower_current_thread_priority(self.core.options.worker_nice);
+        sift_lsm::lower_current_thread_priority(self.core.options.worker_nice);
         let queue = &self.core.queue;
         let mut last_work = Instant::now();
         // Watermark writes (first worker only): the last one, and one put off until then.

@@ -34,10 +34,12 @@
 use crate::composite::seq::{decode_block_max_seq, COLLECTOR_NAME};
 use crate::error::Result;
 use crate::kind::query::{Query, Shadows};
-use sift_lsm::db::ComponentView;
-use sift_lsm::key::{compare_internal_keys, make_seek_key, parse_internal_key, user_key, SEQ_MAX};
-use sift_lsm::sstable::{ReadContext, Table};
-use sift_lsm::version::FileMetaData;
+use sift_lsm::extension::ComponentView;
+use sift_lsm::extension::FileMetaData;
+use sift_lsm::extension::{
+    compare_internal_keys, make_seek_key, parse_internal_key, user_key, SEQ_MAX,
+};
+use sift_lsm::extension::{ReadContext, Table};
 use sift_lsm::{ComponentId, SeqNo, ValueKind};
 use std::collections::BinaryHeap;
 use std::ops::Range;

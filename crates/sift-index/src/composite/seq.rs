@@ -184,7 +184,7 @@ mod tests {
         let mut collector = MaxSeqCollector::default();
         let block = FinishedBlock {
             ordinal: 0,
-            handle: sift_lsm::sstable::BlockHandle::default(),
+            handle: sift_lsm::extension::BlockHandle::default(),
         };
         for seq in [5, 9, 3] {
             collector.add(&CollectorEntry {

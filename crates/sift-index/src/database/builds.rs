@@ -16,7 +16,7 @@ impl Database {
     /// Builds, online, the secondary blocks a `next` or `sst-local` index lacks for the live
     /// tables written before it existed (largest level first; writes go on meanwhile, and
     /// queries are exact throughout since unindexed tables are scanned). `create_index` does
-    /// this already, and [`Database::open`] resumes an interrupted build in the background
+    /// this already, and [`Database::open`](crate::Database::open) resumes an interrupted build in the background
     /// (`DatabaseOptions::index_builds_at_open`). Returns when done.
     pub fn build_secondary_blocks(
         &self,
@@ -110,7 +110,7 @@ impl Database {
     }
 
     /// Retries now what waits for a retry after a recoverable error: the engine's failed
-    /// background work ([`Db::resume`]: its error, if it failed again or is fatal, is
+    /// background work (`Db::resume`: its error, if it failed again or is fatal, is
     /// returned), then — whatever the engine's answer — the background index build waiting
     /// to retry, if any (it waits on if the engine still refuses writes).
     pub fn resume(&self) -> Result<()> {

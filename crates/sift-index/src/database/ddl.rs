@@ -165,7 +165,7 @@ impl Database {
             .collect()
     }
 
-    /// [`Database::create_index_with_progress`] without progress reports.
+    /// [`Database::create_index_with_progress`](crate::Database::create_index_with_progress) without progress reports.
     pub fn create_index(&self, collection: &str, spec: IndexSpec) -> Result<IndexRecord> {
         self.create_index_with_progress(collection, spec, &mut |_| {})
     }

@@ -10,7 +10,7 @@ use crate::memory::MemoryIndex;
 use crate::next::build::{build_file, read_side_block};
 use crate::next::format::{property_lists, COLLECTOR_NAME};
 use crate::next::{view_files, GlobalIndexReport, GlobalIndexStats, SecondaryBlocksReport};
-use sift_lsm::sstable::ReadContext;
+use sift_lsm::extension::ReadContext;
 use sift_lsm::ReadOptions;
 use std::sync::atomic::{AtomicBool, Ordering};
 

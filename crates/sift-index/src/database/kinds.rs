@@ -1,7 +1,7 @@
 //! The one place that knows every index kind: which implementation of `SecondaryIndex` an
 //! index record gets, created (`create_index`, or the rebuild of an index a crash left
 //! `building`) or opened (a `ready` index at open). Adding a kind is a folder that implements
-//! the trait and one arm of [`Database::kind_for`].
+//! the trait and one arm of [`Database::kind_for`](crate::Database::kind_for).
 
 use super::Database;
 use crate::catalog::{index_key, IndexKind, IndexRecord, Maintenance};

@@ -191,7 +191,7 @@ impl Database {
             .persist_watermark(&self.engine, visible)
     }
 
-    /// [`Database::wait_until_indexed`] giving up after `timeout`: `Ok(false)` if updates are
+    /// [`Database::wait_until_indexed`](crate::Database::wait_until_indexed) giving up after `timeout`: `Ok(false)` if updates are
     /// still pending then.
     pub fn wait_until_indexed_for(&self, timeout: Option<Duration>) -> Result<bool> {
         let target = self.engine.latest_sequence();

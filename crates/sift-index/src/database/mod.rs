@@ -34,7 +34,7 @@ use std::time::Instant;
 /// Documents between two progress reports of a back-fill or rebuild.
 pub(super) const PROGRESS_EVERY_DOCUMENTS: u64 = 1000;
 
-/// Where the time of [`Database::open`] went ([`Database::open_timings`]), in microseconds.
+/// Where the time of [`Database::open`](crate::Database::open) went ([`Database::open_timings`](crate::Database::open_timings)), in microseconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct OpenTimings {
     /// The whole open.
@@ -70,7 +70,7 @@ pub struct DatabaseOptions {
     pub deferred_fast_path: bool,
     /// What `open` does about `next` / `sst-local` indexes whose online build was interrupted
     /// (some live tables still lack their blocks): resume it in a background thread (the
-    /// default; [`Database::wait_for_index_builds`]), or leave it.
+    /// default; [`Database::wait_for_index_builds`](crate::Database::wait_for_index_builds)), or leave it.
     pub index_builds_at_open: crate::next::build::IndexBuildsAtOpen,
     /// Testing aid: runs in `open` right after the engine's compactions resume (they are
     /// paused from the engine's open until the asynchronous indexes' retention is in place),

@@ -50,7 +50,7 @@ impl Database {
 
     /// Applies the writes atomically, in order (one engine batch). Returns each write's
     /// sequence number (`None` for a delete of a missing document, unless deletes are blind:
-    /// see [`Database::delete`]). If any document is bad, or a unique index would get a value
+    /// see [`Database::delete`](crate::Database::delete)). If any document is bad, or a unique index would get a value
     /// another live document holds (`IndexError::UniqueViolation`), nothing is written.
     pub fn write(&self, collection_name: &str, ops: &[WriteOp<'_>]) -> Result<Vec<Option<SeqNo>>> {
         let mut collection = self.collection_arc(collection_name)?;

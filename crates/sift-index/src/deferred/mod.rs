@@ -67,10 +67,8 @@ use crate::error::{IndexError, Result};
 use crate::kind::{Collection, Index};
 pub(crate) use kind::DeferredComposite;
 use parking_lot::RwLock;
-use sift_lsm::extension::{CompactionObserver, DroppedEntry, JobKind};
-use sift_lsm::{
-    db::ComponentView, ComponentId, Db, ReadOptions, SeqNo, Tree, TreeId, ValueKind, WriteBatch,
-};
+use sift_lsm::extension::{CompactionObserver, ComponentView, DroppedEntry, JobKind};
+use sift_lsm::{ComponentId, Db, ReadOptions, SeqNo, Tree, TreeId, ValueKind, WriteBatch};
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

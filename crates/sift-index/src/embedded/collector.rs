@@ -872,7 +872,7 @@ mod tests {
     use crate::envelope::Envelope;
     use crate::path::AttrPath;
     use crate::value::AttrType;
-    use sift_lsm::sstable::BlockHandle;
+    use sift_lsm::extension::BlockHandle;
 
     fn index(attr_id: u32, bits: u32) -> Arc<EmbeddedIndex> {
         Arc::new(EmbeddedIndex::new(CollectedAttr {

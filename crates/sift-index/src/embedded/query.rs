@@ -25,10 +25,10 @@ use crate::envelope::EnvelopeRef;
 use crate::error::Result;
 use crate::kind::query::{Hit, QueryStats, TopK};
 use crate::kind::{Collection, Index};
-use sift_lsm::db::ComponentView;
-use sift_lsm::key::parse_internal_key;
-use sift_lsm::sstable::{ReadContext, Table};
-use sift_lsm::version::FileMetaData;
+use sift_lsm::extension::parse_internal_key;
+use sift_lsm::extension::ComponentView;
+use sift_lsm::extension::FileMetaData;
+use sift_lsm::extension::{ReadContext, Table};
 use sift_lsm::{ComponentId, Db, NewerVersion, ReadOptions, SeqNo, ValueKind};
 use std::cmp::Reverse;
 use std::collections::{HashMap, HashSet};
@@ -425,7 +425,7 @@ impl Scan<'_, '_> {
         self.request
             .engine
             .path()
-            .join(sift_lsm::version::table_file_name(file.number))
+            .join(sift_lsm::extension::table_file_name(file.number))
     }
 
     /// The table zone map (from the manifest): may the table hold a value in the range?

@@ -399,7 +399,7 @@ impl Query<'_> {
     /// (memtables: unbounded).
     pub(crate) fn newest_seq_in(
         &self,
-        view: &sift_lsm::db::ComponentView,
+        view: &sift_lsm::extension::ComponentView,
         components: &[ComponentId],
     ) -> SeqNo {
         components

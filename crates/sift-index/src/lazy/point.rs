@@ -9,7 +9,7 @@
 use crate::error::{IndexError, Result};
 use crate::kind::query::Query;
 use crate::postings::{PostingIter, PostingRef};
-use sift_lsm::db::ComponentView;
+use sift_lsm::extension::ComponentView;
 use sift_lsm::{ComponentId, SeqNo, ValueKind};
 use std::cmp::Reverse;
 use std::collections::{HashMap, HashSet};

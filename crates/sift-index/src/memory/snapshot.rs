@@ -16,7 +16,7 @@ use crate::catalog::IndexRecord;
 use crate::encoding::decode_value;
 use crate::error::{IndexError, Result, MAX_PRIMARY_KEY_BYTES};
 use crate::memory::MemoryIndex;
-use sift_lsm::coding::{put_fixed32, put_fixed64, Decoder};
+use sift_lsm::extension::{put_fixed32, put_fixed64, Decoder};
 use sift_lsm::fs::FileSystem;
 use sift_lsm::SeqNo;
 use std::collections::HashSet;

@@ -19,12 +19,12 @@
 //! entries are deleted at the next open, when no query can be reading them.
 //!
 //! A build that did not end (the process stopped, `progress` failed) leaves the index exact,
-//! its remaining tables scanned; [`Database::open`] resumes it in a background thread
+//! its remaining tables scanned; [`Database::open`](crate::Database::open) resumes it in a background thread
 //! ([`IndexBuilds`]), which the database stops (after the data block at hand, or at once if
 //! the thread waits to retry) and joins when it is dropped or closed. A failure there is
 //! recorded in [`IndexBuildStatus`], not raised: a recoverable one (I/O, writes stopped by a
 //! recoverable engine error) is retried after a backoff, when the engine recovers (a
-//! [`sift_lsm::hooks::RecoveryListener`]) or at [`Database::resume`]; a fatal one (corruption,
+//! [`sift_lsm::extension::RecoveryListener`]) or at [`Database::resume`](crate::Database::resume); a fatal one (corruption,
 //! an engine that needs a reopen) waits for the next open. `create_index` hands the rest of a
 //! build that failed recoverably to the same thread.
 
@@ -39,11 +39,11 @@ use crate::error::{IndexError, Result};
 use crate::kind::Collection;
 use crate::value::AttrType;
 use parking_lot::{Condvar, Mutex};
-use sift_lsm::db::ComponentView;
+use sift_lsm::extension::parse_internal_key;
+use sift_lsm::extension::ComponentView;
+use sift_lsm::extension::FileMetaData;
+use sift_lsm::extension::ReadContext;
 use sift_lsm::extension::{BlockPropertyCollector, CollectorEntry, FinishedBlock};
-use sift_lsm::key::parse_internal_key;
-use sift_lsm::sstable::ReadContext;
-use sift_lsm::version::FileMetaData;
 use sift_lsm::{ComponentId, Db, ReadOptions, Tree, TreeOptions, WriteBatch, WriteOptions};
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
@@ -354,7 +354,7 @@ pub(crate) fn build_online(
     Ok(BuildEnd::Done)
 }
 
-/// What [`Database::open`] does about `next` / `sst-local` indexes whose online build was
+/// What [`Database::open`](crate::Database::open) does about `next` / `sst-local` indexes whose online build was
 /// interrupted (`DatabaseOptions::index_builds_at_open`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum IndexBuildsAtOpen {
@@ -362,7 +362,7 @@ pub enum IndexBuildsAtOpen {
     #[default]
     Resume,
     /// Leave them: the tables without blocks are scanned by queries until a compaction
-    /// rewrites them or [`Database::build_secondary_blocks`] is called.
+    /// rewrites them or [`Database::build_secondary_blocks`](crate::Database::build_secondary_blocks) is called.
     Leave,
 }
 
@@ -378,7 +378,7 @@ pub struct IndexBuildFailure {
 }
 
 /// The online builds of `next` and `sst-local` indexes that run in the background: those
-/// [`Database::open`] resumed (an earlier build was interrupted: the process stopped, or
+/// [`Database::open`](crate::Database::open) resumed (an earlier build was interrupted: the process stopped, or
 /// `progress` failed), and those `create_index` handed over after a recoverable failure.
 /// Meanwhile, and after a failure, the index is exact: queries scan the tables that have no
 /// blocks yet, so a build that waits costs only speed.
@@ -388,7 +388,7 @@ pub struct IndexBuildFailure {
 /// itself, from where it stopped (tables already indexed stay indexed): after a backoff (100
 /// ms, doubling up to the engine's `Options::background_error_retry_interval_max_millis`; zero
 /// turns the timed retries off), and at once when the engine recovers from a background error
-/// (its automatic retry or `Db::resume`) or [`Database::resume`] is called. While the engine
+/// (its automatic retry or `Db::resume`) or [`Database::resume`](crate::Database::resume) is called. While the engine
 /// still reports a recoverable background error, the build waits for its recovery instead. A
 /// fatal error — corruption, an engine that needs a reopen — is not retried: it goes to
 /// `failures`, and the next open resumes the build. Closing or dropping the database stops a
@@ -414,7 +414,7 @@ pub struct IndexBuildStatus {
     /// A build failed with a recoverable error and waits to retry (see above).
     pub retry_pending: bool,
     /// Builds that failed with a fatal error (corruption, an engine that needs a reopen):
-    /// not retried before the next open (or a call of [`Database::build_secondary_blocks`]).
+    /// not retried before the next open (or a call of [`Database::build_secondary_blocks`](crate::Database::build_secondary_blocks)).
     pub failures: Vec<IndexBuildFailure>,
 }
 
@@ -433,7 +433,7 @@ struct BuildState {
     /// Builds not started yet.
     queue: VecDeque<Resumed>,
     /// Bumped by every event that ends a wait for a retry: an engine recovery,
-    /// [`Database::resume`], a stop.
+    /// [`Database::resume`](crate::Database::resume), a stop.
     wakeups: u64,
     /// A build thread exists and has not begun to exit.
     worker_alive: bool,
@@ -468,7 +468,7 @@ impl BuildShared {
 /// Tells the build thread that the engine recovered from a background error.
 struct WakeOnRecovery(Arc<BuildShared>);
 
-impl sift_lsm::hooks::RecoveryListener for WakeOnRecovery {
+impl sift_lsm::extension::RecoveryListener for WakeOnRecovery {
     fn after_recovery(&self) {
         self.0.wake();
     }
@@ -549,7 +549,7 @@ impl IndexBuilds {
     }
 
     /// The engine listener that wakes a build waiting to retry when the engine recovers.
-    pub(crate) fn recovery_listener(&self) -> Arc<dyn sift_lsm::hooks::RecoveryListener> {
+    pub(crate) fn recovery_listener(&self) -> Arc<dyn sift_lsm::extension::RecoveryListener> {
         Arc::new(WakeOnRecovery(Arc::clone(&self.shared)))
     }
 
@@ -849,7 +849,7 @@ fn wait_for_retry(
     }
 }
 
-/// What [`Database::check_secondary_blocks`] found.
+/// What [`Database::check_secondary_blocks`](crate::Database::check_secondary_blocks) found.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SecondaryBlocksReport {
     /// Live files whose blocks are in the table (written by a flush or compaction).

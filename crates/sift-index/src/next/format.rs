@@ -8,7 +8,7 @@
 //! the structure and report what is wrong and where (offset inside the block).
 
 use crate::geo::GeoBox;
-use sift_lsm::coding::{put_fixed64, put_length_prefixed, put_varint32, put_varint64, Decoder};
+use sift_lsm::extension::{put_fixed64, put_length_prefixed, put_varint32, put_varint64, Decoder};
 use sift_lsm::SeqNo;
 
 /// Name of the block property collector; meta blocks are `sift.next/<name>`.
@@ -162,7 +162,7 @@ impl SecondaryEntryRef<'_> {
 
     /// Bytes this entry takes in a block.
     pub fn encoded_bytes(&self) -> usize {
-        use sift_lsm::coding::varint_length;
+        use sift_lsm::extension::varint_length;
         varint_length(self.value.len() as u64)
             + self.value.len()
             + varint_length(self.pk.len() as u64)

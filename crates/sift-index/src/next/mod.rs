@@ -56,12 +56,12 @@ use memo::{JobKey, UpdateMemo};
 use parking_lot::{Mutex, MutexGuard, RwLock};
 use query::QUERY_PAIRING_PATIENCE;
 use rtree::RTreeIndex;
-use sift_lsm::db::ComponentView;
+use sift_lsm::extension::ComponentView;
+use sift_lsm::extension::FileMetaData;
+use sift_lsm::extension::ReadContext;
 use sift_lsm::extension::{
     ChangeReason, CompactionObserver, DroppedEntry, JobKind, VersionChange, VersionListener,
 };
-use sift_lsm::sstable::ReadContext;
-use sift_lsm::version::FileMetaData;
 use sift_lsm::{Db, ReadOptions, SeqNo, Tree, TreeId, WriteBatch};
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -202,7 +202,7 @@ pub(crate) fn read_directory_unopened(
         view.table_meta_block(file, COLLECTOR_NAME, &name, &ReadContext::default())?
     else {
         return Err(sift_lsm::Error::corruption(
-            sift_lsm::version::table_file_name(file.number),
+            sift_lsm::extension::table_file_name(file.number),
             0,
             format!("the table lists attribute {attr_id} but has no meta block {name:?}"),
         )

@@ -173,6 +173,7 @@ impl<'a> CompactionIterator<'a> {
         std::mem::take(&mut self.core.emitted)
     }
 
+    #[cfg(test)]
     pub fn counts(&self) -> CompactionCounts {
         self.core.counts
     }

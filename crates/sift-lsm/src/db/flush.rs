@@ -84,13 +84,9 @@ impl DbInner {
         }
         EngineCounters::add(&self.counters.manifest_writes, 1);
         EngineCounters::add_micros_since(&self.counters.manifest_write_micros, manifest_started);
-        if let Err(e) = state.versions.install(prepared, edit) {
-            // Not expected (`install` reports no roll failure, so that a version set holding
-            // the edit is always followed by the engine's version holding it too); should it
-            // happen, the two disagree and a retried job could apply the edit twice: fatal.
-            self.set_bg_error(state, &e);
-            return Err(e);
-        }
+        // Infallible: `install` reports no roll failure, so that a version set holding the
+        // edit is always followed by the engine's version holding it too.
+        state.versions.install(prepared, edit);
         let after = Arc::new(state.versions.version());
         state.version = Arc::clone(&after);
         // The change is numbered before the super version that holds it is installed, so a

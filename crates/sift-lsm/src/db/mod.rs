@@ -30,7 +30,7 @@ mod unlogged_tests;
 mod write;
 
 pub use hooks::{UnloggedInsert, UnloggedRefusal};
-pub use read::{ComponentIterator, ComponentView};
+pub use read::ComponentView;
 use state::{DbInner, TreeInfo};
 
 /// A handle on a named tree. Cheap to clone. Using it after the tree was dropped gives
@@ -45,9 +45,11 @@ impl Tree {
     pub(crate) fn new(id: TreeId, name: Arc<str>) -> Self {
         Tree { id, name }
     }
+    /// The tree's id (stable for the tree's life).
     pub fn id(&self) -> TreeId {
         self.id
     }
+    /// The tree's name.
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -59,7 +61,9 @@ pub const DEFAULT_TREE: &str = "default";
 /// A value and the sequence number of the write that stored it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
+    /// The stored value.
     pub value: Vec<u8>,
+    /// The sequence number of the write that stored it.
     pub seq: SeqNo,
 }
 
@@ -290,6 +294,7 @@ impl Db {
         &self.inner.dir
     }
 
+    /// The tree every database has ([`DEFAULT_TREE`]).
     pub fn default_tree(&self) -> Tree {
         self.tree(DEFAULT_TREE)
             .unwrap_or_else(|_| Tree::new(0, Arc::from(DEFAULT_TREE)))
@@ -341,6 +346,7 @@ impl Db {
         Ok(Tree::new(id, name))
     }
 
+    /// The tree named `name`, if it exists.
     pub fn tree(&self, name: &str) -> Result<Tree> {
         self.inner
             .super_version
@@ -389,6 +395,7 @@ impl Db {
         dropped
     }
 
+    /// The names of every tree.
     pub fn tree_names(&self) -> Vec<String> {
         self.inner
             .super_version
@@ -405,11 +412,13 @@ impl Db {
         batch.put(tree, key, value);
         self.write(batch, &WriteOptions::default())
     }
+    /// Deletes `key`; returns the write's sequence number.
     pub fn delete(&self, tree: &Tree, key: &[u8]) -> Result<SeqNo> {
         let mut batch = WriteBatch::new();
         batch.delete(tree, key);
         self.write(batch, &WriteOptions::default())
     }
+    /// Merges `operand` into `key` (the tree needs a merge operator).
     pub fn merge(&self, tree: &Tree, key: &[u8], operand: &[u8]) -> Result<SeqNo> {
         let mut batch = WriteBatch::new();
         batch.merge(tree, key, operand);
@@ -460,9 +469,11 @@ impl Db {
             (Err(e), None) => Err(e.into()),
         }
     }
+    /// The newest value of `key`.
     pub fn get(&self, tree: &Tree, key: &[u8]) -> Result<Option<Entry>> {
         self.get_with(tree, key, &ReadOptions::default())
     }
+    /// The value of `key` as `options` say (snapshot, statistics).
     pub fn get_with(
         &self,
         tree: &Tree,
@@ -471,6 +482,7 @@ impl Db {
     ) -> Result<Option<Entry>> {
         self.inner.get(tree, key, options)
     }
+    /// A consistent view of every tree as of now.
     pub fn snapshot(&self) -> Snapshot {
         // Registered under the state lock so a compaction picking its snapshot list either
         // sees this snapshot or started before its sequence number existed.
@@ -502,6 +514,7 @@ impl Db {
     pub fn latest_sequence(&self) -> SeqNo {
         self.inner.latest_sequence()
     }
+    /// An iterator over `tree` in key order, as `options` say.
     pub fn iter(&self, tree: &Tree, options: ReadOptions) -> Result<crate::iter::DbIterator> {
         self.inner.iterator(tree, &options)
     }
@@ -652,6 +665,7 @@ impl Db {
                 .wait_for(&mut state, std::time::Duration::from_millis(50));
         }
     }
+    /// The engine's counters and the shape of its trees.
     pub fn stats(&self) -> Stats {
         let inner = &self.inner;
         let mut stats = inner.counters.snapshot();

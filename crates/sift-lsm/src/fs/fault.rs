@@ -38,6 +38,7 @@ pub enum FaultKind {
 }
 
 impl FaultKind {
+    /// Every kind of fault.
     pub const ALL: [FaultKind; 7] = [
         FaultKind::Write,
         FaultKind::Sync,
@@ -314,6 +315,7 @@ impl std::fmt::Debug for FaultFileSystem {
 }
 
 impl FaultFileSystem {
+    /// A fault file system over the real one, with no fault armed.
     pub fn new() -> Self {
         FaultFileSystem {
             shared: Arc::new(Mutex::new(State::new())),

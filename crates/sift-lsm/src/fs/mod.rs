@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 /// A file opened for appending.
 pub trait WritableFile: Send + Sync {
+    /// Appends `data` at the end.
     fn append(&mut self, data: &[u8]) -> Result<()>;
     /// Pushes buffered bytes to the operating system (not necessarily to stable storage).
     fn flush(&mut self) -> Result<()>;
@@ -20,6 +21,7 @@ pub trait WritableFile: Send + Sync {
     fn sync(&mut self) -> Result<()>;
     /// Bytes appended so far.
     fn len(&self) -> u64;
+    /// Whether the file has no bytes.
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -29,7 +31,9 @@ pub trait WritableFile: Send + Sync {
 pub trait RandomAccessFile: Send + Sync {
     /// Reads exactly `len` bytes at `offset`; a short read is an error naming the file.
     fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>>;
+    /// The file's size in bytes.
     fn size(&self) -> u64;
+    /// The file's path.
     fn path(&self) -> &Path;
     /// The whole file as memory, when it is memory-mapped: readers may then use its bytes in
     /// place instead of copying them. The bytes live as long as the file handle.
@@ -45,6 +49,7 @@ pub trait RandomAccessFile: Send + Sync {
 /// Held while a database directory is open; dropping it releases the lock.
 pub trait FileLock: Send + Sync {}
 
+/// Where the engine's files live: the real file system, or one that injects faults.
 pub trait FileSystem: Send + Sync {
     /// Creates (truncating) a file for appending.
     fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
@@ -61,8 +66,11 @@ pub trait FileSystem: Send + Sync {
     fn read_all(&self, path: &Path) -> Result<Vec<u8>>;
     /// Atomically replaces `to` with `from`.
     fn rename(&self, from: &Path, to: &Path) -> Result<()>;
+    /// Removes a file.
     fn remove(&self, path: &Path) -> Result<()>;
+    /// Whether a file or directory exists.
     fn exists(&self, path: &Path) -> bool;
+    /// Creates a directory and its parents.
     fn create_dir_all(&self, path: &Path) -> Result<()>;
     /// File names (not paths) in a directory.
     fn list(&self, dir: &Path) -> Result<Vec<String>>;
@@ -83,6 +91,7 @@ pub trait FileSystem: Send + Sync {
     }
     /// Takes an exclusive lock on `path`, creating it; `Error::Locked` if someone holds it.
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>>;
+    /// A file's size in bytes.
     fn file_size(&self, path: &Path) -> Result<u64>;
 }
 

@@ -40,6 +40,7 @@ enum Gathered {
     Merge,
 }
 
+/// An iterator over one tree's live keys at a snapshot, in key order.
 pub struct DbIterator {
     inner: Box<dyn InternalIterator>,
     sequence: SeqNo,
@@ -72,6 +73,7 @@ pub struct DbIterator {
 }
 
 impl DbIterator {
+    /// An iterator over `inner` at `snapshot`.
     pub fn new(
         inner: Box<dyn InternalIterator>,
         sequence: SeqNo,
@@ -103,6 +105,7 @@ impl DbIterator {
         }
     }
 
+    /// Whether it is at an entry.
     pub fn valid(&self) -> bool {
         self.valid
     }
@@ -132,6 +135,7 @@ impl DbIterator {
         self.current_seq
     }
 
+    /// Moves to the first key.
     pub fn seek_to_first(&mut self) -> Result<()> {
         self.start_positioning();
         if self.lower_bound.is_some() {
@@ -142,6 +146,7 @@ impl DbIterator {
         self.finish(result)
     }
 
+    /// Moves to the last key.
     pub fn seek_to_last(&mut self) -> Result<()> {
         self.start_positioning();
         let result = match &self.upper_bound {

@@ -7,7 +7,7 @@ mod level;
 mod merging;
 
 pub use db_iter::DbIterator;
-pub use level::{LevelIterator, OpenTable};
+pub use level::LevelIterator;
 pub use merging::MergingIterator;
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ mod arena;
 mod chunk_pool;
 mod skiplist;
 
-pub use chunk_pool::{ChunkPool, ChunkPoolStats};
+pub use chunk_pool::ChunkPool;
 
 use crate::iterator::InternalIterator;
 use crate::key::{
@@ -229,6 +229,7 @@ impl Memtable {
     }
 
     /// Whether a flush has sealed it.
+    #[cfg(test)]
     pub fn is_sealed(&self) -> bool {
         self.sealed.load(AtomicOrdering::Acquire)
     }
@@ -361,6 +362,7 @@ impl Memtable {
     }
 
     /// The sequence number of the newest version of `user_key`, whatever the snapshot.
+    #[cfg(test)]
     pub fn newest_seq(&self, tree: TreeId, user_key: &[u8]) -> Option<SeqNo> {
         let node = self.find_version(tree, user_key, SEQ_MAX)?;
         // SAFETY: a node of our skiplist; the slice does not outlive `&self`.

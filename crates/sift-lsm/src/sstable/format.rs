@@ -38,6 +38,7 @@ impl BlockHandle {
         put_varint64(dst, self.size);
     }
 
+    /// A handle (two varints); `None` if truncated.
     pub fn decode_from(decoder: &mut Decoder<'_>) -> Option<BlockHandle> {
         let offset = decoder.varint64()?;
         let size = decoder.varint64()?;

@@ -20,12 +20,14 @@ mod tests;
 
 pub use builder::{TableBuilder, TableBuilderOptions, TableSummary};
 pub use cache::BlockCache;
-pub use format::{BLOCK_TRAILER_BYTES, FOOTER_BYTES, FORMAT_VERSION, TABLE_MAGIC};
-pub use iter::TableIterator;
-pub use properties::TableProperties;
-pub use reader::{
-    read_meta_block_unopened, DataBlock, LiveMetaBlock, ReadContext, Table, UnopenedMetaBlock,
-};
+pub use format::BLOCK_TRAILER_BYTES;
+#[cfg(test)]
+use format::{FOOTER_BYTES, FORMAT_VERSION};
+#[cfg(test)]
+use iter::TableIterator;
+#[cfg(test)]
+use properties::TableProperties;
+pub use reader::{read_meta_block_unopened, DataBlock, LiveMetaBlock, ReadContext, Table};
 
 /// Metaindex name of the bloom filter block.
 pub const META_FILTER: &str = "sift.filter.bloom";
@@ -37,6 +39,8 @@ pub const META_BLOCK_SEPARATOR: char = '/';
 /// Where a block lives in a table file. `size` excludes the 5-byte block trailer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct BlockHandle {
+    /// Offset of the block in the file.
     pub offset: u64,
+    /// Bytes of the block, without its trailer.
     pub size: u64,
 }

@@ -46,6 +46,8 @@ pub struct TableProperties {
     /// Collector names in table order; per-block properties in the index follow this order.
     pub collector_names: Vec<String>,
     /// Each collector's table property, in `collector_names` order.
+    #[allow(clippy::struct_field_names)]
+    // the collectors' table properties: the name says whose
     pub collector_table_properties: Vec<Vec<u8>>,
 }
 

@@ -26,6 +26,7 @@ use std::sync::Arc;
 pub struct ReadContext {
     /// Insert blocks read from the file into the cache.
     pub fill_cache: bool,
+    /// Counters the reads add to.
     pub stats: Option<Arc<ReadStats>>,
     /// Iterators skip blocks whose properties it rejects (`get` ignores it).
     pub block_filter: Option<Arc<dyn BlockFilter>>,
@@ -52,6 +53,7 @@ impl std::fmt::Debug for ReadContext {
 }
 
 impl ReadContext {
+    /// The context of a read with these options.
     pub fn from_read_options(options: &crate::ReadOptions) -> Self {
         ReadContext {
             fill_cache: !options.skip_cache_fill,
@@ -75,11 +77,13 @@ pub struct DataBlock {
 }
 
 impl DataBlock {
+    /// The block's position in its table.
     pub fn ordinal(&self) -> usize {
         self.ordinal
     }
 }
 
+/// An open table: its index, filter and properties in memory, its blocks read on demand.
 pub struct Table {
     file: Arc<dyn RandomAccessFile>,
     file_number: u64,
@@ -187,6 +191,7 @@ pub fn read_meta_block_unopened(
 }
 
 impl Table {
+    /// Opens the table in `file`: footer, index, filter and properties are read and checked.
     pub fn open(
         file: Arc<dyn RandomAccessFile>,
         file_number: u64,
@@ -336,14 +341,17 @@ impl Table {
         }))
     }
 
+    /// The table's file number.
     pub fn file_number(&self) -> u64 {
         self.file_number
     }
 
+    /// The table's path.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
+    /// The table's properties.
     pub fn properties(&self) -> &TableProperties {
         &self.properties
     }
@@ -355,14 +363,17 @@ impl Table {
         self.file.prefault();
     }
 
+    /// The bloom filter's answer (`true` without a filter).
     pub fn may_contain_user_key(&self, user_key: &[u8]) -> bool {
         self.filter.as_ref().is_none_or(|f| f.may_contain(user_key))
     }
 
+    /// Data blocks in the table.
     pub fn block_count(&self) -> usize {
         self.index.len()
     }
 
+    /// Where data block `ordinal` is.
     pub fn block_handle(&self, ordinal: usize) -> Option<BlockHandle> {
         self.index.get(ordinal).map(|e| e.handle)
     }

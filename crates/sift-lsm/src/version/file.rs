@@ -11,19 +11,28 @@ pub trait FileReaper: Send + Sync {
     fn reap(&self, file_number: u64);
 }
 
+/// What the manifest records of a table, with its runtime state.
 pub struct FileMetaData {
+    /// The file number.
     pub number: u64,
+    /// The file's size.
     pub file_bytes: u64,
     /// Smallest and largest internal keys in the file.
     pub smallest: Vec<u8>,
+    /// Largest internal key.
     pub largest: Vec<u8>,
+    /// Smallest sequence number in the file.
     pub seq_min: SeqNo,
+    /// Largest sequence number in the file.
     pub seq_max: SeqNo,
+    /// Entries in the file.
     pub entries: u64,
+    /// Tombstones among them.
     pub deletions: u64,
     /// Per-table properties of the block property collectors (collector names and bytes),
     /// copied from the table into the manifest so they can be read without opening the file.
     pub property_names: Vec<String>,
+    /// Table properties of the collectors, in the order of `property_names`.
     pub property_values: Vec<Vec<u8>>,
 
     /// Set while a compaction has this file as input.
@@ -36,6 +45,7 @@ pub struct FileMetaData {
 }
 
 impl FileMetaData {
+    /// The metadata of a table just written.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         number: u64,
@@ -67,9 +77,11 @@ impl FileMetaData {
         }
     }
 
+    /// The user key of `smallest`.
     pub fn smallest_user_key(&self) -> &[u8] {
         user_key(&self.smallest)
     }
+    /// The user key of `largest`.
     pub fn largest_user_key(&self) -> &[u8] {
         user_key(&self.largest)
     }
@@ -91,6 +103,7 @@ impl FileMetaData {
         !before && !after
     }
 
+    /// Whether a compaction holds the file as input.
     pub fn is_being_compacted(&self) -> bool {
         self.being_compacted.load(Ordering::Acquire)
     }

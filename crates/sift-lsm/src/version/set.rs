@@ -25,18 +25,6 @@ pub struct TreeVersion {
 }
 
 impl TreeVersion {
-    pub fn new(levels_max: usize) -> Self {
-        TreeVersion {
-            levels: vec![Vec::new(); levels_max],
-        }
-    }
-
-    pub fn level_bytes(&self, level: usize) -> u64 {
-        self.levels
-            .get(level)
-            .map_or(0, |files| files.iter().map(|f| f.file_bytes).sum())
-    }
-
     /// Files of `level` whose key range intersects `[start, end]`.
     pub fn overlapping(
         &self,
@@ -69,41 +57,6 @@ impl TreeVersion {
             .enumerate()
             .flat_map(|(level, files)| files.iter().map(move |f| (level, f)))
     }
-
-    /// Checks the level invariants; used by tests and debug builds.
-    pub fn check_invariants(&self) -> std::result::Result<(), String> {
-        for (level, files) in self.levels.iter().enumerate().skip(1) {
-            for pair in files.windows(2) {
-                if pair[0].largest_user_key() >= pair[1].smallest_user_key() {
-                    return Err(format!(
-                        "level {level}: files {} and {} overlap or are out of order",
-                        pair[0].number, pair[1].number
-                    ));
-                }
-            }
-        }
-        for pair in self
-            .levels
-            .first()
-            .map_or(&[][..], Vec::as_slice)
-            .windows(2)
-        {
-            if pair[0].seq_max < pair[1].seq_max {
-                return Err(format!(
-                    "level 0: file {} is listed before the newer file {}",
-                    pair[0].number, pair[1].number
-                ));
-            }
-        }
-        Ok(())
-    }
-}
-
-/// One tree as the version set knows it.
-#[derive(Debug, Clone)]
-pub struct TreeEntry {
-    pub id: TreeId,
-    pub name: Arc<str>,
 }
 
 /// An immutable picture of the database's files.
@@ -254,7 +207,8 @@ impl VersionSet {
     pub fn log_and_apply(&mut self, edit: &mut VersionEdit) -> Result<()> {
         let prepared = self.prepare(edit)?;
         prepared.write()?;
-        self.install(prepared, edit)
+        self.install(prepared, edit);
+        Ok(())
     }
 
     /// The first step of [`VersionSet::log_and_apply`]: checks `edit` against the state and
@@ -295,7 +249,7 @@ impl VersionSet {
 
     /// The last step of [`VersionSet::log_and_apply`], once `prepared` is written: makes its
     /// state current.
-    pub fn install(&mut self, prepared: PreparedEdit, edit: &VersionEdit) -> Result<()> {
+    pub fn install(&mut self, prepared: PreparedEdit, edit: &VersionEdit) {
         let removed: Vec<Arc<FileMetaData>> = self.files_removed_by(edit);
         let mut next = prepared.next;
         // File numbers taken while the record was written are not in it, like every number
@@ -319,7 +273,6 @@ impl VersionSet {
             // then apply it twice.
             let _ = self.roll_manifest();
         }
-        Ok(())
     }
 
     /// After a failed manifest write (see `write_failed`): starts a fresh manifest holding
@@ -401,14 +354,6 @@ impl VersionSet {
 
     pub fn version(&self) -> Version {
         self.state.version(self.levels_max)
-    }
-
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    pub fn file_system(&self) -> &Arc<dyn FileSystem> {
-        &self.fs
     }
 }
 

@@ -53,6 +53,7 @@ impl LogReader {
         }
     }
 
+    /// The log's path.
     pub fn path(&self) -> &Path {
         &self.path
     }
