@@ -5,7 +5,7 @@
 //! ~50-byte documents. Reports statements per second per interval, then average, median and
 //! maximum, for each maintenance scheme asked for (`deferred` against `sync-full`).
 //! The scheme `deferred-fast-path` is `deferred` with its in-memory fast path (a write also
-//! deletes the entries of a shadowed version it finds in the memtables; see `deferred.rs`).
+//! deletes the entries of a shadowed version it finds in the memtables; see `sift-index/src/deferred/`).
 //! `--disk-bound` reads tables with O_DIRECT through a small block cache, so each hidden
 //! read of `sync-full` that misses the cache costs a real disk read.
 

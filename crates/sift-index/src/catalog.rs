@@ -130,7 +130,7 @@ pub enum Maintenance {
     SyncInsert,
     /// Never read at write (blind replaces and deletes); entries carry their version's
     /// sequence number and the primary's flushes and compactions emit DELETEs for the versions
-    /// they drop (Vinyl). Non-unique composite indexes only; see `deferred.rs`.
+    /// they drop (Vinyl). Non-unique composite indexes only; see `deferred/`.
     Deferred,
     /// The write only queues the index work; background workers do the sync-full work later
     /// (`async_index`). Queries validate candidates; results may omit recent writes.

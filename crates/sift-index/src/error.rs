@@ -215,7 +215,7 @@ pub enum IndexError {
     /// A collection or index of this name exists already.
     #[error("{what} `{name}` already exists")]
     AlreadyExists {
-        /// What it is (`collection` or `index`; for an entry, which part of it).
+        /// What exists: `collection` or `index`.
         what: &'static str,
         /// The name given.
         name: String,
@@ -296,7 +296,7 @@ pub enum IndexError {
         collection: String,
         /// The index's name.
         index: String,
-        /// What it is (`collection` or `index`; for an entry, which part of it).
+        /// Which part failed to decode (`composite key`, `posting list`, ...).
         what: String,
         /// What is wrong.
         message: String,
@@ -315,7 +315,7 @@ pub enum IndexError {
     /// The operating system refused something the layer needs (a thread, a file).
     #[error("{context}: {source}")]
     Io {
-        /// Which value or argument it was.
+        /// What the layer was trying to do.
         context: String,
         /// The operating system's error.
         #[source]

@@ -8,7 +8,7 @@
 //! never misses a point. Each range is scanned (composite: the index tree; memory: its ordered
 //! map), every candidate is filtered exactly against the box (edges inclusive), then
 //! candidates are validated against the primary at the query snapshot newest entry first,
-//! with the same top-K rules as LOOKUP/RANGE (`query.rs`).
+//! with the same top-K rules as LOOKUP/RANGE (`kind/query.rs`).
 
 use crate::encoding::zorder_cell;
 use crate::error::{IndexError, Result};

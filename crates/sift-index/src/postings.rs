@@ -366,7 +366,7 @@ mod tests {
         }
     }
 
-    /// What the lazy LOOKUP's stream relies on (`lazy_point.rs`): every list the merge
+    /// What the lazy LOOKUP's stream relies on (`lazy/point.rs`): every list the merge
     /// operator writes, full or partial, is newest first, with the removes of a seq after its
     /// adds — whatever order its operands came in.
     #[test]

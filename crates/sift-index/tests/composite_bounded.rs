@@ -1,5 +1,5 @@
 //! Composite LOOKUPs that read a table's blocks newest first by their sequence bound and stop
-//! early (`query/composite_bounded.rs`): results equal a brute-force filter over a model
+//! early (`composite/bounded.rs`): results equal a brute-force filter over a model
 //! through puts of new pks, updates of old pks (same and other value), deletes, versions kept
 //! by snapshots (a key's versions then straddle blocks), flushes, full compactions and
 //! reopens; a top-10 LOOKUP of a heavy value in a fully compacted tree reads a few blocks, not

@@ -225,7 +225,7 @@ fn compact_everything(db: &Database, indexes: &[&str]) {
     }
 }
 
-/// Whether writes use the in-memory fast path (`deferred.rs`).
+/// Whether writes use the in-memory fast path (`deferred/`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum FastPath {
     Off,

@@ -65,7 +65,7 @@ impl Query<'_> {
     /// level. A key met in a newer component (put or delete) shadows its entries below, so
     /// each key — each pk, for one value — is validated at most once, as in a merged scan.
     /// Inside a table component, blocks are read newest first by their sequence bound and the
-    /// reading stops as early (`composite_bounded.rs`); memtables are scanned whole.
+    /// reading stops as early (`bounded.rs`); memtables are scanned whole.
     pub(crate) fn run_composite_point(&mut self) -> Result<()> {
         let tree = self.index.stand_alone_tree()?;
         let view = self.engine.components(tree, &self.read)?;
@@ -84,7 +84,7 @@ impl Query<'_> {
             keys.clear();
             candidates.clear();
             if matches!(id, ComponentId::Level0File(_) | ComponentId::Level(_)) {
-                // Tables: blocks newest first by their sequence bound (`composite_bounded.rs`).
+                // Tables: blocks newest first by their sequence bound (`bounded.rs`).
                 self.composite_table_component(
                     &view,
                     *id,

@@ -249,7 +249,7 @@ impl Database {
         }
         if record.maintenance == Maintenance::Deferred {
             // Before the index can get entries: the observer must know this primary at the
-            // next open even before the catalog is loaded (`deferred.rs`).
+            // next open even before the catalog is loaded (`deferred/`).
             self.update_deferred_marker(Some(collection.primary.id()))?;
         }
         if record.unique {

@@ -3,8 +3,8 @@
 //! Shaped like `sift-lsm/src/db/`: the handle, its options and the helpers its parts share
 //! (here), opening and closing with the catalog load and the recovery of half-built indexes
 //! (`open.rs`), collections and indexes created and dropped, back-fills (`ddl.rs`), the write
-//! path (`write.rs`) and read repair (`repair.rs`). Queries are in `query.rs`; the types the
-//! index kinds share (`Collection`, `Index`, `Catalog`) in `collection.rs`. The design (trees,
+//! path (`write.rs`), queries (`read.rs`) and read repair (`repair.rs`); which kind an index record
+//! gets is decided in `kinds.rs`, the types the kinds share are in `kind/`. The design (trees,
 //! locking, sequence numbers) is described in the crate documentation (`lib.rs`).
 
 mod builds;
@@ -64,7 +64,7 @@ pub struct DatabaseOptions {
     /// Workers, retries and sessions of `async-simple` / `async-session` indexes.
     pub async_index: crate::async_index::AsyncIndexOptions,
     /// `deferred` indexes with the in-memory fast path: a write also deletes the entries of
-    /// the version it shadows when that version is in a memtable (`deferred.rs`). Off by
+    /// the version it shadows when that version is in a memtable (`deferred/`). Off by
     /// default: it costs a memtable search per write and more memtable inserts, for less
     /// garbage before flushes.
     pub deferred_fast_path: bool,
@@ -123,7 +123,7 @@ pub struct Database {
     type_mismatch: TypeMismatchPolicy,
     pub(crate) progress: Option<ProgressCallback>,
     write_options: WriteOptions,
-    /// Deferred indexes by primary tree, for the compaction observer (`deferred.rs`).
+    /// Deferred indexes by primary tree, for the compaction observer (`deferred/`).
     pub(crate) deferred: Arc<DeferredRegistry>,
     /// The engine's file system: memory-index snapshots are written through it.
     pub(crate) file_system: Arc<dyn sift_lsm::fs::FileSystem>,

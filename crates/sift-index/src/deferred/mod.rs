@@ -12,7 +12,7 @@
 //! a crash emits them again, which is harmless), and the index tree's own compactions cancel
 //! entry and delete where they meet, keeping the delete until the bottom level. Queries
 //! validate each entry against the primary: it counts only if the pk's live version has the
-//! entry's sequence number (`deferred_query.rs`).
+//! entry's sequence number (`deferred/query.rs`).
 //!
 //! **In-memory fast path** (Tarantool's `vy_tx_handle_deferred_delete`): when the version a
 //! write shadows is known without a disk read — it is in one of the primary's memtables (a

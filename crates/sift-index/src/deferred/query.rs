@@ -1,7 +1,7 @@
-//! LOOKUP and RANGE over a `deferred` composite index (a child module of `query.rs`, for its
-//! private query state).
+//! LOOKUP and RANGE over a `deferred` composite index (the deferred kind's `search`, on
+//! the shared query state of `kind/query.rs`).
 //!
-//! Keys are `value ‖ !seq ‖ pk` (see `deferred.rs`); entries cancelled by a DELETE are never
+//! Keys are `value ‖ !seq ‖ pk` (see `deferred/mod.rs`); entries cancelled by a DELETE are never
 //! seen (the engine hides them). Every other entry is validated against the primary: it is a
 //! hit only if the pk's live version has the entry's sequence number, so a hit's sequence
 //! number is its entry's. LOOKUP walks one value's entries newest first and stops after K

@@ -8,7 +8,7 @@
 //! `<= S` is in tables. `pruned_through` is the largest sequence number forgotten (or never
 //! recorded: writes made before the map existed, or of a failed batch). A query that sees a
 //! tree state whose tables do not yet reach `pruned_through` cannot trust the map and scans
-//! its memtables instead (see `query.rs`), so answers stay exact whatever the timing.
+//! its memtables instead (see `embedded/query.rs`), so answers stay exact whatever the timing.
 //!
 //! Layout, chosen so a write costs an append (a B-tree insert of a random key cost about a
 //! microsecond, a large part of a put): writes are appended to an unsorted buffer of compact

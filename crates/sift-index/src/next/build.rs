@@ -373,7 +373,7 @@ pub struct IndexBuildFailure {
     pub collection: String,
     /// The index's name.
     pub index: String,
-    /// The error.
+    /// Why the build failed, as text.
     pub message: String,
 }
 

@@ -236,7 +236,7 @@ pub(crate) struct NextIndexState {
     /// The writes still in the primary tree's memtables that carry the attribute
     /// (`value → (seq, pk)`, the embedded kind's map): queries find memtable candidates here
     /// instead of scanning the memtables. Filled at registration, fed by the write path,
-    /// pruned when a flush puts writes into a table; see `query.rs` for when it is trusted.
+    /// pruned when a flush puts writes into a table; see `next/query.rs` for when it is trusted.
     pub memtable: MemtableMap,
 }
 
