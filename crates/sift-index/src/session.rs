@@ -16,7 +16,7 @@
 use crate::async_index::sessions::live_sessions;
 use crate::async_index::sessions::{IndexValues, OverlayEntry, SessionInner, SessionState};
 use crate::catalog::Maintenance;
-use crate::database::{Database, WriteOp};
+use crate::database::{first_seq, put_seq, Database, WriteOp};
 use crate::encoding::{checked_range_bounds, value_bounds};
 use crate::envelope::EnvelopeRef;
 use crate::error::{IndexError, Result};
@@ -119,20 +119,12 @@ impl Session<'_> {
 
     /// [`Database::put`](crate::Database::put), remembered for the session's reads.
     pub fn put(&self, collection: &str, json: &[u8]) -> Result<SeqNo> {
-        self.write(collection, &[WriteOp::Put(json)])?
-            .first()
-            .copied()
-            .flatten()
-            .ok_or_else(|| IndexError::Internal("a put returned no sequence number".into()))
+        put_seq(&self.write(collection, &[WriteOp::Put(json)])?)
     }
 
     /// [`Database::delete`](crate::Database::delete), remembered for the session's reads.
     pub fn delete(&self, collection: &str, pk: &[u8]) -> Result<Option<SeqNo>> {
-        Ok(self
-            .write(collection, &[WriteOp::Delete(pk)])?
-            .first()
-            .copied()
-            .flatten())
+        Ok(first_seq(&self.write(collection, &[WriteOp::Delete(pk)])?))
     }
 
     /// [`Database::write`](crate::Database::write) through the session: the written versions join the overlay.

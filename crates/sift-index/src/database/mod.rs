@@ -17,6 +17,8 @@ mod read;
 mod repair;
 mod write;
 
+pub(crate) use write::{first_seq, put_seq};
+
 pub use crate::catalog::{BackfillProgress, ProgressCallback};
 use crate::catalog::{CollectionRecord, IndexRecord};
 use crate::deferred::DeferredRegistry;

@@ -20,6 +20,17 @@ struct AroundCommit {
     deferred_fast_path_deletes: u64,
 }
 
+/// The sequence number of a single put, from its write's results.
+pub(crate) fn put_seq(written: &[Option<SeqNo>]) -> Result<SeqNo> {
+    first_seq(written)
+        .ok_or_else(|| IndexError::Internal("a put returned no sequence number".into()))
+}
+
+/// The first write's sequence number (`None`: a delete of a missing document).
+pub(crate) fn first_seq(written: &[Option<SeqNo>]) -> Option<SeqNo> {
+    written.first().copied().flatten()
+}
+
 /// A parsed write, ready to apply.
 enum Prepared {
     Put { pk: Vec<u8>, envelope: Vec<u8> },
@@ -30,22 +41,14 @@ impl Database {
     /// Stores a JSON document (replacing the one with the same primary key); returns the
     /// sequence number of the stored version.
     pub fn put(&self, collection: &str, json: &[u8]) -> Result<SeqNo> {
-        self.write(collection, &[WriteOp::Put(json)])?
-            .first()
-            .copied()
-            .flatten()
-            .ok_or_else(|| IndexError::Internal("a put returned no sequence number".into()))
+        put_seq(&self.write(collection, &[WriteOp::Put(json)])?)
     }
 
     /// Deletes a document; `None` if there was none. In a collection with a `deferred` index
     /// and no index that needs the old version, deletes are blind: a tombstone is written and
     /// its sequence number returned whether or not the document existed.
     pub fn delete(&self, collection: &str, pk: &[u8]) -> Result<Option<SeqNo>> {
-        Ok(self
-            .write(collection, &[WriteOp::Delete(pk)])?
-            .first()
-            .copied()
-            .flatten())
+        Ok(first_seq(&self.write(collection, &[WriteOp::Delete(pk)])?))
     }
 
     /// Applies the writes atomically, in order (one engine batch). Returns each write's

@@ -107,15 +107,12 @@ impl SecondaryIndex for Eager {
         value: &[u8],
         seq: SeqNo,
     ) -> Result<()> {
-        cx.lists
-            .entry(value.to_vec())
-            .or_default()
-            .push(Posting::add(pk, seq));
+        cx.gather_posting(value, pk, seq);
         Ok(())
     }
 
     fn finish_backfill(&self, _index: &Index, cx: &mut Backfill<'_>) -> Result<()> {
-        write_lists(&self.tree, cx)
+        cx.write_lists(&self.tree)
     }
 
     fn search(&self, index: &Index, request: SearchRequest<'_>) -> Result<SearchOutput> {
@@ -123,16 +120,6 @@ impl SecondaryIndex for Eager {
         query.run_eager(&self.tree)?;
         Ok(query.finish())
     }
-}
-
-/// Writes the lists a back-fill gathered, each newest first (which keeps lazy LOOKUP's early
-/// stop exact; `lazy/`).
-pub(crate) fn write_lists(tree: &Tree, cx: &mut Backfill<'_>) -> Result<()> {
-    for (value, mut list) in std::mem::take(&mut cx.lists) {
-        list.sort_by_key(|posting| std::cmp::Reverse(posting.seq));
-        cx.put(tree, &value, &encode_postings(&list))?;
-    }
-    Ok(())
 }
 
 impl Query<'_> {

@@ -106,6 +106,21 @@ pub(crate) fn corrupt_document(collection: &str, pk: &[u8], error: &IndexError) 
     }
 }
 
+/// The error for an entry of `index` that does not decode.
+pub(crate) fn corrupt_entry(
+    collection: &Collection,
+    index: &Index,
+    what: &str,
+    error: &IndexError,
+) -> IndexError {
+    IndexError::CorruptIndexEntry {
+        collection: collection.record.name.clone(),
+        index: index.record.name.clone(),
+        what: what.to_string(),
+        message: error.to_string(),
+    }
+}
+
 impl Collection {
     pub(crate) fn corrupt_document(&self, pk: &[u8], error: &IndexError) -> IndexError {
         corrupt_document(&self.record.name, pk, error)

@@ -175,6 +175,25 @@ impl<'a> Backfill<'a> {
         Ok(())
     }
 
+    /// Eager and lazy: files `pk`'s version `seq` under `value`, in the list written whole by
+    /// [`Backfill::write_lists`].
+    pub(crate) fn gather_posting(&mut self, value: &[u8], pk: &[u8], seq: SeqNo) {
+        self.lists
+            .entry(value.to_vec())
+            .or_default()
+            .push(Posting::add(pk, seq));
+    }
+
+    /// Writes the gathered lists into `tree`, each newest first (which keeps lazy LOOKUP's
+    /// early stop exact; `lazy/`).
+    pub(crate) fn write_lists(&mut self, tree: &Tree) -> Result<()> {
+        for (value, mut list) in std::mem::take(&mut self.lists) {
+            list.sort_by_key(|posting| std::cmp::Reverse(posting.seq));
+            self.put(tree, &value, &crate::postings::encode_postings(&list))?;
+        }
+        Ok(())
+    }
+
     /// Writes what is left in the batch.
     pub(crate) fn finish(self) -> Result<()> {
         if !self.batch.is_empty() {

@@ -253,12 +253,7 @@ impl Query<'_> {
     }
 
     pub(crate) fn corrupt(&self, what: &str, error: &IndexError) -> IndexError {
-        IndexError::CorruptIndexEntry {
-            collection: self.collection.record.name.clone(),
-            index: self.index.record.name.clone(),
-            what: what.to_string(),
-            message: error.to_string(),
-        }
+        super::collection::corrupt_entry(self.collection, self.index, what, error)
     }
 
     fn read_primary(&self, pk: &[u8]) -> Result<Option<Live>> {

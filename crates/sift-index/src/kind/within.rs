@@ -86,12 +86,7 @@ impl<'a> Within<'a> {
 
 impl Within<'_> {
     pub(crate) fn corrupt(&self, what: &str, error: &IndexError) -> IndexError {
-        IndexError::CorruptIndexEntry {
-            collection: self.collection.record.name.clone(),
-            index: self.index.record.name.clone(),
-            what: what.to_string(),
-            message: error.to_string(),
-        }
+        super::collection::corrupt_entry(self.collection, self.index, what, error)
     }
 
     /// Whether an encoded geo value lies in the box.

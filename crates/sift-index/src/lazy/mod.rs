@@ -75,15 +75,12 @@ impl SecondaryIndex for Lazy {
         value: &[u8],
         seq: SeqNo,
     ) -> Result<()> {
-        cx.lists
-            .entry(value.to_vec())
-            .or_default()
-            .push(Posting::add(pk, seq));
+        cx.gather_posting(value, pk, seq);
         Ok(())
     }
 
     fn finish_backfill(&self, _index: &Index, cx: &mut Backfill<'_>) -> Result<()> {
-        crate::eager::write_lists(&self.tree, cx)
+        cx.write_lists(&self.tree)
     }
 
     fn search(&self, index: &Index, request: SearchRequest<'_>) -> Result<SearchOutput> {
