@@ -12,7 +12,7 @@ use crate::catalog::{
 use crate::envelope::EnvelopeRef;
 use crate::error::{IndexError, Result};
 use crate::kind::Backfill;
-use crate::kind::{Collection, Index};
+use crate::kind::{Catalog, Collection, Index};
 use crate::path::AttrPath;
 use sift_lsm::{ReadOptions, WriteBatch};
 use std::sync::Arc;
@@ -165,6 +165,17 @@ impl Database {
             .collect()
     }
 
+    /// A copy of the catalog to change, and the collection `name` in it. Under the write lock.
+    fn catalog_copy_with(&self, name: &str) -> Result<(Catalog, Arc<Collection>)> {
+        let catalog = (**self.catalog.read()).clone();
+        let collection = catalog.collections.get(name).cloned().ok_or_else(|| {
+            IndexError::UnknownCollection {
+                name: name.to_string(),
+            }
+        })?;
+        Ok((catalog, collection))
+    }
+
     /// [`Database::create_index_with_progress`](crate::Database::create_index_with_progress) without progress reports.
     pub fn create_index(&self, collection: &str, spec: IndexSpec) -> Result<IndexRecord> {
         self.create_index_with_progress(collection, spec, &mut |_| {})
@@ -196,14 +207,7 @@ impl Database {
                     reason,
                 })?;
         let guard = self.lock_writes();
-        let mut catalog = (**self.catalog.read()).clone();
-        let collection = catalog
-            .collections
-            .get(collection_name)
-            .cloned()
-            .ok_or_else(|| IndexError::UnknownCollection {
-                name: collection_name.to_string(),
-            })?;
+        let (mut catalog, collection) = self.catalog_copy_with(collection_name)?;
         if collection
             .indexes
             .iter()
@@ -301,14 +305,7 @@ impl Database {
     /// Removes an index and its data.
     pub fn drop_index(&self, collection_name: &str, index_name: &str) -> Result<()> {
         let _guard = self.lock_writes();
-        let mut catalog = (**self.catalog.read()).clone();
-        let collection = catalog
-            .collections
-            .get(collection_name)
-            .cloned()
-            .ok_or_else(|| IndexError::UnknownCollection {
-                name: collection_name.to_string(),
-            })?;
+        let (mut catalog, collection) = self.catalog_copy_with(collection_name)?;
         let index = Arc::clone(collection.index(index_name)?);
         let mut batch = WriteBatch::new();
         batch.delete(&self.catalog_tree, &index_key(collection_name, index_name));

@@ -3,7 +3,7 @@
 //! collector as tables are (`collector.rs`), so nothing is back-filled by a scan — creating the
 //! index registers it, and the older tables get blocks online (`build.rs`).
 
-use super::Registry;
+use super::{NextIndexState, Registry};
 use crate::error::Result;
 use crate::kind::query::{Query, SearchOutput, SearchRequest};
 use crate::kind::within::WithinRequest;
@@ -11,13 +11,16 @@ use crate::kind::write::{Change, WriteContext};
 use crate::kind::{Collection, Index, SecondaryIndex};
 use sift_lsm::{Db, TreeId};
 use std::any::Any;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// A `next` or `sst-local` index: its state lives in the registry (read by the collector, the
 /// version listener and the compaction observer), by primary tree and index id.
 pub(crate) struct Next {
     registry: Arc<Registry>,
     primary: TreeId,
+    /// The registered state, kept so that a write reaches its memtable map without a registry
+    /// lookup per document.
+    state: OnceLock<Arc<NextIndexState>>,
 }
 
 impl std::fmt::Debug for Next {
@@ -34,6 +37,7 @@ impl Next {
         Next {
             registry: Arc::clone(registry),
             primary,
+            state: OnceLock::new(),
         }
     }
 }
@@ -43,12 +47,10 @@ impl SecondaryIndex for Next {
         self
     }
 
-    fn write(&self, index: &Index, _cx: &mut WriteContext<'_>, change: &Change<'_>) -> Result<()> {
-        // Recorded before the engine write, like the embedded map.
-        if let (Some(state), Some(value)) = (
-            self.registry.index(self.primary, index.record.id),
-            change.new_value,
-        ) {
+    fn write(&self, _index: &Index, _cx: &mut WriteContext<'_>, change: &Change<'_>) -> Result<()> {
+        // Recorded before the engine write, like the embedded map. Writes reach only ready
+        // indexes, which are registered.
+        if let (Some(state), Some(value)) = (self.state.get(), change.new_value) {
             state.memtable.insert(value, change.seq, change.pk);
         }
         Ok(())
@@ -64,8 +66,12 @@ impl SecondaryIndex for Next {
         engine: &Db,
         collection: &Collection,
     ) -> Result<()> {
-        self.registry
-            .register(engine, &collection.primary, &index.record)
+        let state = self
+            .registry
+            .register(engine, &collection.primary, &index.record)?;
+        // Called once per index (at its creation, or when it is opened).
+        let _ = self.state.set(state);
+        Ok(())
     }
 
     fn search(&self, index: &Index, request: SearchRequest<'_>) -> Result<SearchOutput> {

@@ -389,8 +389,13 @@ impl Registry {
 
     /// Starts collecting for an index and, for `next`, loads its global index from the
     /// directories of the live files (this is the recovery at open). Call under the database
-    /// write lock.
-    pub fn register(&self, engine: &Db, primary: &Tree, record: &IndexRecord) -> Result<()> {
+    /// write lock. Returns the index's state, which its `Next` keeps for the write path.
+    pub fn register(
+        &self,
+        engine: &Db,
+        primary: &Tree,
+        record: &IndexRecord,
+    ) -> Result<Arc<NextIndexState>> {
         let spec = AttributeSpec {
             attr_id: record.attr_id,
             attr_type: record.attr_type,
@@ -460,7 +465,8 @@ impl Registry {
                 side_files.insert(file_number);
             }
         }
-        Ok(())
+        drop(global);
+        Ok(state)
     }
 
     pub fn unregister(&self, tree: TreeId, index_id: u64) {
