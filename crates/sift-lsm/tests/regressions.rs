@@ -304,3 +304,46 @@ fn regression_dropping_a_tree_during_its_flush_keeps_the_database_writable() {
     assert_eq!(scan(&db, &db.default_tree()).len(), 40 * 60 + 1);
     assert_eq!(db.tree_names(), vec!["default".to_owned()]);
 }
+
+/// Regression (found by the index layer's model driver: a `deferred` index kept cancelled
+/// DELETE/put pairs after full compactions whenever an async index held a version retention):
+/// a compaction that ran under a retention keeps a tombstone and the version it hides in one
+/// bottom file; `compact_range` never rewrote the deepest level (and moved single files down
+/// as they were), so once the retention was gone nothing dropped them. Now `compact_range`
+/// rewrites the files it ends in when they hold tombstones, and never moves a file unread.
+#[test]
+fn compact_range_drops_pairs_a_released_retention_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let tree = db.default_tree();
+    let stored = |db: &Db| -> (u64, u64) {
+        let view = db.components(&tree, &ReadOptions::default()).unwrap();
+        (0..7)
+            .flat_map(|level| view.files(level).clone())
+            .fold((0, 0), |(entries, deletions), file| {
+                (entries + file.entries, deletions + file.deletions)
+            })
+    };
+    let put = db.put(&tree, b"k", b"v").unwrap();
+    db.put(&tree, b"other", b"kept").unwrap();
+    db.flush().unwrap();
+    let retention = db.retain_versions_above(put - 1);
+    db.delete(&tree, b"k").unwrap();
+    db.compact_range(&tree, None, None).unwrap();
+    assert_eq!(
+        stored(&db),
+        (3, 1),
+        "the retention keeps the put under its tombstone"
+    );
+    drop(retention);
+    db.compact_range(&tree, None, None).unwrap();
+    assert_eq!(
+        stored(&db),
+        (1, 0),
+        "both go once the retention is released"
+    );
+    assert_eq!(
+        scan(&db, &tree),
+        vec![(b"other".to_vec(), b"kept".to_vec())]
+    );
+}

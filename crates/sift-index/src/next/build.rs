@@ -122,15 +122,20 @@ pub(crate) fn read_side_directory(
     decode_side_directory(engine, side, file_number, &bytes, spec)
 }
 
-/// The directories of the attribute for the live files of `view` in the side tree. With
-/// `collect_garbage`, deletes the entries of files that are not live (any attribute).
+/// A live file's number and its directory of secondary blocks, as the side tree holds them.
+pub(crate) type SideDirectory = (u64, Vec<DirectoryEntry>);
+
+/// The directories of the attribute for the live files of `view` in the side tree, and, with
+/// `collect_garbage`, a batch deleting the entries of files that are not live (any attribute)
+/// for the caller to write once it holds no lock a commit may need (`Registry::register`
+/// holds the global index's lock here, which a version change takes under the commit lock).
 pub(crate) fn load_side(
     engine: &Db,
     side: &Tree,
     view: &ComponentView,
     spec: &AttributeSpec,
     collect_garbage: bool,
-) -> Result<Vec<(u64, Vec<DirectoryEntry>)>> {
+) -> Result<(Vec<SideDirectory>, Option<WriteBatch>)> {
     let live: HashSet<u64> = view_files(view).iter().map(|f| f.number).collect();
     let directory = directory_name(spec.attr_id);
     let mut loaded = Vec::new();
@@ -157,10 +162,7 @@ pub(crate) fn load_side(
         }
         iter.next()?;
     }
-    if any_garbage {
-        engine.write(garbage, &WriteOptions::default())?;
-    }
-    Ok(loaded)
+    Ok((loaded, any_garbage.then_some(garbage)))
 }
 
 /// Named meta blocks, as a collector returns them.

@@ -62,7 +62,7 @@ use sift_lsm::extension::ReadContext;
 use sift_lsm::extension::{
     ChangeReason, CompactionObserver, DroppedEntry, JobKind, VersionChange, VersionListener,
 };
-use sift_lsm::{Db, ReadOptions, SeqNo, Tree, TreeId, WriteBatch};
+use sift_lsm::{Db, ReadOptions, SeqNo, Tree, TreeId, WriteBatch, WriteOptions};
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -456,13 +456,21 @@ impl Registry {
             // Secondary blocks built online for files written before the index existed. At
             // open (the index is ready, no query runs yet) the blocks of dead files go.
             let collect_garbage = record.state == crate::catalog::IndexState::Ready;
-            let loaded = build::load_side(engine, &side, &view, &spec, collect_garbage)?;
+            let (loaded, garbage) = build::load_side(engine, &side, &view, &spec, collect_garbage)?;
             let mut side_files = state.side_files.lock();
             for (file_number, blocks) in loaded {
                 if let Some(global) = global.as_mut() {
                     global.index.insert_file(file_number, &blocks);
                 }
                 side_files.insert(file_number);
+            }
+            drop(side_files);
+            // Not under the global lock: a compaction committing meanwhile holds the commit
+            // lock and waits for the global lock in `on_version_change` (a deadlock the model
+            // driver found at a reopen).
+            drop(global.take());
+            if let Some(garbage) = garbage {
+                engine.write(garbage, &WriteOptions::default())?;
             }
         }
         drop(global);

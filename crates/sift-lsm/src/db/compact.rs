@@ -26,11 +26,20 @@ pub(crate) struct Compaction {
     pub grandparents: Vec<Arc<FileMetaData>>,
     /// A snapshot of the tree's levels at pick time (deeper levels, for tombstone dropping).
     pub tree_version: TreeVersion,
+    /// Asked for by `compact_range`: the inputs are always rewritten, never moved down as
+    /// they are (what the caller wants is what a rewrite drops).
+    pub manual: bool,
+    /// The inputs of the deepest level are rewritten into that level (`compact_range` only).
+    pub in_place: bool,
 }
 
 impl Compaction {
     pub fn output_level(&self) -> usize {
-        self.level + 1
+        if self.in_place {
+            self.level
+        } else {
+            self.level + 1
+        }
     }
     fn all_inputs(&self) -> impl Iterator<Item = &Arc<FileMetaData>> {
         self.inputs[0].iter().chain(self.inputs[1].iter())
@@ -41,7 +50,8 @@ impl Compaction {
         }
     }
     fn is_trivial_move(&self) -> bool {
-        self.inputs[0].len() == 1
+        !self.manual
+            && self.inputs[0].len() == 1
             && self.inputs[1].is_empty()
             && self.grandparents.iter().map(|f| f.file_bytes).sum::<u64>()
                 <= 10 * self.inputs[0][0].file_bytes.max(1 << 20)
@@ -189,6 +199,8 @@ impl DbInner {
             inputs: [first, next],
             grandparents,
             tree_version: tv.clone(),
+            manual: false,
+            in_place: false,
         })
     }
 
@@ -455,62 +467,106 @@ impl DbInner {
         end: Option<&[u8]>,
     ) -> Result<()> {
         let levels_max = self.options.levels_max;
-        let deepest = {
-            let state = self.state.lock();
-            let tv = state
-                .version
-                .trees
-                .get(&tree)
-                .ok_or_else(|| Error::TreeNotFound(format!("tree id {tree}")))?;
-            (0..levels_max)
-                .rev()
-                .find(|l| !tv.overlapping(*l, start, end).is_empty())
-                .unwrap_or(0)
-        };
+        let deepest = self.deepest_level_with(tree, start, end)?;
         for level in 0..deepest.max(1).min(levels_max - 1) {
-            let compaction = {
-                let mut state = self.state.lock();
-                loop {
-                    if state.shutting_down {
-                        return Err(Error::Closed("the database is closing".into()));
-                    }
-                    if let Some(e) = &state.bg_error {
-                        return Err(Error::Closed(format!(
-                            "stopped after a background error: {e}"
-                        )));
-                    }
-                    let tree_info = state
-                        .trees
-                        .get(&tree)
-                        .cloned()
-                        .ok_or_else(|| Error::TreeNotFound(format!("tree id {tree}")))?;
-                    let Some(tv) = state.version.trees.get(&tree).cloned() else {
-                        return Err(Error::TreeNotFound(format!("tree id {tree}")));
-                    };
-                    let first = tv.overlapping(level, start, end);
-                    if first.is_empty() {
-                        break None;
-                    }
-                    let busy = state.compactions_running > 0;
-                    if !busy {
-                        if let Some(c) = self.setup_compaction(&tree_info, &tv, level, first) {
-                            c.mark(true);
-                            state.compactions_running += 1;
-                            break Some(c);
-                        }
-                    }
-                    self.bg_cv.wait(&mut state);
+            self.run_manual_compaction(tree, level, start, end, false)?;
+        }
+        // The files the range ends in are rewritten in place if they hold tombstones: the job
+        // that wrote them kept what a snapshot or a version retention needed then (a tombstone
+        // and the version it hides), and no later job might ever read them again. Now both go.
+        let bottom = self.deepest_level_with(tree, start, end)?;
+        if bottom > 0 {
+            self.run_manual_compaction(tree, bottom, start, end, true)?;
+        }
+        Ok(())
+    }
+
+    /// The deepest level holding a file of `tree` in `[start, end]`.
+    fn deepest_level_with(
+        &self,
+        tree: TreeId,
+        start: Option<&[u8]>,
+        end: Option<&[u8]>,
+    ) -> Result<usize> {
+        let state = self.state.lock();
+        let tv = state
+            .version
+            .trees
+            .get(&tree)
+            .ok_or_else(|| Error::TreeNotFound(format!("tree id {tree}")))?;
+        Ok((0..self.options.levels_max)
+            .rev()
+            .find(|l| !tv.overlapping(*l, start, end).is_empty())
+            .unwrap_or(0))
+    }
+
+    /// Compacts the files of `level` in `[start, end]` into the next level, or with
+    /// `in_place` rewrites those holding tombstones into `level` itself; waits while another
+    /// compaction runs.
+    fn run_manual_compaction(
+        self: &Arc<Self>,
+        tree: TreeId,
+        level: usize,
+        start: Option<&[u8]>,
+        end: Option<&[u8]>,
+        in_place: bool,
+    ) -> Result<()> {
+        let compaction = {
+            let mut state = self.state.lock();
+            loop {
+                if state.shutting_down {
+                    return Err(Error::Closed("the database is closing".into()));
                 }
-            };
-            if let Some(c) = compaction {
-                let result = self.run_compaction(&c);
-                c.mark(false);
-                let mut state = self.state.lock();
-                state.compactions_running -= 1;
-                self.bg_cv.notify_all();
-                drop(state);
-                result?;
+                if let Some(e) = &state.bg_error {
+                    return Err(Error::Closed(format!(
+                        "stopped after a background error: {e}"
+                    )));
+                }
+                let tree_info = state
+                    .trees
+                    .get(&tree)
+                    .cloned()
+                    .ok_or_else(|| Error::TreeNotFound(format!("tree id {tree}")))?;
+                let Some(tv) = state.version.trees.get(&tree).cloned() else {
+                    return Err(Error::TreeNotFound(format!("tree id {tree}")));
+                };
+                let first = tv.overlapping(level, start, end);
+                if first.is_empty() || (in_place && !first.iter().any(|f| f.deletions > 0)) {
+                    break None;
+                }
+                let busy = state.compactions_running > 0;
+                if !busy {
+                    let picked = if in_place {
+                        Some(Compaction {
+                            tree: tree_info,
+                            level,
+                            inputs: [first, Vec::new()],
+                            grandparents: Vec::new(),
+                            tree_version: tv.clone(),
+                            manual: true,
+                            in_place: true,
+                        })
+                    } else {
+                        self.setup_compaction(&tree_info, &tv, level, first)
+                    };
+                    if let Some(mut c) = picked {
+                        c.manual = true;
+                        c.mark(true);
+                        state.compactions_running += 1;
+                        break Some(c);
+                    }
+                }
+                self.bg_cv.wait(&mut state);
             }
+        };
+        if let Some(c) = compaction {
+            let result = self.run_compaction(&c);
+            c.mark(false);
+            let mut state = self.state.lock();
+            state.compactions_running -= 1;
+            self.bg_cv.notify_all();
+            drop(state);
+            result?;
         }
         Ok(())
     }

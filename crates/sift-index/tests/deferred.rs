@@ -1,18 +1,16 @@
-//! `deferred` maintenance (Vinyl's deferred DELETEs): model equivalence against a BTreeMap and
-//! brute force at every step, through blind puts and deletes, batches, flushes, compactions of
-//! the primary and of each index tree in random order, reopens and late index creation; a
-//! garbage test (after full compactions the index holds exactly the live entries); and a
-//! SIGKILL test (this binary re-runs itself as a writer child that is killed at a random
-//! moment while compactions emit DELETEs; every acknowledged write must be there and every
-//! query must equal brute force). The in-memory fast path runs in the model test (toggled at
-//! reopens), in every other SIGKILL child, and in a garbage test of its own (no garbage before
-//! any flush). `SIFT_MODEL_STEPS` lengthens the run, `SIFT_SEED` replays.
+//! `deferred` maintenance (Vinyl's deferred DELETEs): garbage tests (after full compactions
+//! the index holds exactly the live entries; the in-memory fast path leaves no garbage before
+//! any flush), where deferred is refused, a SIGKILL test (this binary re-runs itself as a
+//! writer child that is killed at a random moment while compactions emit DELETEs; every
+//! acknowledged write must be there, every query must equal brute force, and no DELETE is
+//! lost), and the compaction-across-open regression. (Model equivalence for every kind and
+//! scheme is in `tests/model/`.) `SIFT_SEED` replays.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
 mod common;
 
-use common::{seed, small_options, steps, SeedGuard, STRINGS};
+use common::{seed, small_options, SeedGuard, STRINGS};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use sift_index::{
@@ -225,164 +223,10 @@ fn compact_everything(db: &Database, indexes: &[&str]) {
     }
 }
 
-/// Whether writes use the in-memory fast path (`deferred/`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum FastPath {
-    Off,
-    /// On at first, then chosen at random at each reopen: DELETEs must be right whichever
-    /// process wrote a version.
-    Toggled,
-}
-
 fn options_with(tiny: bool, fast_path: bool) -> DatabaseOptions {
     let mut options = options(tiny);
     options.deferred_fast_path = fast_path;
     options
-}
-
-#[test]
-fn deferred_matches_the_model() {
-    run_model(FastPath::Off);
-}
-
-#[test]
-fn deferred_matches_the_model_with_the_fast_path_toggled() {
-    run_model(FastPath::Toggled);
-}
-
-fn run_model(fast_path: FastPath) {
-    let seed = seed();
-    let _guard = SeedGuard(seed);
-    let mut rng = StdRng::seed_from_u64(seed);
-    // A second stream for the fast-path choices, so the main stream is the same in both runs.
-    let mut toggles = StdRng::seed_from_u64(seed ^ 0x5eed_fa57);
-    let dir = tempfile::tempdir().unwrap();
-    let mut fast = fast_path == FastPath::Toggled;
-    let mut db = Database::open(dir.path(), options_with(false, fast)).unwrap();
-    db.create_collection("docs", "id").unwrap();
-    db.create_index("docs", deferred_spec("n", "n", AttrType::Int))
-        .unwrap();
-    let mut model = Model::new();
-    let total_steps = steps(300);
-    let mut with_s = false;
-    let mut tag = 0u64;
-    for step in 0..total_steps {
-        if step == total_steps / 3 {
-            // Created on existing data: back-filled with each live version's sequence number.
-            db.create_index("docs", deferred_spec("s", "/s", AttrType::String))
-                .unwrap();
-            with_s = true;
-        }
-        tag += 1;
-        let roll = rng.gen_range(0..100);
-        match roll {
-            0..=44 => {
-                let pk = rng.gen_range(0..PKS);
-                let (json, n, s) = random_doc(&mut rng, pk, tag);
-                let seq = db.put("docs", &json).unwrap();
-                let doc = ModelDoc {
-                    seq,
-                    doc: json,
-                    n,
-                    s,
-                };
-                model.insert(pk_name(pk).into_bytes(), doc);
-            }
-            45..=59 => {
-                // Blind delete: a tombstone and a sequence number even for a missing document.
-                let pk = pk_name(rng.gen_range(0..PKS));
-                let seq = db.delete("docs", pk.as_bytes()).unwrap();
-                assert!(seq.is_some(), "step {step}: a blind delete returns its seq");
-                model.remove(pk.as_bytes());
-            }
-            60..=71 => {
-                // A batch, possibly touching one pk twice; sometimes with a bad document.
-                let count = rng.gen_range(1..7);
-                let mut docs: Vec<(Vec<u8>, Option<RandomDoc>)> = Vec::new();
-                for _ in 0..count {
-                    let pk = rng.gen_range(0..PKS);
-                    if rng.gen_bool(0.3) {
-                        docs.push((pk_name(pk).into_bytes(), None));
-                    } else {
-                        docs.push((
-                            pk_name(pk).into_bytes(),
-                            Some(random_doc(&mut rng, pk, tag)),
-                        ));
-                    }
-                }
-                let bad = rng.gen_range(0..10) == 0;
-                let mut ops: Vec<WriteOp<'_>> = docs
-                    .iter()
-                    .map(|(pk, doc)| match doc {
-                        Some((json, _, _)) => WriteOp::Put(json),
-                        None => WriteOp::Delete(pk),
-                    })
-                    .collect();
-                if bad {
-                    ops.push(WriteOp::Put(b"{\"id\": \"pk01\", \"n\": \"not an int\""));
-                    assert!(db.write("docs", &ops).is_err(), "step {step}");
-                } else {
-                    let seqs = db.write("docs", &ops).unwrap();
-                    for ((pk, doc), seq) in docs.into_iter().zip(seqs) {
-                        let seq = seq.unwrap();
-                        match doc {
-                            Some((json, n, s)) => {
-                                model.insert(
-                                    pk,
-                                    ModelDoc {
-                                        seq,
-                                        doc: json,
-                                        n,
-                                        s,
-                                    },
-                                );
-                            }
-                            None => {
-                                model.remove(&pk);
-                            }
-                        }
-                    }
-                }
-            }
-            72..=77 => db.flush().unwrap(),
-            78..=83 => {
-                let primary = tree_of(&db, "docs");
-                db.engine().compact_range(&primary, None, None).unwrap();
-            }
-            84..=91 => {
-                let index = if with_s && rng.gen_bool(0.5) {
-                    "s"
-                } else {
-                    "n"
-                };
-                let tree = tree_of(&db, index);
-                db.engine().compact_range(&tree, None, None).unwrap();
-            }
-            92..=94 => db.compact_all().unwrap(),
-            _ => {
-                drop(db);
-                fast = fast_path == FastPath::Toggled && toggles.gen_bool(0.5);
-                db = Database::open(dir.path(), options_with(false, fast)).unwrap();
-            }
-        }
-        check_queries(
-            &db,
-            &model,
-            &mut rng,
-            with_s,
-            &format!("step {step} (fast path {fast})"),
-        );
-        if step % 20 == 0 {
-            check_garbage(&db, &model, with_s, &format!("step {step}"));
-        }
-    }
-    compact_everything(&db, &["n", "s"]);
-    check_queries(&db, &model, &mut rng, true, "after full compaction");
-    check_no_garbage(&db, &model);
-    if fast_path == FastPath::Off {
-        let report = db.deferred_garbage("docs", "n").unwrap();
-        assert_eq!(report.fast_path_deletes, 0, "{report:?}");
-    }
 }
 
 /// The in-memory fast path on a replace-heavy load that fits in the memtable: with it, every

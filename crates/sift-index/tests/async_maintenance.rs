@@ -1,15 +1,15 @@
-//! Asynchronous maintenance (`async-simple`, `async-session`): model equivalence after
-//! `wait_until_indexed`, "current or missing" before it, exact index contents (no stale or
-//! duplicate entries left), retries and persistent failures, drains before flushes with tiny
-//! memtables, crashes (SIGKILL of a writer child process: the test binary re-executes itself
-//! with `SIFT_ASYNC_CHILD` set) and sessions (read your writes, expiry, overlay cap).
-//! `SIFT_SEED` replays a seed, `SIFT_MODEL_STEPS` lengthens the model run.
+//! Asynchronous maintenance (`async-simple`, `async-session`): back-fill with sequence
+//! numbers, retries and persistent failures, drains before flushes with tiny memtables,
+//! crashes (SIGKILL of a writer child process: the test binary re-executes itself with
+//! `SIFT_ASYNC_CHILD` set), sessions (read your writes, expiry, overlay cap), lag statistics
+//! and named regressions. (Model equivalence for every kind and scheme is in `tests/model/`.)
+//! `SIFT_SEED` replays a seed.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
 mod common;
 
-use common::{seed, small_options, steps, SeedGuard};
+use common::{seed, small_options, SeedGuard};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use sift_index::{
@@ -160,35 +160,6 @@ fn check_exact(db: &Database, model: &Model, context: &str) {
     assert_eq!(stats.queue_length, 0, "{context}");
 }
 
-/// Before `wait_until_indexed` (single writer): every hit is the live version and carries the
-/// value; missing documents are allowed.
-fn check_current_or_missing(db: &Database, model: &Model, lo: i64, hi: i64, context: &str) {
-    for (pk, seq) in query(db, lo, hi, None) {
-        let (v, _, live_seq) = model
-            .get(&pk)
-            .unwrap_or_else(|| panic!("{context}: deleted document {pk} returned"));
-        assert_eq!(seq, *live_seq, "{context}: stale version of {pk}");
-        assert!(
-            v.is_some_and(|v| (lo..=hi).contains(&v)),
-            "{context}: {pk} returned for {lo}..={hi} but holds {v:?}"
-        );
-    }
-    // The synchronous index is exact at every moment.
-    let s_hits: BTreeSet<u64> = db
-        .lookup(COLLECTION, "s", &AttrValue::String("a".into()), None)
-        .unwrap()
-        .hits
-        .iter()
-        .map(|hit| pk_of(&hit.pk))
-        .collect();
-    let s_model: BTreeSet<u64> = model
-        .iter()
-        .filter(|(_, (_, s, _))| s == "a")
-        .map(|(pk, _)| *pk)
-        .collect();
-    assert_eq!(s_hits, s_model, "{context}: sync-full index");
-}
-
 fn random_write(rng: &mut StdRng, db: &Database, model: &mut Model) {
     let count = if rng.gen_bool(0.2) {
         rng.gen_range(2..6)
@@ -229,55 +200,6 @@ fn random_write(rng: &mut StdRng, db: &Database, model: &mut Model) {
             (None, None) => assert!(!model.contains_key(&pk)),
             (Some(_), None) => panic!("a put returned no sequence number"),
         }
-    }
-}
-
-#[test]
-fn async_indexes_match_the_model_once_indexed() {
-    for (maintenance, workers) in [
-        (Maintenance::AsyncSimple, 1),
-        (Maintenance::AsyncSession, 3),
-    ] {
-        let seed = seed();
-        let _guard = SeedGuard(seed);
-        let mut rng = StdRng::seed_from_u64(seed);
-        let dir = tempfile::tempdir().unwrap();
-        let mut opts = options(workers);
-        opts.async_index.failures_reported_after = 1000;
-        let failures = Arc::clone(&opts.async_index.inject_failures);
-        let mut db = Database::open(dir.path(), opts.clone()).unwrap();
-        setup(&db, maintenance);
-        let mut model = Model::new();
-        for step in 0..steps(800) {
-            let context = format!("{maintenance} seed {seed} step {step}");
-            match rng.gen_range(0..100) {
-                0..=69 => random_write(&mut rng, &db, &mut model),
-                70..=84 => {
-                    let lo = rng.gen_range(-1..VALUES);
-                    let hi = lo + rng.gen_range(0..3);
-                    check_current_or_missing(&db, &model, lo, hi, &context);
-                }
-                85..=89 => check_exact(&db, &model, &context),
-                90..=93 => db.flush().unwrap(),
-                94..=95 => db.compact_all().unwrap(),
-                96..=97 => {
-                    // Failing workers: updates pile up and are retried; flushes wait.
-                    failures.store(rng.gen_range(1..10), Ordering::SeqCst);
-                }
-                _ => {
-                    db.close().unwrap();
-                    db = Database::open(dir.path(), opts.clone()).unwrap();
-                    check_exact(&db, &model, &format!("{context} after reopen"));
-                }
-            }
-        }
-        check_exact(&db, &model, &format!("{maintenance} seed {seed} end"));
-        let stats = db.async_index_stats();
-        assert_eq!(stats.updates_applied, stats.updates_queued);
-        let lags: u64 = stats.lag_histogram.iter().map(|(_, count)| count).sum();
-        assert_eq!(lags, stats.updates_applied);
-        assert!(stats.lag_us_p50 <= stats.lag_us_p99 && stats.lag_us_p99 <= stats.lag_us_max);
-        db.close().unwrap();
     }
 }
 
