@@ -27,21 +27,12 @@ pub const HEADER: [&str; 21] = [
     "split_delta",
 ];
 
-/// Quotes a field when it holds a comma, a quote or a line break.
-pub fn field(text: &str) -> String {
-    if text.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", text.replace('"', "\"\""))
-    } else {
-        text.to_owned()
-    }
-}
-
-fn row(experiment: &str, m: &Measurement) -> String {
-    let text = |value: &Option<String>| value.as_deref().map(field).unwrap_or_default();
+fn row(experiment: &str, m: &Measurement) -> Vec<String> {
+    let text = |value: &Option<String>| value.clone().unwrap_or_default();
     let number = |value: Option<u64>| value.map(|v| v.to_string()).unwrap_or_default();
-    [
-        field(experiment),
-        field(&m.configuration),
+    vec![
+        experiment.to_owned(),
+        m.configuration.clone(),
         text(&m.attribute),
         text(&m.op),
         text(&m.workload),
@@ -52,8 +43,8 @@ fn row(experiment: &str, m: &Measurement) -> String {
         text(&m.tree),
         number(m.bloom_bits_per_key.map(u64::from)),
         text(&m.compression),
-        field(&m.metric),
-        field(&m.unit),
+        m.metric.clone(),
+        m.unit.clone(),
         m.value.to_string(),
         number(m.count),
         number(m.threads.map(u64::from)),
@@ -62,18 +53,22 @@ fn row(experiment: &str, m: &Measurement) -> String {
         text(&m.distribution),
         m.split_delta.map(|d| d.to_string()).unwrap_or_default(),
     ]
-    .join(",")
 }
 
-/// The CSV text of one experiment.
+/// The CSV text of one experiment (quoted by the `csv` crate where a cell needs it).
 pub fn experiment_csv(experiment: &ExperimentResult) -> String {
-    let mut out = HEADER.join(",");
-    out.push('\n');
-    for m in &experiment.measurements {
-        out.push_str(&row(&experiment.id, m));
-        out.push('\n');
-    }
-    out
+    let mut writer = csv::Writer::from_writer(Vec::new());
+    let written = writer.write_record(HEADER).and_then(|()| {
+        experiment
+            .measurements
+            .iter()
+            .try_for_each(|m| writer.write_record(row(&experiment.id, m)))
+    });
+    // Writing to memory fails only if a record has the wrong number of cells, which `row`
+    // and `HEADER` rule out (a test checks it).
+    debug_assert!(written.is_ok(), "{written:?}");
+    let bytes = writer.into_inner().unwrap_or_default();
+    String::from_utf8(bytes).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -84,13 +79,30 @@ mod tests {
     fn rows_have_one_cell_per_column_and_quote_commas() {
         let m = Measurement {
             attribute: Some("a,b".to_owned()),
+            configuration: "x\"y".to_owned(),
             slice: Some(3),
             ..Measurement::new("lazy:sync-insert", "put_throughput", "ops/s", 12.5)
         };
-        let line = row("static", &m);
-        assert!(line.contains("\"a,b\""));
-        assert!(line.starts_with("static,lazy:sync-insert,"));
-        assert!(line.contains(",put_throughput,ops/s,12.5,"));
-        assert_eq!(field("x\"y"), "\"x\"\"y\"");
+        assert_eq!(row("static", &m).len(), HEADER.len());
+        let experiment = ExperimentResult {
+            id: "static".to_owned(),
+            number: 1,
+            title: String::new(),
+            status: "measured".to_owned(),
+            note: String::new(),
+            paper: String::new(),
+            method: String::new(),
+            duration_s: 0.0,
+            measurements: vec![m],
+            verdicts: Vec::new(),
+            figures: Vec::new(),
+        };
+        let text = experiment_csv(&experiment);
+        let mut lines = text.lines();
+        assert_eq!(lines.next(), Some(HEADER.join(",").as_str()));
+        let line = lines.next().unwrap_or_default();
+        assert!(line.starts_with("static,\"x\"\"y\",\"a,b\","), "{line}");
+        assert!(line.contains(",put_throughput,ops/s,12.5,"), "{line}");
+        assert_eq!(lines.next(), None);
     }
 }
