@@ -452,12 +452,24 @@ pub fn compact_deferred_fully(db: &Database) {
 }
 
 /// Moves the async indexes' retention of old versions up to now: the watermark is written,
-/// its record flushed, and the next watermark write settles it (moving the retention).
+/// its record flushed, and the next watermark write settles it (moving the retention). A
+/// watermark may stop below the newest write while async entries inserted unlogged wait for
+/// a flush, so this repeats until the durable watermark has reached it.
 fn release_retained_versions(db: &Database) {
     db.wait_until_indexed().expect("indexed");
-    db.write_index_watermark().expect("watermark");
-    db.flush().expect("flush");
-    db.write_index_watermark().expect("watermark");
+    let target = db.engine().latest_sequence();
+    for _ in 0..8 {
+        db.write_index_watermark().expect("watermark");
+        db.flush().expect("flush");
+        db.write_index_watermark().expect("watermark");
+        if db.async_index_stats().durable_watermark >= target {
+            return;
+        }
+    }
+    panic!(
+        "the async watermark stays at {} below {target}",
+        db.async_index_stats().durable_watermark
+    );
 }
 
 /// After the workers caught up: each asynchronous int index holds exactly one entry per live
