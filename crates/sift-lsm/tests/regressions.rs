@@ -310,7 +310,8 @@ fn regression_dropping_a_tree_during_its_flush_keeps_the_database_writable() {
 /// a compaction that ran under a retention keeps a tombstone and the version it hides in one
 /// bottom file; `compact_range` never rewrote the deepest level (and moved single files down
 /// as they were), so once the retention was gone nothing dropped them. Now `compact_range`
-/// rewrites the files it ends in when they hold tombstones, and never moves a file unread.
+/// rewrites every file of the range once, and never moves a file unread. The second half is
+/// the same with a shadowed put instead of a tombstone.
 #[test]
 fn compact_range_drops_pairs_a_released_retention_kept() {
     let dir = tempfile::tempdir().unwrap();
@@ -345,5 +346,21 @@ fn compact_range_drops_pairs_a_released_retention_kept() {
     assert_eq!(
         scan(&db, &tree),
         vec![(b"other".to_vec(), b"kept".to_vec())]
+    );
+
+    let retention = db.retain_versions_above(db.latest_sequence());
+    db.put(&tree, b"other", b"newer").unwrap();
+    db.compact_range(&tree, None, None).unwrap();
+    assert_eq!(stored(&db), (2, 0), "the retention keeps the shadowed put");
+    drop(retention);
+    db.compact_range(&tree, None, None).unwrap();
+    assert_eq!(
+        stored(&db),
+        (1, 0),
+        "the shadowed put goes once the retention is released"
+    );
+    assert_eq!(
+        scan(&db, &tree),
+        vec![(b"other".to_vec(), b"newer".to_vec())]
     );
 }

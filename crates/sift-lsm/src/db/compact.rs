@@ -14,6 +14,7 @@ use crate::version::set::{sort_level, TreeVersion};
 use crate::version::FileMetaData;
 use crate::write_batch::WriteBatch;
 use crate::{Error, Result};
+use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -468,17 +469,52 @@ impl DbInner {
     ) -> Result<()> {
         let levels_max = self.options.levels_max;
         let deepest = self.deepest_level_with(tree, start, end)?;
+        let bottom_before: HashSet<u64> = self
+            .files_in_range(tree, deepest, start, end)?
+            .iter()
+            .map(|f| f.number)
+            .collect();
         for level in 0..deepest.max(1).min(levels_max - 1) {
-            self.run_manual_compaction(tree, level, start, end, false)?;
+            self.run_manual_compaction(tree, level, start, end, None)?;
         }
-        // The files the range ends in are rewritten in place if they hold tombstones: the job
-        // that wrote them kept what a snapshot or a version retention needed then (a tombstone
-        // and the version it hides), and no later job might ever read them again. Now both go.
-        let bottom = self.deepest_level_with(tree, start, end)?;
-        if bottom > 0 {
-            self.run_manual_compaction(tree, bottom, start, end, true)?;
+        // Every file of the range is rewritten once: the files of the deepest level that the
+        // pass above did not rewrite are rewritten in place. A job that wrote them kept what a
+        // snapshot or a version retention needed then (a tombstone and the version it hides,
+        // or a shadowed version), and no later job might ever read them again; now it goes.
+        // Runs of neighbouring files, so that an output never overlaps a file left out.
+        if deepest > 0 {
+            let files = self.files_in_range(tree, deepest, start, end)?;
+            let mut run: Vec<u64> = Vec::new();
+            for file in &files {
+                if bottom_before.contains(&file.number) {
+                    run.push(file.number);
+                } else if !run.is_empty() {
+                    self.run_manual_compaction(tree, deepest, start, end, Some(&run))?;
+                    run.clear();
+                }
+            }
+            if !run.is_empty() {
+                self.run_manual_compaction(tree, deepest, start, end, Some(&run))?;
+            }
         }
         Ok(())
+    }
+
+    /// The files of `tree` at `level` overlapping `[start, end]`, in key order.
+    fn files_in_range(
+        &self,
+        tree: TreeId,
+        level: usize,
+        start: Option<&[u8]>,
+        end: Option<&[u8]>,
+    ) -> Result<Vec<Arc<FileMetaData>>> {
+        let state = self.state.lock();
+        let tv = state
+            .version
+            .trees
+            .get(&tree)
+            .ok_or_else(|| Error::TreeNotFound(format!("tree id {tree}")))?;
+        Ok(tv.overlapping(level, start, end))
     }
 
     /// The deepest level holding a file of `tree` in `[start, end]`.
@@ -501,7 +537,8 @@ impl DbInner {
     }
 
     /// Compacts the files of `level` in `[start, end]` into the next level, or with
-    /// `in_place` rewrites those holding tombstones into `level` itself; waits while another
+    /// `in_place` rewrites the files of `level` with those numbers into `level` itself; waits
+    /// while another
     /// compaction runs.
     fn run_manual_compaction(
         self: &Arc<Self>,
@@ -509,7 +546,7 @@ impl DbInner {
         level: usize,
         start: Option<&[u8]>,
         end: Option<&[u8]>,
-        in_place: bool,
+        in_place: Option<&[u64]>,
     ) -> Result<()> {
         let compaction = {
             let mut state = self.state.lock();
@@ -530,13 +567,16 @@ impl DbInner {
                 let Some(tv) = state.version.trees.get(&tree).cloned() else {
                     return Err(Error::TreeNotFound(format!("tree id {tree}")));
                 };
-                let first = tv.overlapping(level, start, end);
-                if first.is_empty() || (in_place && !first.iter().any(|f| f.deletions > 0)) {
+                let mut first = tv.overlapping(level, start, end);
+                if let Some(numbers) = in_place {
+                    first.retain(|f| numbers.contains(&f.number));
+                }
+                if first.is_empty() {
                     break None;
                 }
                 let busy = state.compactions_running > 0;
                 if !busy {
-                    let picked = if in_place {
+                    let picked = if in_place.is_some() {
                         Some(Compaction {
                             tree: tree_info,
                             level,

@@ -612,9 +612,9 @@ impl Db {
     }
     /// Compacts every file of `tree` overlapping `[start, end]` down to the deepest level
     /// that holds data (after flushing the memtable), then rewrites in place the files of that
-    /// level that hold tombstones (what a snapshot or a version retention kept when they were
-    /// written goes once its holder is gone). Every input is rewritten: no file moves down
-    /// unread.
+    /// level the first pass left alone: every file of the range is rewritten once, so what a
+    /// snapshot or a version retention kept when a file was written goes once its holder is
+    /// gone. No file moves down unread.
     pub fn compact_range(
         &self,
         tree: &Tree,
