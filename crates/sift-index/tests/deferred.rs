@@ -95,31 +95,13 @@ fn expected(
     common::newest_first(model, matches, limit)
 }
 
-fn compare(got: &[sift_index::Hit], want: &[(Vec<u8>, u64, Vec<u8>)], what: &str) {
-    let got: Vec<(Vec<u8>, u64, Vec<u8>)> = got
-        .iter()
-        .map(|hit| (hit.pk.clone(), hit.seq, hit.doc.clone()))
-        .collect();
-    let show = |hits: &[(Vec<u8>, u64, Vec<u8>)]| {
-        hits.iter()
-            .map(|(pk, seq, _)| format!("{}@{seq}", String::from_utf8_lossy(pk)))
-            .collect::<Vec<_>>()
-    };
-    assert!(
-        got == want,
-        "{what}: got {:?}, want {:?}",
-        show(&got),
-        show(want)
-    );
-}
-
 /// Every LOOKUP of every value and a few ranges, for both indexes (`s` only if it exists).
 fn check_queries(db: &Database, model: &Model, rng: &mut StdRng, with_s: bool, what: &str) {
     for limit in [Some(1), Some(2), Some(5), None] {
         for v in -1..INT_VALUES {
             let got = db.lookup("docs", "n", &AttrValue::Int(v), limit).unwrap();
             let want = expected(model, |d| d.n == Some(v), limit);
-            compare(
+            common::compare(
                 &got.hits,
                 &want,
                 &format!("{what}: n = {v} limit {limit:?}"),
@@ -131,7 +113,7 @@ fn check_queries(db: &Database, model: &Model, rng: &mut StdRng, with_s: bool, w
             .range("docs", "n", &AttrValue::Int(lo), &AttrValue::Int(hi), limit)
             .unwrap();
         let want = expected(model, |d| d.n.is_some_and(|n| lo <= n && n <= hi), limit);
-        compare(
+        common::compare(
             &got.hits,
             &want,
             &format!("{what}: n in {lo}..={hi} limit {limit:?}"),
@@ -144,7 +126,7 @@ fn check_queries(db: &Database, model: &Model, rng: &mut StdRng, with_s: bool, w
                 .lookup("docs", "s", &AttrValue::String(v.to_string()), limit)
                 .unwrap();
             let want = expected(model, |d| d.s.as_deref() == Some(v), limit);
-            compare(
+            common::compare(
                 &got.hits,
                 &want,
                 &format!("{what}: s = {v:?} limit {limit:?}"),
@@ -170,7 +152,7 @@ fn check_queries(db: &Database, model: &Model, rng: &mut StdRng, with_s: bool, w
             |d| d.s.as_deref().is_some_and(|s| lo <= s && s <= hi),
             limit,
         );
-        compare(
+        common::compare(
             &got.hits,
             &want,
             &format!("{what}: s in {lo:?}..={hi:?} limit {limit:?}"),

@@ -105,24 +105,6 @@ fn expected(
     common::newest_first(model, matches, limit)
 }
 
-fn compare(got: &[sift_index::Hit], want: &[(Vec<u8>, u64, Vec<u8>)], what: &str) {
-    let got: Vec<(Vec<u8>, u64, Vec<u8>)> = got
-        .iter()
-        .map(|hit| (hit.pk.clone(), hit.seq, hit.doc.clone()))
-        .collect();
-    let show = |hits: &[(Vec<u8>, u64, Vec<u8>)]| {
-        hits.iter()
-            .map(|(pk, seq, _)| format!("{}@{seq}", String::from_utf8_lossy(pk)))
-            .collect::<Vec<_>>()
-    };
-    assert!(
-        got == want,
-        "{what}: got {:?}, want {:?}",
-        show(&got),
-        show(want)
-    );
-}
-
 fn check_all(db: &Database, model: &Model, rng: &mut StdRng, prefixes: &[&str], step: usize) {
     for prefix in prefixes {
         for (name, ..) in CONFIGS {
@@ -133,7 +115,7 @@ fn check_all(db: &Database, model: &Model, rng: &mut StdRng, prefixes: &[&str], 
                 .lookup("docs", &index, &AttrValue::Int(v), limit)
                 .unwrap();
             let want = expected(model, |d| d.n == Some(v), limit);
-            compare(
+            common::compare(
                 &got.hits,
                 &want,
                 &format!("step {step}: {index} lookup {v} limit {limit:?}"),
@@ -150,7 +132,7 @@ fn check_all(db: &Database, model: &Model, rng: &mut StdRng, prefixes: &[&str], 
                 )
                 .unwrap();
             let want = expected(model, |d| d.n.is_some_and(|n| lo <= n && n <= hi), limit);
-            compare(
+            common::compare(
                 &got.hits,
                 &want,
                 &format!("step {step}: {index} range {lo}..={hi} limit {limit:?}"),
@@ -161,7 +143,7 @@ fn check_all(db: &Database, model: &Model, rng: &mut StdRng, prefixes: &[&str], 
                 .lookup("docs", &index, &AttrValue::String(v.to_string()), limit)
                 .unwrap();
             let want = expected(model, |d| d.s.as_deref() == Some(v), limit);
-            compare(
+            common::compare(
                 &got.hits,
                 &want,
                 &format!("step {step}: {index} lookup {v:?} limit {limit:?}"),
@@ -186,7 +168,7 @@ fn check_all(db: &Database, model: &Model, rng: &mut StdRng, prefixes: &[&str], 
                 |d| d.s.as_deref().is_some_and(|s| lo <= s && s <= hi),
                 limit,
             );
-            compare(
+            common::compare(
                 &got.hits,
                 &want,
                 &format!("step {step}: {index} range {lo:?}..={hi:?} limit {limit:?}"),

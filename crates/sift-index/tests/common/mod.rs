@@ -144,3 +144,15 @@ pub fn show_hits(hits: &[(Vec<u8>, u64, Vec<u8>)]) -> Vec<String> {
         .map(|(pk, seq, _)| format!("{}@{seq}", String::from_utf8_lossy(pk)))
         .collect()
 }
+
+/// Asserts that query hits are exactly `want` (as [`newest_first`] gives it), naming `what`
+/// and showing `pk@seq` of both sides on failure.
+pub fn compare(got: &[sift_index::Hit], want: &[(Vec<u8>, u64, Vec<u8>)], what: &str) {
+    let got = hit_tuples(got);
+    assert!(
+        got == want,
+        "{what}: got {:?}, want {:?}",
+        show_hits(&got),
+        show_hits(want)
+    );
+}
