@@ -3,44 +3,75 @@
 //! checks, the pinning of a client thread, and how a report describes it.
 //!
 //! The engine's background threads are pinned by the engine itself (`background_thread_cpus`
-//! of `sift_lsm::Options`); a benchmark pins every thread it starts to issue operations. The
-//! affinity calls are Sift's (`sift_lsm::cpu_affinity`): a build without the Sift engine (the
-//! peer engines' binary) refuses both options.
+//! of `sift_lsm::Options`); a benchmark pins every thread it starts to issue operations, with
+//! the same kernel calls (`nix::sched`), so the peer engines' binary pins as `sift bench` does.
 
 use crate::kv::BenchError;
+use std::collections::BTreeSet;
 
-/// Why a build without the Sift engine cannot pin.
-#[cfg(not(feature = "sift"))]
-const WITHOUT_SIFT: &str =
-    "this build has no Sift engine, whose affinity calls the benchmarks use (use `sift bench`)";
-
-/// A CPU list in the kernel's format (`0-1,3`), for `--background-cpus` and `--client-cpus`.
+/// A CPU list in the kernel's format (`0-1,3`, as `taskset -c` takes): the CPUs in ascending
+/// order, each once.
 pub fn parse_cpus(text: &str) -> Result<Vec<usize>, String> {
-    #[cfg(feature = "sift")]
-    {
-        sift_lsm::parse_cpu_list(text).map_err(|e| e.to_string())
+    let bad =
+        |part: &str| format!("CPU list {text:?}: {part:?} is not a CPU number or a range like 0-3");
+    let mut cpus = BTreeSet::new();
+    for part in text.split(',').map(str::trim) {
+        let (first, last) = part.split_once('-').unwrap_or((part, part));
+        let first: usize = first.trim().parse().map_err(|_| bad(part))?;
+        let last: usize = last.trim().parse().map_err(|_| bad(part))?;
+        if first > last {
+            return Err(bad(part));
+        }
+        cpus.extend(first..=last);
     }
-    #[cfg(not(feature = "sift"))]
-    {
-        Err(format!(
-            "cannot pin threads to CPUs {text:?}: {WITHOUT_SIFT}"
-        ))
-    }
+    Ok(cpus.into_iter().collect())
 }
 
-/// `cpus` in the kernel's list format, ranges collapsed ("0-3,6").
+/// `cpus` in the kernel's list format, ranges collapsed ("0-3,6"); "none" when empty.
 pub fn format_cpus(cpus: &[usize]) -> String {
-    #[cfg(feature = "sift")]
-    {
-        sift_lsm::format_cpu_list(cpus)
+    let sorted: BTreeSet<usize> = cpus.iter().copied().collect();
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for cpu in sorted {
+        match runs.last_mut() {
+            Some((_, last)) if *last + 1 == cpu => *last = cpu,
+            _ => runs.push((cpu, cpu)),
+        }
     }
-    #[cfg(not(feature = "sift"))]
+    if runs.is_empty() {
+        return "none".to_owned();
+    }
+    runs.iter()
+        .map(|&(first, last)| {
+            if first == last {
+                first.to_string()
+            } else {
+                format!("{first}-{last}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The CPUs this process may run threads on: the union of the affinity masks of the calling
+/// thread and of the main thread (whose mask is the one `taskset` gives the whole process).
+/// Ascending; empty outside Linux or when neither mask can be read.
+pub fn process_allowed_cpus() -> Vec<usize> {
+    #[cfg(target_os = "linux")]
     {
-        // Never reached with a list: `parse_cpus` refuses every one in this build.
-        cpus.iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(",")
+        use nix::sched::{sched_getaffinity, CpuSet};
+        use nix::unistd::{getpid, Pid};
+        let mut allowed = BTreeSet::new();
+        for thread in [Pid::from_raw(0), getpid()] {
+            if let Ok(set) = sched_getaffinity(thread) {
+                allowed
+                    .extend((0..CpuSet::count()).filter(|&cpu| set.is_set(cpu).unwrap_or(false)));
+            }
+        }
+        allowed.into_iter().collect()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        Vec::new()
     }
 }
 
@@ -50,9 +81,8 @@ pub fn check_allowed(
     background_cpus: Option<&[usize]>,
     client_cpus: Option<&[usize]>,
 ) -> Result<(), BenchError> {
-    #[cfg(feature = "sift")]
     if cfg!(target_os = "linux") {
-        let allowed = sift_lsm::process_allowed_cpus();
+        let allowed = process_allowed_cpus();
         for (option, cpus) in [
             ("--background-cpus", background_cpus),
             ("--client-cpus", client_cpus),
@@ -69,21 +99,39 @@ pub fn check_allowed(
             }
         }
     }
-    #[cfg(not(feature = "sift"))]
-    let _ = (background_cpus, client_cpus);
     Ok(())
 }
 
-/// Pins the calling client thread to `cpus` (if any).
+/// Pins the calling client thread to `cpus` (if any; Linux, elsewhere nothing happens). An
+/// empty list, a CPU the kernel's mask cannot name or a set the kernel refuses is an error
+/// that leaves the thread as it was.
 pub fn pin_client(cpus: Option<&[usize]>) -> Result<(), BenchError> {
-    match cpus {
-        #[cfg(feature = "sift")]
-        Some(cpus) => sift_lsm::pin_current_thread_to_cpus(cpus)
-            .map_err(|e| BenchError::new(format!("--client-cpus: {e}"))),
-        #[cfg(not(feature = "sift"))]
-        Some(_) => Err(BenchError::new(format!("--client-cpus: {WITHOUT_SIFT}"))),
-        None => Ok(()),
+    let Some(cpus) = cpus else {
+        return Ok(());
+    };
+    if cpus.is_empty() {
+        return Err(BenchError::new("--client-cpus: an empty list of CPUs"));
     }
+    #[cfg(target_os = "linux")]
+    {
+        use nix::sched::{sched_setaffinity, CpuSet};
+        let mut set = CpuSet::new();
+        for &cpu in cpus {
+            set.set(cpu).map_err(|_| {
+                BenchError::new(format!(
+                    "--client-cpus: CPU {cpu} is beyond what the kernel's mask can name ({})",
+                    CpuSet::count()
+                ))
+            })?;
+        }
+        sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).map_err(|e| {
+            BenchError::new(format!(
+                "--client-cpus: the kernel refused CPUs {}: {e}",
+                format_cpus(cpus)
+            ))
+        })?;
+    }
+    Ok(())
 }
 
 /// Where the threads ran, for a run's header line.
@@ -104,44 +152,40 @@ pub fn pinning_description(
     )
 }
 
-/// What tests of the benchmarks' pinning share.
-#[cfg(test)]
-pub(crate) mod test_support {
-    /// The calling thread's CPUs as the kernel lists them (`Cpus_allowed_list` of Linux
-    /// `/proc`), for tests that check where a thread ran.
-    pub(crate) fn current_thread_cpu_list() -> Option<String> {
-        cpu_list_in("/proc/thread-self/status")
-    }
+/// The calling thread's CPUs as the kernel lists them (`Cpus_allowed_list` of Linux
+/// `/proc`), or `None` where `/proc` cannot tell: what a test or a report checks a pinning by.
+pub fn current_thread_cpu_list() -> Option<String> {
+    cpu_list_in("/proc/thread-self/status")
+}
 
-    /// The CPUs of this process's thread `thread_id` (Linux), as `current_thread_cpu_list`.
-    #[cfg(feature = "sift")]
-    pub(crate) fn thread_cpu_list(thread_id: i64) -> Option<String> {
-        cpu_list_in(&format!("/proc/self/task/{thread_id}/status"))
-    }
+/// The CPUs of this process's thread `thread_id` (Linux), as `current_thread_cpu_list`.
+pub fn thread_cpu_list(thread_id: i64) -> Option<String> {
+    cpu_list_in(&format!("/proc/self/task/{thread_id}/status"))
+}
 
-    fn cpu_list_in(status_path: &str) -> Option<String> {
-        std::fs::read_to_string(status_path)
-            .ok()?
-            .lines()
-            .find_map(|line| line.strip_prefix("Cpus_allowed_list:"))
-            .map(|list| list.trim().to_owned())
-    }
+fn cpu_list_in(status_path: &str) -> Option<String> {
+    std::fs::read_to_string(status_path)
+        .ok()?
+        .lines()
+        .find_map(|line| line.strip_prefix("Cpus_allowed_list:"))
+        .map(|list| list.trim().to_owned())
+}
 
+/// What tests of the benchmarks' pinning share (here and in `sift-study`).
+pub mod test_support {
     /// The (background, client) CPU lists of parsed arguments or of a configuration.
-    #[cfg(feature = "sift")]
-    pub(crate) type CpuLists = (Option<Vec<usize>>, Option<Vec<usize>>);
+    pub type CpuLists = (Option<Vec<usize>>, Option<Vec<usize>>);
 
     /// Parses arguments (an error: refused by the parser) into the lists they carry and
     /// those of the checked configuration (or its error).
-    #[cfg(feature = "sift")]
-    pub(crate) type ParseAndConfigure<'a> =
+    pub type ParseAndConfigure<'a> =
         dyn Fn(&[&str]) -> Result<(CpuLists, Result<CpuLists, String>), String> + 'a;
 
     /// Checks a benchmark's `--background-cpus` and `--client-cpus`: the lists parse as
     /// `taskset -c` takes them and reach the configuration; a CPU this process may not use
-    /// is refused, naming the option and the CPU.
-    #[cfg(feature = "sift")]
-    pub(crate) fn check_cpu_options(parse_and_configure: &ParseAndConfigure<'_>) {
+    /// is refused, naming the option and the CPU. Panics on the first that does not hold.
+    #[allow(clippy::unwrap_used)]
+    pub fn check_cpu_options(parse_and_configure: &ParseAndConfigure<'_>) {
         let (parsed, _) =
             parse_and_configure(&["--background-cpus", "4,1-2", "--client-cpus", "0"]).unwrap();
         assert_eq!(parsed, (Some(vec![1, 2, 4]), Some(vec![0])));
@@ -151,7 +195,7 @@ pub(crate) mod test_support {
         for bad in [["--client-cpus", "x"], ["--background-cpus", "3-1"]] {
             assert!(parse_and_configure(&bad).is_err(), "{bad:?}");
         }
-        let allowed = sift_lsm::process_allowed_cpus();
+        let allowed = super::process_allowed_cpus();
         let first = allowed[0].to_string();
         let (_, configured) =
             parse_and_configure(&["--background-cpus", &first, "--client-cpus", &first]).unwrap();
@@ -172,8 +216,8 @@ pub(crate) mod test_support {
     }
 
     /// Every row of a run pinned to `cpu` (background and clients) says so in its JSON.
-    #[cfg(feature = "sift")]
-    pub(crate) fn assert_rows_report_pinning<Row: serde::Serialize>(rows: &[Row], cpu: usize) {
+    #[allow(clippy::unwrap_used)]
+    pub fn assert_rows_report_pinning<Row: serde::Serialize>(rows: &[Row], cpu: usize) {
         assert!(!rows.is_empty());
         for row in rows {
             let json = serde_json::to_value(row).unwrap();
@@ -183,13 +227,51 @@ pub(crate) mod test_support {
     }
 }
 
-#[cfg(all(test, feature = "sift"))]
+#[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
+    fn cpu_lists_parse_and_format_in_the_kernel_format() {
+        assert_eq!(parse_cpus("0"), Ok(vec![0]));
+        assert_eq!(parse_cpus("3,0-1, 5-6"), Ok(vec![0, 1, 3, 5, 6]));
+        assert_eq!(parse_cpus("1,1,0-1"), Ok(vec![0, 1]));
+        for bad in ["", "a", "3-1", "1-", "-1", "0,,1"] {
+            assert!(
+                parse_cpus(bad).is_err_and(|message| message.contains(&format!("{bad:?}"))),
+                "{bad:?} accepted"
+            );
+        }
+        assert_eq!(format_cpus(&[6, 0, 1, 2, 3, 3]), "0-3,6");
+        assert_eq!(format_cpus(&[1, 3]), "1,3");
+        assert_eq!(format_cpus(&[]), "none");
+        for cpus in [vec![0], vec![0, 2, 3, 4, 9], vec![1, 2, 7, 8]] {
+            assert_eq!(parse_cpus(&format_cpus(&cpus)), Ok(cpus));
+        }
+    }
+
+    /// A pinned client thread's `Cpus_allowed_list` is the set it was pinned to; a CPU the
+    /// kernel cannot name is refused and leaves the thread as it was.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_pinned_client_runs_only_on_its_cpus() {
+        std::thread::spawn(|| {
+            let allowed = process_allowed_cpus();
+            let before = current_thread_cpu_list();
+            let error = pin_client(Some(&[allowed[0], 4096])).unwrap_err();
+            assert!(error.message().contains("4096"), "{error}");
+            assert!(pin_client(Some(&[])).is_err());
+            assert_eq!(current_thread_cpu_list(), before);
+            pin_client(Some(&allowed[..1])).unwrap();
+            assert_eq!(current_thread_cpu_list(), Some(allowed[0].to_string()));
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
     fn cpus_outside_the_allowed_set_are_refused_naming_the_option_and_the_cpu() {
-        let allowed = sift_lsm::process_allowed_cpus();
+        let allowed = process_allowed_cpus();
         assert!(check_allowed(Some(&allowed[..1]), Some(&allowed[..1])).is_ok());
         assert!(check_allowed(None, None).is_ok());
         if cfg!(target_os = "linux") {

@@ -1,10 +1,10 @@
 //! `sift advise --workload FILE [--results study/results.json]`: the study's cost model applied
-//! to a described or recorded workload (`sift_bench::study::advise`; format in docs/advise.md).
+//! to a described or recorded workload (`sift_study::advise`; format in docs/advise.md).
 //! Cost figures come from a study's results.json when given, otherwise from the built-in table.
 
-use sift_bench::study::advise::{advise, read_workload, render_text};
-use sift_bench::study::cost_model::CostTable;
-use sift_bench::study::results::StudyResults;
+use sift_study::advise::{advise, read_workload, render_text};
+use sift_study::cost_model::CostTable;
+use sift_study::results::StudyResults;
 use std::path::{Path, PathBuf};
 
 /// Options of `sift advise`.

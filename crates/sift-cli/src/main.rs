@@ -9,8 +9,8 @@ mod docs;
 mod study;
 
 use clap::{Parser, Subcommand};
-use sift_bench::kv::sift_engine::SiftEngine;
 use sift_bench::kv::KvArgs;
+use sift_study::engines::kv::SiftEngine;
 use std::process::ExitCode;
 
 #[derive(Debug, Parser)]
@@ -84,13 +84,13 @@ enum Benchmark {
     Index(sift_bench::index::IndexBenchArgs),
     /// The Vinyl deferred-DELETE microbenchmark: four non-unique indexes, batches of 1-500
     /// replaces and deletes from several threads; statements/s of deferred vs sync-full.
-    Vinyl(sift_bench::vinyl::VinylArgs),
+    Vinyl(sift_study::experiments::vinyl::bench::VinylArgs),
     /// The Diff-Index experiments: update latency against offered load (open loop), index lag,
     /// exact-match and range read latency, per maintenance scheme of one secondary index.
-    DiffIndex(sift_bench::diff_index::DiffIndexArgs),
+    DiffIndex(sift_study::experiments::diff_index::bench::DiffIndexArgs),
     /// How much of a spinning thread's time this machine takes away (interrupts, other tasks,
     /// the hypervisor): the noise floor under every latency measurement.
-    MachineNoise(sift_bench::hiccup::MachineNoiseArgs),
+    MachineNoise(sift_bench::noise::hiccup::MachineNoiseArgs),
 }
 
 fn main() -> ExitCode {
@@ -103,25 +103,31 @@ fn main() -> ExitCode {
             .map_err(|error| error.to_string()),
         Command::Bench {
             benchmark: Benchmark::Index(args),
+        } if !args.next_suite.is_empty() => {
+            sift_study::experiments::next_windows::suite::run_next_suite(&args)
+                .map_err(|error| error.to_string())
+        }
+        Command::Bench {
+            benchmark: Benchmark::Index(args),
         } => sift_bench::index::run_from_args(
             &args,
-            &mut sift_bench::index::sift_engine::SiftIndexEngine::open_boxed,
+            &mut sift_study::engines::index::SiftIndexEngine::open_boxed,
         )
         .map(|_rows| ())
         .map_err(|error| error.to_string()),
         Command::Bench {
             benchmark: Benchmark::Vinyl(args),
-        } => sift_bench::vinyl::run(&args, &mut std::io::stdout().lock())
+        } => sift_study::experiments::vinyl::bench::run(&args, &mut std::io::stdout().lock())
             .map(|_results| ())
             .map_err(|error| error.to_string()),
         Command::Bench {
             benchmark: Benchmark::DiffIndex(args),
-        } => sift_bench::diff_index::run(&args, &mut std::io::stdout().lock())
+        } => sift_study::experiments::diff_index::bench::run(&args, &mut std::io::stdout().lock())
             .map(|_report| ())
             .map_err(|error| error.to_string()),
         Command::Bench {
             benchmark: Benchmark::MachineNoise(args),
-        } => sift_bench::hiccup::run(&args, &mut std::io::stdout().lock())
+        } => sift_bench::noise::hiccup::run(&args, &mut std::io::stdout().lock())
             .map(|_runs| ())
             .map_err(|error| error.to_string()),
         Command::Generate {

@@ -1,12 +1,12 @@
 //! `sift study`: options, progress bars (indicatif, drawn on stderr only when it is a terminal)
-//! and Ctrl-C handling around `sift_bench::study::run_study`. The first Ctrl-C stops the study
+//! and Ctrl-C handling around `sift_study::run_study`. The first Ctrl-C stops the study
 //! at the next operation, keeps the experiments that finished and prints how to resume; a
 //! second one exits at once.
 
 use indicatif::{ProgressBar, ProgressStyle};
-use sift_bench::study::experiments::ExperimentId;
-use sift_bench::study::presets::Preset;
-use sift_bench::study::{run_study, IndexConfiguration, StudyOptions, StudyProgress, UserData};
+use sift_study::experiments::ExperimentId;
+use sift_study::presets::Preset;
+use sift_study::{run_study, IndexConfiguration, StudyOptions, StudyProgress, UserData};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;

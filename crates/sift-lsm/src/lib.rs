@@ -31,9 +31,7 @@ mod version;
 mod wal;
 mod write_batch;
 
-pub use cpu_affinity::{
-    format_cpu_list, parse_cpu_list, pin_current_thread_to_cpus, process_allowed_cpus,
-};
+pub use cpu_affinity::{pin_current_thread_to_cpus, process_allowed_cpus};
 pub use db::lower_current_thread_priority;
 pub use db::{
     BackgroundThreadRegistration, ComponentId, Db, Entry, NewerVersion, Tree, UnloggedInsert,

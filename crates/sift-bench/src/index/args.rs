@@ -187,7 +187,8 @@ impl IndexBenchArgs {
     }
 }
 
-fn write_line(line: &str) -> Result<(), BenchError> {
+/// Writes one line to standard output at once (rows appear as they finish).
+pub fn write_line(line: &str) -> Result<(), BenchError> {
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "{line}")
         .and_then(|()| stdout.flush())
@@ -208,12 +209,7 @@ pub fn run_from_args(
                  --next-suite does not take them",
             ));
         }
-        #[cfg(feature = "sift")]
-        {
-            run_next_suite(args)?;
-            return Ok(Vec::new());
-        }
-        #[cfg(not(feature = "sift"))]
+        // `sift bench index` runs the suites itself (`sift_study`), before it gets here.
         return Err(BenchError::new(
             "--next-suite measures Sift's index kinds: run it with `sift bench index`",
         ));
@@ -301,143 +297,6 @@ pub fn run_from_args(
         write_line(&format!("database kept in {}", path.display()))?;
     }
     Ok(rows)
-}
-
-#[cfg(feature = "sift")]
-impl IndexBenchArgs {
-    /// The configuration of `--next-suite`.
-    pub fn window_config(&self) -> Result<super::windows::WindowBenchConfig, BenchError> {
-        use super::windows::{
-            parse_suites, Suite, ValueDistribution, DEFAULT_CONFIGURATIONS, DEFAULT_SPLIT_DELTAS,
-        };
-        let suites = parse_suites(&self.next_suite)?;
-        if self.n == 0 {
-            return Err(BenchError::new("--n must be at least 1"));
-        }
-        if !(self.max_seconds.is_finite() && self.max_seconds > 0.0) {
-            return Err(BenchError::new("--max-seconds must be a positive number"));
-        }
-        let configurations: Vec<String> = if self.window_kinds.is_empty() {
-            DEFAULT_CONFIGURATIONS
-                .iter()
-                .map(|s| (*s).to_owned())
-                .collect()
-        } else {
-            self.window_kinds.clone()
-        };
-        for configuration in configurations.iter().filter(|c| c.as_str() != "none") {
-            let kind = configuration.split(':').next().unwrap_or_default();
-            kind.parse::<sift_index::IndexKind>()
-                .map_err(|e| BenchError::new(format!("--window-kinds {configuration}: {e}")))?;
-        }
-        let distributions = if self.distribution.is_empty() {
-            if suites.contains(&Suite::Skew) {
-                ValueDistribution::PAPER.to_vec()
-            } else {
-                vec![ValueDistribution::Uniform]
-            }
-        } else {
-            self.distribution
-                .iter()
-                .map(|text| text.parse())
-                .collect::<Result<Vec<_>, _>>()?
-        };
-        let deltas = self
-            .split_delta
-            .iter()
-            .map(|text| super::parse_split_delta(text))
-            .collect::<Result<Vec<_>, _>>()?;
-        let (split_deltas, next_split_delta) = if suites.contains(&Suite::Delta) {
-            let sweep = if deltas.is_empty() {
-                DEFAULT_SPLIT_DELTAS.to_vec()
-            } else {
-                deltas
-            };
-            (sweep, None)
-        } else {
-            if deltas.len() > 1 {
-                return Err(BenchError::new(
-                    "several --split-delta values are a sweep: add `delta` to --next-suite",
-                ));
-            }
-            (Vec::new(), deltas.first().copied().flatten())
-        };
-        Ok(super::windows::WindowBenchConfig {
-            documents: self.n,
-            seed: self.seed,
-            suites,
-            configurations,
-            distributions,
-            split_deltas,
-            next_split_delta,
-            queries: self.range_lookups.max(1),
-            repetitions: 1,
-            seconds_max: self.max_seconds,
-        })
-    }
-}
-
-/// `--next-suite`: NEXT §6 on Sift, rows printed as they finish.
-#[cfg(feature = "sift")]
-fn run_next_suite(args: &IndexBenchArgs) -> Result<(), BenchError> {
-    use super::windows::{run_suites, table_header, table_row};
-    let config = args.window_config()?;
-    let dir = BenchDir::prepare(args.db.as_deref(), &[])?;
-    let cache_bytes = args.cache_bytes.unwrap_or(settings::DEFAULT_CACHE_BYTES);
-    let memtable_bytes = args.memtable_bytes;
-    let options = || {
-        let mut options = sift_index::DatabaseOptions::default();
-        options.engine.block_cache_bytes = cache_bytes;
-        if let Some(bytes) = memtable_bytes {
-            super::sift_engine::scale_engine(&mut options, bytes);
-        }
-        options
-    };
-    if !args.json {
-        write_line(&format!(
-            "NEXT §6 suites [{}]: n {} configurations [{}] distributions [{}] queries per \
-             window {} (every match, no top-K) cache_bytes {cache_bytes} memtable_bytes {} seed {}\n\
-             windows on score (1..=10^8): small 0.01% = 10^4, medium 0.1% = 10^5, large 1% = \
-             10^6 values; on created_at the same fractions of the time span; geo: squares of \
-             0.001°, 0.01°, 0.1°; centred on random documents\n\
-             latency: time inside Sift's call, per query; blocks: data and index blocks read \
-             (cache or disk) per query; δ in score units (ms for created_at)",
-            config
-                .suites
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(","),
-            config.documents,
-            config.configurations.join(","),
-            config
-                .distributions
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(","),
-            config.queries,
-            memtable_bytes.map_or_else(|| "default".to_owned(), |b| b.to_string()),
-            config.seed,
-        ))?;
-        write_line(&table_header())?;
-    }
-    let json = args.json;
-    let result = run_suites(&config, dir.path(), &options, args.keep, &mut |row| {
-        if json {
-            let line = serde_json::to_string(row)
-                .map_err(|e| BenchError::new(format!("cannot encode a result row: {e}")))?;
-            write_line(&line)
-        } else {
-            write_line(&table_row(row))
-        }
-    });
-    let kept = dir.finish(args.keep)?;
-    result?;
-    if let (Some(path), false, true) = (kept, json, args.keep || args.db.is_some()) {
-        write_line(&format!("databases kept in {}", path.display()))?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -550,7 +409,6 @@ mod tests {
     /// The CPU lists parse as `taskset -c` takes them and reach the configuration; a CPU
     /// this process may not use is refused, naming the option and the CPU; `--next-suite`
     /// takes neither.
-    #[cfg(feature = "sift")]
     #[test]
     fn cpu_lists_parse_and_are_checked() {
         crate::pinning::test_support::check_cpu_options(&|arguments| {
@@ -570,21 +428,21 @@ mod tests {
     }
 
     /// The reference engine, noting the CPUs of every thread that loads or queries it.
-    #[cfg(all(feature = "sift", target_os = "linux"))]
+    #[cfg(target_os = "linux")]
     struct CpuNoting {
         inner: ReferenceEngine,
         cpus: std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<Option<String>>>>,
     }
 
-    #[cfg(all(feature = "sift", target_os = "linux"))]
+    #[cfg(target_os = "linux")]
     impl CpuNoting {
         fn note(&self) {
-            let cpus = crate::pinning::test_support::current_thread_cpu_list();
+            let cpus = crate::pinning::current_thread_cpu_list();
             self.cpus.lock().unwrap().insert(cpus);
         }
     }
 
-    #[cfg(all(feature = "sift", target_os = "linux"))]
+    #[cfg(target_os = "linux")]
     impl IndexEngine for CpuNoting {
         fn name(&self) -> &str {
             self.inner.name()
@@ -641,11 +499,11 @@ mod tests {
     /// With `--client-cpus`, the thread that loads and queries runs on those CPUs, and the
     /// calling thread (which opens and closes the store) keeps its own; without, the loads
     /// and queries run where the caller may.
-    #[cfg(all(feature = "sift", target_os = "linux"))]
+    #[cfg(target_os = "linux")]
     #[test]
     fn the_client_thread_runs_on_the_client_cpus() {
-        let allowed = sift_lsm::process_allowed_cpus();
-        let own = crate::pinning::test_support::current_thread_cpu_list();
+        let allowed = crate::pinning::process_allowed_cpus();
+        let own = crate::pinning::current_thread_cpu_list();
         let first = allowed[0].to_string();
         for pinned in [true, false] {
             let mut arguments = vec!["--n", "200", "--gets", "5", "--lookups", "5"];
@@ -657,7 +515,7 @@ mod tests {
             let cpus = std::sync::Arc::default();
             let mut opener_cpus = None;
             let rows = run_from_args(&args, &mut |config, _| {
-                opener_cpus = crate::pinning::test_support::current_thread_cpu_list();
+                opener_cpus = crate::pinning::current_thread_cpu_list();
                 Ok(Box::new(CpuNoting {
                     inner: ReferenceEngine::new(&config.indexes),
                     cpus: std::sync::Arc::clone(&cpus),
@@ -675,7 +533,7 @@ mod tests {
                 "pinned: {pinned}"
             );
             assert_eq!(opener_cpus, own, "pinned: {pinned}");
-            assert_eq!(crate::pinning::test_support::current_thread_cpu_list(), own);
+            assert_eq!(crate::pinning::current_thread_cpu_list(), own);
             let reported = pinned.then(|| vec![allowed[0]]);
             assert!(rows.iter().all(|row| row.client_cpus == reported));
             assert!(rows.iter().all(|row| row.background_cpus.is_none()));

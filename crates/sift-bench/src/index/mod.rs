@@ -14,8 +14,6 @@
 //! * Each hit's document is read (its bytes materialized), as a user's query would.
 
 pub mod args;
-#[cfg(feature = "sift")]
-pub mod blocks;
 pub mod reference;
 pub mod report;
 pub mod runner;
@@ -23,10 +21,6 @@ pub mod time;
 pub mod verify;
 
 pub use crate::kv::{BenchError, EngineCounters};
-#[cfg(feature = "sift")]
-pub mod sift_engine;
-#[cfg(feature = "sift")]
-pub mod windows;
 
 pub use args::{run_from_args, IndexBenchArgs};
 pub use report::IndexRow;

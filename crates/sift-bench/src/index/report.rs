@@ -56,10 +56,7 @@ impl Latencies {
     }
 }
 
-pub fn round_to(value: f64, decimals: i32) -> f64 {
-    let scale = 10_f64.powi(decimals);
-    (value * scale).round() / scale
-}
+pub use crate::round_to;
 
 /// One measurement. Fields that do not apply are `null` in JSON.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -318,7 +318,6 @@ mod tests {
 
     /// The CPU lists parse as `taskset -c` takes them and reach the configuration; a CPU
     /// this process may not use is refused, naming the option and the CPU.
-    #[cfg(feature = "sift")]
     #[test]
     fn cpu_lists_parse_and_are_checked() {
         crate::pinning::test_support::check_cpu_options(&|arguments| {

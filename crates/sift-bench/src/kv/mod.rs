@@ -1,5 +1,5 @@
 //! The db_bench-style key-value benchmark: operations, configuration, the `Engine` trait every
-//! engine implements (Sift here, RocksDB and LevelDB in `crates/sift-peers`), and the runner
+//! engine implements (Sift in `sift-study`, RocksDB and LevelDB in `crates/sift-peers`), and the runner
 //! that drives an engine through the operations and turns measurements into `Row`s.
 //!
 //! Semantics follow LevelDB's db_bench: `fillseq` and `fillrandom` start from a fresh
@@ -12,8 +12,6 @@ pub mod args;
 pub mod keys;
 pub mod process_io;
 pub mod report;
-#[cfg(feature = "sift")]
-pub mod sift_engine;
 
 pub use args::{run_from_args, BenchDir, KvArgs};
 pub use keys::{KeyFormat, RandomKeys, ValueGenerator};
@@ -554,7 +552,7 @@ mod tests {
             self.putter_cpus
                 .lock()
                 .unwrap()
-                .insert(crate::pinning::test_support::current_thread_cpu_list());
+                .insert(crate::pinning::current_thread_cpu_list());
             self.map
                 .lock()
                 .unwrap()
@@ -661,12 +659,12 @@ mod tests {
 
     /// With client CPUs, every thread that issues operations runs on them, and the calling
     /// thread (which opens and waits) keeps its own; without, the threads keep the caller's.
-    #[cfg(all(feature = "sift", target_os = "linux"))]
+    #[cfg(target_os = "linux")]
     #[test]
     fn client_threads_run_on_the_client_cpus() {
         let format = KeyFormat::new(8, 1000).unwrap();
-        let allowed = sift_lsm::process_allowed_cpus();
-        let own = crate::pinning::test_support::current_thread_cpu_list();
+        let allowed = crate::pinning::process_allowed_cpus();
+        let own = crate::pinning::current_thread_cpu_list();
         for client_cpus in [Some(vec![allowed[0]]), None] {
             let engine = ModelEngine::default();
             let mut config = config(vec![Operation::FillSeq], 3);
@@ -683,7 +681,7 @@ mod tests {
                 std::iter::once(expected).collect(),
                 "client CPUs {client_cpus:?}"
             );
-            assert_eq!(crate::pinning::test_support::current_thread_cpu_list(), own);
+            assert_eq!(crate::pinning::current_thread_cpu_list(), own);
         }
     }
 

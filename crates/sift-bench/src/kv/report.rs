@@ -71,10 +71,7 @@ pub struct LatencySummary {
     pub max_us: f64,
 }
 
-pub fn round_to(value: f64, decimals: i32) -> f64 {
-    let scale = 10_f64.powi(decimals);
-    (value * scale).round() / scale
-}
+pub use crate::round_to;
 
 /// One operation's result: printed as one JSON line by `--json`, the same for every engine.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

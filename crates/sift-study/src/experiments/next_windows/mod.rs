@@ -1,0 +1,711 @@
+//! Experiment 5 (NEXT, SIGMOD'25, §6): small, medium and large query windows on a numeric and
+//! a geo attribute, the δ sweep of the value-aware split, uniform against Zipf-skewed values,
+//! two indexes at once, and the global index's memory against the data size — the cases of
+//! `crate::experiments::next_windows::bench` (what `sift bench index --next-suite` runs), at the preset's size.
+//!
+//! NEXT compared four classes of index; Sift's kinds stand for them: `next` (NEXT), `sst-local`
+//! (per-SSTable secondary indexes without a global index: NEXT's "Embedded"), `composite` (its
+//! LSM "Standalone") and `memory` (its in-memory "Eager"). The experiment takes, for each of
+//! these kinds, the first configuration of the run with that kind (so colours match the other
+//! experiments), or the kind with its default maintenance when the run has none.
+
+pub mod bench;
+pub mod report;
+pub mod suite;
+
+use super::{new_result, round, Context, Distribution, ExperimentId};
+use crate::data::StudyData;
+use crate::results::{ExperimentResult, FigureInfo, Measurement, Verdict};
+use crate::verdict::{kind_of, not_measured, outcome, verdict};
+use crate::BASELINE;
+use bench::{
+    align_fallbacks, generate, plan, run_case, CaseResult, CaseSettings, Documents, QueryOp, Suite,
+    Target, ValueDistribution, WindowBenchConfig, DEFAULT_SPLIT_DELTAS, SKEW_SPLIT_DELTA,
+};
+use sift_bench::index::BenchError;
+use std::collections::BTreeMap;
+
+pub const PAPER: &str = "NEXT (SIGMOD'25) §6 loaded 33 million geotagged tweets and 115 million \
+OSM buildings into RocksDB with NEXT, an embedded per-SSTable index, a stand-alone LSM index \
+(composite keys) and an in-memory eager index, and ran 1000 queries per workload with small, \
+medium and large windows (0.001°, 0.01°, 0.1° on coordinates; 10k, 100k, 1000k on UserID; \
+Tables 3–4). Findings: for small windows NEXT and the stand-alone indexes beat the embedded \
+index (NEXT up to 75% faster on numeric data); for medium windows NEXT beats every other \
+technique (15.5% to 84.9% lower latency); the value-aware split δ lowers query latency by up \
+to 25% at the cost of a larger global index (§6.4); NEXT beats the stand-alone and embedded \
+indexes on range queries for uniform and Zipf (0.5, 0.8, 1.0) values (§6.5); with two indexes \
+NEXT's PUT cost stays close to the stand-alone index's (17.1 vs 15.2 µs, Table 5); the global \
+index takes a small part of the memory (§6.7).";
+
+/// The kinds NEXT compared, by Sift's names.
+pub const KINDS: [&str; 4] = ["next", "sst-local", "composite", "memory"];
+
+/// NEXT §6 suites as run here: which configurations each one compares.
+struct Plan {
+    /// The four compared configurations (windows, geo).
+    compared: Vec<String>,
+    /// next, composite, sst-local (skew: NEXT §6.5 compared NEXT with and without δ, the
+    /// stand-alone and the embedded index).
+    skew: Vec<String>,
+    /// next and composite (NEXT §6.6 compared NEXT with the stand-alone index).
+    two: Vec<String>,
+}
+
+fn choose(context: &Context<'_>) -> Plan {
+    let known = context.known_configurations();
+    let pick = |kind: &str| {
+        known
+            .iter()
+            .find(|c| c.kind == kind)
+            .map_or_else(|| kind.to_owned(), |c| c.name())
+    };
+    let compared: Vec<String> = KINDS.iter().map(|kind| pick(kind)).collect();
+    let of = |kinds: &[&str]| {
+        compared
+            .iter()
+            .filter(|c| kinds.contains(&kind_of(c)))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    Plan {
+        skew: of(&["next", "composite", "sst-local"]),
+        two: of(&["next", "composite"]),
+        compared,
+    }
+}
+
+fn label(distribution: ValueDistribution, delta: Option<f64>) -> String {
+    match delta {
+        Some(delta) => format!("{distribution}, δ {delta:e}"),
+        None => distribution.to_string(),
+    }
+}
+
+pub fn run(context: &Context<'_>) -> Result<ExperimentResult, BenchError> {
+    let sizes = context.sizes;
+    let plan_of = choose(context);
+    let method = format!(
+        "Sift loaded {} LevelDB++ tweets per database, each with an extra integer `score` in \
+         1..=10^8 (uniform unless said; the skew suite draws it from Zipf 0.5, 0.8 and 1.0, \
+         small values most frequent), into databases with one index of each compared \
+         configuration ({}), and measured PUT latency, sizes and the global index, then {} \
+         queries per window ({} repetitions after a warm-up tenth, each cell capped at {} s), \
+         every match returned. Windows on score are fractions of its domain — small 0.01%, \
+         medium 0.1%, large 1% (10^4, 10^5, 10^6 values: NEXT's UserID widths) — and on the \
+         tweet's point (`place.coordinates`, `within`) squares of 0.001°, 0.01° and 0.1°, \
+         centred on random documents; RANGELOOKUP rows on place.coordinates are these geo \
+         windows (selectivity: side in micro-degrees). The δ sweep runs next with δ = {} \
+         (score units); skew compares {} and next with δ = {SKEW_SPLIT_DELTA:e}; two indexes \
+         ({}) index score and the point together (score and created_at in every \
+         configuration when one of them has no geo support). NEXT's 'Embedded' is sst-local here (per-file indexes, no global index), \
+         its 'Eager' memory.",
+        sizes.next_documents,
+        plan_of.compared.join(", "),
+        sizes.next_queries,
+        sizes.repetitions,
+        sizes.cell_seconds_max,
+        DEFAULT_SPLIT_DELTAS
+            .iter()
+            .map(|d| d.map_or_else(|| "none".to_owned(), |d| format!("{d:e}")))
+            .collect::<Vec<_>>()
+            .join(", "),
+        plan_of.skew.join(", "),
+        plan_of.two.join(", "),
+    );
+    let mut result = new_result(ExperimentId::Next, PAPER, &method);
+    if !matches!(context.data, StudyData::Tweets { .. }) {
+        "not-measured".clone_into(&mut result.status);
+        "NEXT's experiments need the tweet generator (a synthetic skewed score and a geo \
+         point); not run on user data"
+            .clone_into(&mut result.note);
+        result.verdicts = verdicts(&[]);
+        return Ok(result);
+    }
+    let seed = match context.data {
+        StudyData::Tweets { seed } => *seed,
+        StudyData::File { .. } => 0,
+    };
+    let base = WindowBenchConfig {
+        documents: sizes.next_documents,
+        seed,
+        suites: vec![Suite::Windows, Suite::Geo],
+        configurations: std::iter::once(BASELINE.to_owned())
+            .chain(plan_of.compared.iter().cloned())
+            .collect(),
+        distributions: vec![ValueDistribution::Uniform],
+        split_deltas: DEFAULT_SPLIT_DELTAS.to_vec(),
+        next_split_delta: None,
+        queries: sizes.next_queries,
+        repetitions: sizes.repetitions,
+        seconds_max: sizes.cell_seconds_max,
+    };
+    let mut cases = plan(&base);
+    cases.extend(plan(&WindowBenchConfig {
+        suites: vec![Suite::Delta],
+        ..base.clone()
+    }));
+    cases.extend(plan(&WindowBenchConfig {
+        suites: vec![Suite::TwoIndexes],
+        configurations: plan_of.two.clone(),
+        ..base.clone()
+    }));
+    cases.extend(plan(&WindowBenchConfig {
+        suites: vec![Suite::Skew],
+        configurations: plan_of.skew.clone(),
+        distributions: ValueDistribution::PAPER.to_vec(),
+        ..base.clone()
+    }));
+    let options = || context.engine.database_options();
+    let settings = CaseSettings {
+        options: &options,
+        queries: sizes.next_queries,
+        repetitions: sizes.repetitions,
+        seconds_max: sizes.cell_seconds_max,
+        seed,
+        memory_slices: 10,
+    };
+    let scratch = context.fresh_dir("next-probe")?;
+    align_fallbacks(&mut cases, scratch.path(), &settings)?;
+    drop(scratch);
+    let mut notes = Vec::new();
+    let mut documents: Option<Documents> = None;
+    context
+        .progress
+        .phase("NEXT §6 cases", cases.len() as u64, "databases");
+    for case in &cases {
+        context.check_interrupt()?;
+        if documents
+            .as_ref()
+            .is_none_or(|d| d.distribution != case.distribution)
+        {
+            drop(documents.take());
+            documents = Some(generate(sizes.next_documents, seed, case.distribution)?);
+        }
+        let Some(documents) = documents.as_ref() else {
+            continue;
+        };
+        let dir = context.fresh_dir(&format!("next-{}-{}", case.suite, case.configuration))?;
+        let what = format!(
+            "{} {} ({})",
+            case.suite,
+            case.configuration,
+            label(case.distribution, case.split_delta)
+        );
+        match run_case(case, documents, &dir.path().join("db"), &settings) {
+            Ok(found) => {
+                if let Some(note) = &found.note {
+                    notes.push(format!("{what}: {note}"));
+                }
+                result.measurements.extend(measurements(&found));
+            }
+            Err(error) => {
+                context.check_interrupt()?;
+                notes.push(format!("{what}: not measured ({error})"));
+            }
+        }
+        context.progress.advance(1);
+    }
+    context.progress.phase_done();
+    for (id, title) in [
+        (
+            "next-windows-score",
+            "RANGE latency on score by window (µs; box p5–p95, line at the median)",
+        ),
+        (
+            "next-windows-geo",
+            "Geo window latency on place.coordinates (µs; box p5–p95, median)",
+        ),
+        (
+            "next-delta",
+            "next: median RANGE latency (µs) by δ of the value-aware split",
+        ),
+        (
+            "next-delta-memory",
+            "next: global index (KiB) by δ of the value-aware split",
+        ),
+        (
+            "next-skew",
+            "Median medium-window RANGE latency (µs) by value distribution (light: next with δ)",
+        ),
+        (
+            "next-memory",
+            "next: global index (KiB) against the data tree on disk (MiB) during the load",
+        ),
+        (
+            "next-two-indexes",
+            "Two indexes at once: mean PUT latency (µs) and median medium-window latency (µs)",
+        ),
+    ] {
+        result.figures.push(FigureInfo {
+            id: id.to_owned(),
+            title: title.to_owned(),
+        });
+    }
+    result.verdicts = verdicts(&result.measurements);
+    if !notes.is_empty() {
+        "partial".clone_into(&mut result.status);
+        result.note = notes.join("; ");
+    }
+    Ok(result)
+}
+
+/// Selectivity label of a window: its width in the attribute's unit (values, ms), or the side
+/// of a geo square in micro-degrees.
+fn selectivity(target: Target, width: f64) -> u64 {
+    match target {
+        Target::Geo => (width * 1e6).round() as u64,
+        _ => width.round().max(0.0) as u64,
+    }
+}
+
+/// The measurements of one case.
+pub fn measurements(found: &CaseResult) -> Vec<Measurement> {
+    let case = &found.case;
+    let paths = found
+        .targets
+        .iter()
+        .map(|t| t.path())
+        .collect::<Vec<_>>()
+        .join("+");
+    let template = Measurement {
+        configuration: case.configuration.clone(),
+        attribute: (!paths.is_empty()).then_some(paths),
+        suite: Some(case.suite.name().to_owned()),
+        distribution: Some(case.distribution.to_string()),
+        split_delta: case.split_delta,
+        ..Measurement::default()
+    };
+    let mut out = Vec::new();
+    let mut push = |metric: &str, unit: &str, value: f64, labels: &Measurement| {
+        out.push(Measurement {
+            metric: metric.to_owned(),
+            unit: unit.to_owned(),
+            value,
+            ..labels.clone()
+        });
+    };
+    if let Some(load) = &found.load {
+        let put = Measurement {
+            op: Some("PUT".to_owned()),
+            count: Some(load.documents),
+            ..template.clone()
+        };
+        let latency = Distribution::of(&load.latencies_us);
+        push("put_latency_mean", "us", latency.mean, &put);
+        push("put_latency_p50", "us", latency.p50, &put);
+        push("put_latency_p99", "us", latency.p99, &put);
+        push(
+            "put_throughput",
+            "ops/s",
+            round(load.ops_per_sec(), 1),
+            &put,
+        );
+        push("settle_time", "s", round(load.settle_s, 4), &put);
+    }
+    if let Some(size) = &found.size {
+        for (tree, bytes) in [("data", size.data_bytes), ("index", size.index_bytes)] {
+            let labelled = Measurement {
+                tree: Some(tree.to_owned()),
+                ..template.clone()
+            };
+            push("bytes_on_disk", "bytes", bytes as f64, &labelled);
+        }
+        push(
+            "index_memory_bytes",
+            "bytes",
+            size.index_memory_bytes as f64,
+            &template,
+        );
+        if let (Some(bytes), Some(entries)) = (size.global_index_bytes, size.global_index_entries) {
+            push("global_index_bytes", "bytes", bytes as f64, &template);
+            push("global_index_entries", "entries", entries as f64, &template);
+            if size.data_bytes > 0 {
+                push(
+                    "global_index_percent_of_data",
+                    "%",
+                    round(100.0 * bytes as f64 / size.data_bytes as f64, 4),
+                    &template,
+                );
+            }
+        }
+    }
+    for (position, point) in found.memory_curve.iter().enumerate() {
+        let labelled = Measurement {
+            slice: Some(position as u32 + 1),
+            ..template.clone()
+        };
+        push(
+            "documents_loaded",
+            "documents",
+            point.documents as f64,
+            &labelled,
+        );
+        push(
+            "data_bytes_on_disk",
+            "bytes",
+            point.data_bytes as f64,
+            &labelled,
+        );
+        push(
+            "global_index_bytes",
+            "bytes",
+            point.global_index_bytes as f64,
+            &labelled,
+        );
+    }
+    for cell in &found.cells {
+        let is_window = cell.spec.op == QueryOp::Window;
+        let labelled = Measurement {
+            attribute: Some(cell.spec.target.path().to_owned()),
+            op: Some(if is_window { "RANGELOOKUP" } else { "LOOKUP" }.to_owned()),
+            top_k: Some("all".to_owned()),
+            window: cell.spec.window.map(str::to_owned),
+            selectivity: is_window.then(|| selectivity(cell.spec.target, cell.width)),
+            count: Some(cell.latencies_us.len() as u64),
+            ..template.clone()
+        };
+        Distribution::of(&cell.latencies_us).push(&mut out, &labelled, "latency");
+        out.push(Measurement {
+            metric: "hits_per_query".to_owned(),
+            unit: "hits".to_owned(),
+            value: round(cell.hits_per_query, 3),
+            ..labelled.clone()
+        });
+        out.push(Measurement {
+            metric: "blocks_read_per_query".to_owned(),
+            unit: "blocks".to_owned(),
+            value: round(cell.blocks_per_query, 3),
+            ..labelled
+        });
+    }
+    out
+}
+
+/// A filter over this experiment's measurements.
+#[derive(Clone, Copy, Default)]
+pub struct Pick<'a> {
+    pub metric: &'a str,
+    pub suite: &'a str,
+    pub attribute: Option<&'a str>,
+    pub window: Option<&'a str>,
+    pub op: Option<&'a str>,
+    pub distribution: Option<&'a str>,
+    /// `Some(None)`: no split; `None`: any.
+    pub split_delta: Option<Option<f64>>,
+}
+
+impl Pick<'_> {
+    pub fn matches(&self, m: &Measurement) -> bool {
+        m.metric == self.metric
+            && m.suite.as_deref() == Some(self.suite)
+            && m.slice.is_none()
+            && m.repetition.is_none()
+            && (self.attribute.is_none() || m.attribute.as_deref() == self.attribute)
+            && (self.window.is_none() || m.window.as_deref() == self.window)
+            && (self.op.is_none() || m.op.as_deref() == self.op)
+            && (self.distribution.is_none() || m.distribution.as_deref() == self.distribution)
+            && self.split_delta.is_none_or(|delta| m.split_delta == delta)
+    }
+
+    /// Value per configuration (the first match of each).
+    pub fn per_configuration(&self, ms: &[Measurement]) -> BTreeMap<String, f64> {
+        let mut out = BTreeMap::new();
+        for m in ms.iter().filter(|m| self.matches(m)) {
+            out.entry(m.configuration.clone()).or_insert(m.value);
+        }
+        out
+    }
+}
+
+fn of_kind(values: &BTreeMap<String, f64>, kind: &str) -> Option<(String, f64)> {
+    values
+        .iter()
+        .find(|(name, _)| kind_of(name) == kind)
+        .map(|(name, value)| (name.clone(), *value))
+}
+
+fn us(value: f64) -> String {
+    if value >= 100.0 {
+        format!("{value:.0} µs")
+    } else {
+        format!("{value:.1} µs")
+    }
+}
+
+/// "next is faster than X at window W" on `attribute`, comparing medians.
+fn window_verdict(
+    ms: &[Measurement],
+    claim: &str,
+    source: &str,
+    suite: &str,
+    attribute: &str,
+    window: &str,
+    against: &[&str],
+) -> Verdict {
+    let medians = Pick {
+        metric: "latency_p50",
+        suite,
+        attribute: Some(attribute),
+        window: Some(window),
+        op: Some("RANGELOOKUP"),
+        ..Pick::default()
+    }
+    .per_configuration(ms);
+    let Some((next_name, next)) = of_kind(&medians, "next") else {
+        return not_measured(
+            claim,
+            source,
+            &format!("next was not measured on {window} windows of {attribute}"),
+        );
+    };
+    let others: Vec<(String, f64)> = against
+        .iter()
+        .filter_map(|kind| of_kind(&medians, kind))
+        .collect();
+    if others.is_empty() {
+        return not_measured(
+            claim,
+            source,
+            &format!("{} not measured on {attribute}", against.join(", ")),
+        );
+    }
+    let holds = others.iter().all(|(_, value)| next < *value);
+    let mut numbers = vec![(format!("{next_name} p50 us"), next)];
+    let mut parts = Vec::new();
+    for (name, value) in &others {
+        numbers.push((format!("{name} p50 us"), *value));
+        numbers.push((format!("{next_name}/{name}"), next / value.max(1e-9)));
+        parts.push(format!(
+            "{name} {} ({:.2}×)",
+            us(*value),
+            next / value.max(1e-9)
+        ));
+    }
+    verdict(
+        claim,
+        source,
+        outcome(holds),
+        format!(
+            "median latency of {window} windows on {attribute}: {next_name} {} vs {}",
+            us(next),
+            parts.join(", ")
+        ),
+        &numbers,
+    )
+}
+
+/// The verdicts of experiment 5, computed from its measurements.
+pub fn verdicts(ms: &[Measurement]) -> Vec<Verdict> {
+    let mut out = vec![
+        window_verdict(
+            ms,
+            "NEXT answers small windows faster than a composite index",
+            "NEXT §6.2.1, Table 4",
+            "windows",
+            "score",
+            "small",
+            &["composite"],
+        ),
+        window_verdict(
+            ms,
+            "NEXT answers medium windows faster than every other index",
+            "NEXT §6.2.1, Tables 3–4",
+            "windows",
+            "score",
+            "medium",
+            &["composite", "sst-local", "memory"],
+        ),
+        window_verdict(
+            ms,
+            "NEXT answers medium spatial windows faster than the stand-alone index",
+            "NEXT §6.2.1, Table 4 (spatial)",
+            "geo",
+            "place.coordinates",
+            "medium",
+            &["composite"],
+        ),
+    ];
+    // Global index against the data (issue 4's target: at most 2%).
+    let claim = "NEXT's global index stays small relative to the data";
+    let source = "NEXT §6.7; issue 4 target ≤ 2% of the data";
+    let percent = Pick {
+        metric: "global_index_percent_of_data",
+        suite: "windows",
+        ..Pick::default()
+    }
+    .per_configuration(ms);
+    out.push(match of_kind(&percent, "next") {
+        Some((name, value)) => {
+            let bytes = Pick {
+                metric: "global_index_bytes",
+                suite: "windows",
+                ..Pick::default()
+            }
+            .per_configuration(ms)
+            .get(&name)
+            .copied()
+            .unwrap_or(f64::NAN);
+            verdict(
+                claim,
+                source,
+                outcome(value <= 2.0),
+                format!(
+                    "{name}: global index {:.1} KiB = {value:.3}% of the data tree on disk \
+                     (rule: at most 2%)",
+                    bytes / 1024.0
+                ),
+                &[
+                    ("global index percent of data".to_owned(), value),
+                    ("global index bytes".to_owned(), bytes),
+                ],
+            )
+        }
+        None => not_measured(claim, source, "next was not measured"),
+    });
+    // δ: the best split against none, medium windows.
+    let claim = "The value-aware split (δ) lowers NEXT's query latency";
+    let source = "NEXT §6.4, Fig. 10 (up to 25%)";
+    let by_delta: Vec<(Option<f64>, f64)> = ms
+        .iter()
+        .filter(|m| {
+            Pick {
+                metric: "latency_p50",
+                suite: "delta",
+                window: Some("medium"),
+                ..Pick::default()
+            }
+            .matches(m)
+        })
+        .map(|m| (m.split_delta, m.value))
+        .collect();
+    let without = by_delta.iter().find(|(d, _)| d.is_none()).map(|(_, v)| *v);
+    let best = by_delta
+        .iter()
+        .filter(|(d, _)| d.is_some())
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .copied();
+    out.push(match (without, best) {
+        (Some(without), Some((Some(delta), with))) => verdict(
+            claim,
+            source,
+            outcome(with < without),
+            format!(
+                "median medium-window latency: no split {}, best δ = {delta:e}: {} ({:+.1}%)",
+                us(without),
+                us(with),
+                100.0 * (with / without.max(1e-9) - 1.0)
+            ),
+            &[
+                ("no split p50 us".to_owned(), without),
+                ("best delta".to_owned(), delta),
+                ("best delta p50 us".to_owned(), with),
+            ],
+        ),
+        _ => not_measured(claim, source, "the δ sweep was not measured"),
+    });
+    // Skew: next (either δ) against composite, per distribution.
+    let claim = "NEXT beats the stand-alone index on range windows for every value distribution";
+    let source = "NEXT §6.5, Fig. 11a";
+    let mut rows = Vec::new();
+    let mut numbers = Vec::new();
+    let mut holds = true;
+    for distribution in ValueDistribution::PAPER {
+        let name = distribution.to_string();
+        let medians: Vec<(&Measurement, f64)> = ms
+            .iter()
+            .filter(|m| {
+                Pick {
+                    metric: "latency_p50",
+                    suite: "skew",
+                    window: Some("medium"),
+                    distribution: Some(&name),
+                    ..Pick::default()
+                }
+                .matches(m)
+            })
+            .map(|m| (m, m.value))
+            .collect();
+        let best_next = medians
+            .iter()
+            .filter(|(m, _)| kind_of(&m.configuration) == "next")
+            .map(|(_, v)| *v)
+            .fold(f64::INFINITY, f64::min);
+        let composite = medians
+            .iter()
+            .find(|(m, _)| kind_of(&m.configuration) == "composite")
+            .map(|(_, v)| *v);
+        if let (true, Some(composite)) = (best_next.is_finite(), composite) {
+            holds &= best_next < composite;
+            rows.push(format!(
+                "{name}: next {} vs composite {}",
+                us(best_next),
+                us(composite)
+            ));
+            numbers.push((format!("{name} next p50 us"), best_next));
+            numbers.push((format!("{name} composite p50 us"), composite));
+        }
+    }
+    out.push(if rows.is_empty() {
+        not_measured(claim, source, "the skew suite was not measured")
+    } else {
+        verdict(
+            claim,
+            source,
+            outcome(holds),
+            format!(
+                "median medium-window latency (next: the better of no split and δ): {}",
+                rows.join("; ")
+            ),
+            &numbers,
+        )
+    });
+    // Two indexes: PUT cost close to the stand-alone index (within 25%).
+    let claim = "With two indexes, NEXT's PUT cost stays close to the stand-alone index's";
+    let source = "NEXT §6.6, Table 5 (17.1 vs 15.2 µs)";
+    let puts = Pick {
+        metric: "put_latency_mean",
+        suite: "two-indexes",
+        ..Pick::default()
+    }
+    .per_configuration(ms);
+    out.push(
+        match (of_kind(&puts, "next"), of_kind(&puts, "composite")) {
+            (Some((next_name, next)), Some((composite_name, composite))) => verdict(
+                claim,
+                source,
+                outcome(next <= 1.25 * composite),
+                format!(
+                    "mean PUT latency with two indexes: {next_name} {} vs {composite_name} {} \
+                     ({:.2}×; rule: at most 1.25×)",
+                    us(next),
+                    us(composite),
+                    next / composite.max(1e-9)
+                ),
+                &[
+                    (format!("{next_name} PUT us"), next),
+                    (format!("{composite_name} PUT us"), composite),
+                ],
+            ),
+            _ => not_measured(claim, source, "the two-index runs were not measured"),
+        },
+    );
+    out
+}
+
+/// The label of a skew/δ configuration: `next δ 1e6` for a split.
+pub fn series_name(m: &Measurement) -> String {
+    match m.split_delta {
+        Some(delta) => format!("{} δ {delta:e}", m.configuration),
+        None => m.configuration.clone(),
+    }
+}
+
+/// The median RANGE latency of windows per (configuration) in `suite`, for the report.
+pub fn window_label(window: &str) -> String {
+    let fraction = match window {
+        "small" => "0.01% / 0.001°",
+        "medium" => "0.1% / 0.01°",
+        _ => "1% / 0.1°",
+    };
+    format!("{window} ({fraction})")
+}
