@@ -40,7 +40,7 @@ pub enum ExperimentId {
     Next,
     /// 6: Vinyl's deferred-update microbenchmark.
     Vinyl,
-    /// 7: Diff-Index's maintenance schemes under load (`diff_index.rs`).
+    /// 7: Diff-Index's maintenance schemes under load (`diff_index/`).
     DiffIndex,
 }
 

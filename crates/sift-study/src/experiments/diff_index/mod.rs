@@ -12,9 +12,10 @@
 
 pub mod bench;
 pub mod report;
+pub mod verdicts;
 
 use super::{new_result, round, Context, ExperimentId};
-use crate::results::{ExperimentResult, FigureInfo, Measurement, Verdict};
+use crate::results::{ExperimentResult, FigureInfo, Measurement};
 use crate::BASELINE;
 use bench::{Latency, RateBasis, Scheme, SchemeResult, Settings};
 use sift_bench::index::BenchError;
@@ -34,7 +35,7 @@ reaches about 30% more throughput than sync-full.";
 pub const SCHEMES: [Scheme; 5] = Scheme::ALL;
 
 const SELECTIVITIES_PPM: [u64; 4] = [1, 10, 100, 1000];
-const SOURCE_UPDATE: &str = "Diff-Index §8.2, Fig. 7";
+pub(crate) const SOURCE_UPDATE: &str = "Diff-Index §8.2, Fig. 7";
 
 /// The configuration name of a scheme in this study.
 pub fn configuration_name(scheme: Scheme) -> String {
@@ -135,7 +136,7 @@ pub fn run(context: &Context<'_>) -> Result<ExperimentResult, BenchError> {
             context.check_interrupt()?;
             "not-measured".clone_into(&mut result.status);
             result.note = format!("the run failed: {error}");
-            result.verdicts = verdicts(&[]);
+            result.verdicts = verdicts::verdicts(&[]);
             return Ok(result);
         }
     };
@@ -152,7 +153,7 @@ pub fn run(context: &Context<'_>) -> Result<ExperimentResult, BenchError> {
             .join("; ");
     }
     result.figures = figures();
-    result.verdicts = verdicts(&result.measurements);
+    result.verdicts = verdicts::verdicts(&result.measurements);
     Ok(result)
 }
 
@@ -362,300 +363,6 @@ pub fn measurements(result: &SchemeResult, out: &mut Vec<Measurement>) {
     }
 }
 
-fn find(
-    measurements: &[Measurement],
-    configuration: &str,
-    metric: &str,
-    slice: Option<u32>,
-) -> Option<f64> {
-    measurements
-        .iter()
-        .find(|m| {
-            m.configuration == configuration
-                && m.metric == metric
-                && m.slice == slice
-                && m.op.as_deref() == Some("UPDATE")
-        })
-        .map(|m| m.value)
-}
-
-/// The load steps measured for `configuration`: (slice, offered load %).
-fn steps(measurements: &[Measurement], configuration: &str) -> Vec<(u32, f64)> {
-    let mut steps: Vec<(u32, f64)> = measurements
-        .iter()
-        .filter(|m| m.configuration == configuration && m.metric == "offered_load_percent")
-        .filter_map(|m| Some((m.slice?, m.value)))
-        .collect();
-    steps.sort_by_key(|(slice, _)| *slice);
-    steps
-}
-
-/// The slice of the step nearest `percent` (the same for every scheme: one schedule).
-fn slice_near(measurements: &[Measurement], percent: f64) -> Option<(u32, f64)> {
-    steps(measurements, BASELINE)
-        .into_iter()
-        .min_by(|a, b| (a.1 - percent).abs().total_cmp(&(b.1 - percent).abs()))
-}
-
-fn read_p50(
-    measurements: &[Measurement],
-    configuration: &str,
-    op: &str,
-    selectivity: Option<u64>,
-) -> Option<f64> {
-    measurements
-        .iter()
-        .find(|m| {
-            m.configuration == configuration
-                && m.metric == "latency_p50"
-                && m.op.as_deref() == Some(op)
-                && m.selectivity == selectivity
-        })
-        .map(|m| m.value)
-}
-
-fn verdict(
-    claim: &str,
-    source: &str,
-    outcome: Option<bool>,
-    evidence: String,
-    numbers: &[(&str, f64)],
-) -> Verdict {
-    let outcome = crate::verdict::outcome_if_measured(outcome);
-    crate::verdict::verdict(claim, source, outcome, evidence, numbers)
-}
-
-const FULL: &str = "composite:sync-full";
-const INSERT: &str = "composite:sync-insert";
-const SIMPLE: &str = "composite:async-simple";
-
-/// The paper's claims checked against `measurements` (fixed thresholds, stated in each claim).
-pub fn verdicts(measurements: &[Measurement]) -> Vec<Verdict> {
-    let mut out = Vec::new();
-    let half = slice_near(measurements, 50.0);
-    let missing = "not measured in this run".to_owned();
-    // 1, 2: update latency at half of the scheme's own saturation relative to no index offered
-    // the same rate (`bench::HALF_LOAD_RULE`).
-    for (claim, scheme, limit) in [
-        (
-            "sync-insert update latency is about twice a base put (at most 2.2× no index, mean \
-             and median, at half of sync-insert's own saturation throughput, no index offered the \
-             same rate)",
-            INSERT,
-            2.2,
-        ),
-        (
-            "async-simple update latency stays close to no index at moderate load (at most 1.3×, \
-             mean and median, at half of async-simple's own saturation throughput, no index \
-             offered the same rate)",
-            SIMPLE,
-            1.3,
-        ),
-    ] {
-        let get = |metric: &str| find(measurements, scheme, metric, None);
-        let values = (|| {
-            Some((
-                get("half_load_offered_rate")?,
-                get("half_load_saturation_rate")?,
-                get("half_load_latency_mean")?,
-                get("half_load_baseline_latency_mean")?,
-                get("half_load_latency_p50")?,
-                get("half_load_baseline_latency_p50")?,
-            ))
-        })();
-        out.push(match values {
-            Some((rate, saturation, mean, base_mean, p50, base_p50)) => {
-                let (mean_ratio, p50_ratio) = (mean / base_mean, p50 / base_p50);
-                verdict(
-                    claim,
-                    SOURCE_UPDATE,
-                    Some(mean_ratio <= limit && p50_ratio <= limit),
-                    format!(
-                        "rule: {}. At {rate:.0} updates/s (half of {scheme}'s {saturation:.0}/s): \
-                         {scheme} mean {mean:.1} µs vs no index {base_mean:.1} µs \
-                         ({mean_ratio:.2}×), median {p50:.1} vs {base_p50:.1} µs ({p50_ratio:.2}×); \
-                         reproduced when both ratios are ≤ {limit}",
-                        bench::HALF_LOAD_RULE
-                    ),
-                    &[
-                        ("offered_rate", rate),
-                        ("saturation_rate", saturation),
-                        ("mean_ratio", mean_ratio),
-                        ("p50_ratio", p50_ratio),
-                        ("limit", limit),
-                    ],
-                )
-            }
-            None => verdict(claim, SOURCE_UPDATE, None, missing.clone(), &[]),
-        });
-    }
-    // 3: sync-insert cheaper than sync-full (saturation and latency at half load).
-    {
-        let claim = "sync-insert updates are cheaper than sync-full (which reads the old version)";
-        let values = (|| {
-            let (slice, _) = half?;
-            Some((
-                find(measurements, INSERT, "saturation_throughput", None)?,
-                find(measurements, FULL, "saturation_throughput", None)?,
-                find(measurements, INSERT, "service_latency_mean", Some(slice))?,
-                find(measurements, FULL, "service_latency_mean", Some(slice))?,
-            ))
-        })();
-        out.push(match values {
-            Some((insert_rate, full_rate, insert_us, full_us)) => verdict(
-                claim,
-                SOURCE_UPDATE,
-                Some(insert_rate > full_rate && insert_us < full_us),
-                format!(
-                    "saturation {insert_rate:.0} vs {full_rate:.0} updates/s; mean time per update \
-                     at half load {insert_us:.1} vs {full_us:.1} µs (sync-insert vs sync-full); \
-                     reproduced when sync-insert is ahead on both"
-                ),
-                &[
-                    ("sync_insert_saturation", insert_rate),
-                    ("sync_full_saturation", full_rate),
-                    ("sync_insert_service_us", insert_us),
-                    ("sync_full_service_us", full_us),
-                ],
-            ),
-            None => verdict(claim, SOURCE_UPDATE, None, missing.clone(), &[]),
-        });
-    }
-    // 4: async rises past sync-insert at the highest load.
-    {
-        let claim = "near saturation async-simple update latency rises past sync-insert (the \
-                     update queue competes for resources)";
-        let top = steps(measurements, BASELINE).last().copied();
-        let values = top.and_then(|(slice, percent)| {
-            Some((
-                percent,
-                find(measurements, SIMPLE, "latency_mean", Some(slice))?,
-                find(measurements, INSERT, "latency_mean", Some(slice))?,
-            ))
-        });
-        out.push(match values {
-            Some((percent, simple, insert)) => verdict(
-                claim,
-                SOURCE_UPDATE,
-                Some(simple > insert),
-                format!(
-                    "at {percent}% load: async-simple mean {simple:.1} µs, sync-insert {insert:.1} µs"
-                ),
-                &[("load_percent", percent), ("async_simple_us", simple), ("sync_insert_us", insert)],
-            ),
-            None => verdict(claim, SOURCE_UPDATE, None, missing.clone(), &[]),
-        });
-    }
-    // 5: async-simple sustains more than sync-full.
-    {
-        let claim = "async-simple sustains a higher update throughput than sync-full (the paper: \
-                     30% more, from batching in the update queue)";
-        let values = find(measurements, SIMPLE, "saturation_throughput", None).zip(find(
-            measurements,
-            FULL,
-            "saturation_throughput",
-            None,
-        ));
-        out.push(match values {
-            Some((simple, full)) => verdict(
-                claim,
-                "Diff-Index §8.2",
-                Some(simple > full),
-                format!(
-                    "sustained saturation (closed loop, including the drain of the queue): \
-                     async-simple {simple:.0} vs sync-full {full:.0} updates/s ({:.2}×)",
-                    simple / full
-                ),
-                &[
-                    ("async_simple_saturation", simple),
-                    ("sync_full_saturation", full),
-                ],
-            ),
-            None => verdict(claim, "Diff-Index §8.2", None, missing.clone(), &[]),
-        });
-    }
-    // 6: lag.
-    {
-        let claim = "at modest load most async-simple index updates land within 100 ms, and the \
-                     lag grows with the load";
-        let all = steps(measurements, SIMPLE);
-        let values = all.first().zip(all.last()).and_then(|(low, high)| {
-            Some((
-                low.1,
-                high.1,
-                find(measurements, SIMPLE, "index_lag_p50", Some(low.0))?,
-                find(measurements, SIMPLE, "index_lag_p99", Some(low.0))?,
-                find(measurements, SIMPLE, "index_lag_p99", Some(high.0))?,
-            ))
-        });
-        out.push(match values {
-            Some((low, high, p50_low, p99_low, p99_high)) => verdict(
-                claim,
-                "Diff-Index §8.2, Fig. 11",
-                Some(p50_low <= 100_000.0 && p99_high >= p99_low),
-                format!(
-                    "lag median at {low}% load ≤ {:.1} ms; 99th percentile ≤ {:.1} ms at {low}% and \
-                     ≤ {:.1} ms at {high}% (log2 bucket bounds)",
-                    p50_low / 1e3,
-                    p99_low / 1e3,
-                    p99_high / 1e3
-                ),
-                &[
-                    ("lag_p50_low_load_us", p50_low),
-                    ("lag_p99_low_load_us", p99_low),
-                    ("lag_p99_high_load_us", p99_high),
-                ],
-            ),
-            None => verdict(claim, "Diff-Index §8.2, Fig. 11", None, missing.clone(), &[]),
-        });
-    }
-    // 7: reads.
-    {
-        let claim = "sync-insert reads pay for its cheap updates: range reads slow down more than \
-                     sync-full's as selectivity grows (every returned row is checked against the \
-                     base table)";
-        let widest = measurements
-            .iter()
-            .filter(|m| m.op.as_deref() == Some("RANGELOOKUP"))
-            .filter_map(|m| m.selectivity)
-            .max();
-        let values = widest.and_then(|width| {
-            Some((
-                width,
-                read_p50(measurements, INSERT, "RANGELOOKUP", Some(width))?,
-                read_p50(measurements, FULL, "RANGELOOKUP", Some(width))?,
-                read_p50(measurements, INSERT, "LOOKUP", None)?,
-                read_p50(measurements, FULL, "LOOKUP", None)?,
-            ))
-        });
-        out.push(match values {
-            Some((width, insert, full, insert_exact, full_exact)) => verdict(
-                claim,
-                "Diff-Index §8.2, Figs. 8–9",
-                Some(insert > 1.2 * full),
-                format!(
-                    "median RANGELOOKUP at selectivity {}%: sync-insert {insert:.1} µs vs \
-                     sync-full {full:.1} µs ({:.2}×; reproduced above 1.2×); exact match \
-                     {insert_exact:.1} vs {full_exact:.1} µs. Sift validates every candidate \
-                     against the primary under every scheme, so sync-insert pays only for the \
-                     stale entries it meets, not for a base read per row",
-                    width as f64 / 10_000.0,
-                    insert / full
-                ),
-                &[
-                    ("selectivity_ppm", width as f64),
-                    ("sync_insert_range_p50_us", insert),
-                    ("sync_full_range_p50_us", full),
-                    ("sync_insert_lookup_p50_us", insert_exact),
-                    ("sync_full_lookup_p50_us", full_exact),
-                ],
-            ),
-            None => verdict(claim, "Diff-Index §8.2, Figs. 8–9", None, missing, &[]),
-        });
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -765,7 +472,7 @@ mod tests {
         for result in &results {
             super::measurements(result, &mut measurements);
         }
-        let found = verdicts(&measurements);
+        let found = verdicts::verdicts(&measurements);
         let outcomes: Vec<&str> = found.iter().map(|v| v.outcome.as_str()).collect();
         // 2.0× ≤ 2.2 and 1.25× ≤ 1.3: both targets hold; then cheaper, rises past, sustains,
         // lag, reads.
@@ -791,7 +498,7 @@ mod tests {
         for result in &slower {
             super::measurements(result, &mut measurements);
         }
-        let found = verdicts(&measurements);
+        let found = verdicts::verdicts(&measurements);
         assert_eq!(found[1].outcome, "differs");
         assert_eq!(found[0].outcome, "not-measured");
         assert!(found[1].numbers["mean_ratio"] > 1.9);

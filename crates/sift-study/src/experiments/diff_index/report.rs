@@ -1,6 +1,6 @@
 //! The figures and tables of experiment 7 (Diff-Index): latency against offered load per
 //! scheme, the lag histograms of the asynchronous schemes, read latency by selectivity.
-//! Measurement labels: see `study/experiments/diff_index.rs`.
+//! Measurement labels: see `super` (`experiments/diff_index/mod.rs`).
 
 use crate::report::html::{colour, opt, pivot_table, value};
 use crate::report::svg::{
