@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Renders a `sift study` report with headless Chromium and checks that every figure listed in
-# results.json is present in the rendered page with one non-empty <svg> (at least one data mark).
+# results.json is present in the rendered page with one non-empty <svg> (marks, and not the
+# plots' "no data measured").
 #
 #   bench/check-report.sh DIR      # DIR holds index.html and results.json (e.g. study/)
 #
@@ -47,9 +48,10 @@ for figure_id in expected:
     if len(svgs) != 1:
         problems.append(f"{figure_id}: {len(svgs)} svg elements")
         continue
+    # The axes are lines too, so marks alone cannot tell an empty plot: the plots write
+    # "no data measured" when they have no value (crates/sift-study/src/report/svg.rs).
     marks = len(re.findall(r"<(?:circle|polyline|rect|line)\b", svgs[0]))
-    tooltips = svgs[0].count("<title>") - 1
-    if marks == 0 or tooltips < 1 or "no data measured" in svgs[0]:
+    if marks == 0 or "no data measured" in svgs[0]:
         problems.append(f"{figure_id}: svg has no data marks")
 rendered = len(re.findall(r'<figure[^>]*class="plot"', dom))
 if problems:

@@ -72,6 +72,64 @@
 //! the query's range and, for postings (eager, lazy, memory), only if the posting names that
 //! live version's sequence number. Results are newest first by live sequence number; stale
 //! entries never count toward K; no document is returned twice.
+//!
+//! # Example
+//!
+//! The ten newest tweets of user 42, tweets in a range of likes, tweets inside a box, a
+//! read-your-writes session over an asynchronous index:
+//!
+//! ```
+//! use sift_index::{
+//!     AttrType, AttrValue, Database, DatabaseOptions, GeoBox, IndexKind, IndexSpec, Maintenance,
+//! };
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let db = Database::open(dir.path(), DatabaseOptions::default())?;
+//! db.create_collection("tweets", "id")?;
+//! db.create_index("tweets", IndexSpec::new("by_user", "user", AttrType::Int, IndexKind::Composite))?;
+//! db.create_index("tweets", IndexSpec::new("by_likes", "likes", AttrType::Int, IndexKind::Next))?;
+//! db.create_index("tweets", IndexSpec::new("by_place", "place", AttrType::Geo, IndexKind::Composite))?;
+//! db.put("tweets", br#"{"id": "t1", "user": 42, "likes": 3, "place": [-73.97, 40.78]}"#)?;
+//! db.put("tweets", br#"{"id": "t2", "user": 42, "likes": 250, "place": [2.35, 48.86]}"#)?;
+//! db.put("tweets", br#"{"id": "t3", "user": 7, "likes": 12, "place": [-73.99, 40.75]}"#)?;
+//!
+//! // LOOKUP: newest first, at most 10.
+//! let by_user = db.lookup("tweets", "by_user", &AttrValue::Int(42), Some(10))?;
+//! let pks: Vec<&[u8]> = by_user.hits.iter().map(|hit| hit.pk.as_slice()).collect();
+//! assert_eq!(pks, [b"t2".as_slice(), b"t1"]);
+//!
+//! // RANGE (both ends included), every match.
+//! let liked = db.range("tweets", "by_likes", &AttrValue::Int(10), &AttrValue::Int(1000), None)?;
+//! assert_eq!(liked.hits.len(), 2);
+//!
+//! // WITHIN a box of longitudes and latitudes (New York).
+//! let new_york = GeoBox::new(-74.3, 40.5, -73.7, 40.9)?;
+//! let near = db.within("tweets", "by_place", &new_york, None)?;
+//! let pks: Vec<&[u8]> = near.hits.iter().map(|hit| hit.pk.as_slice()).collect();
+//! assert_eq!(pks, [b"t3".as_slice(), b"t1"]);
+//!
+//! // A replace moves the document in every index; a delete removes it.
+//! db.put("tweets", br#"{"id": "t1", "user": 7, "likes": 3, "place": [-73.97, 40.78]}"#)?;
+//! db.delete("tweets", b"t2")?;
+//! assert!(db.lookup("tweets", "by_user", &AttrValue::Int(42), None)?.hits.is_empty());
+//!
+//! // An index maintained in the background: a session sees its own writes at once.
+//! db.create_index(
+//!     "tweets",
+//!     IndexSpec::new("by_lang", "lang", AttrType::String, IndexKind::Composite)
+//!         .with_maintenance(Maintenance::AsyncSession),
+//! )?;
+//! let session = db.session();
+//! session.put("tweets", br#"{"id": "t4", "user": 9, "lang": "fr"}"#)?;
+//! let french = session.lookup("tweets", "by_lang", &AttrValue::String("fr".into()), None)?;
+//! assert_eq!(french.hits.len(), 1);
+//! session.end();
+//!
+//! db.close()?;
+//! # Ok(())
+//! # }
+//! ```
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]

@@ -5,6 +5,40 @@
 //! returned to the caller and stored with the value. The engine knows nothing about secondary
 //! indexes; `extension` lists the hooks the index layer plugs into. `ARCHITECTURE.md` at the
 //! repository root says which module owns what.
+//!
+//! # Example
+//!
+//! ```
+//! use sift_lsm::{Db, Options, ReadOptions, TreeOptions, WriteBatch, WriteOptions};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let db = Db::open(dir.path(), Options::default())?;
+//! let users = db.default_tree();
+//! let by_city = db.create_tree("by_city", TreeOptions::default())?;
+//!
+//! // One batch across two trees: both entries or neither.
+//! let mut batch = WriteBatch::new();
+//! batch.put(&users, b"u1", br#"{"city": "Lyon"}"#);
+//! batch.put(&by_city, b"Lyon/u1", b"");
+//! db.write(batch, &WriteOptions { sync: true })?;
+//! assert!(db.get(&by_city, b"Lyon/u1")?.is_some());
+//!
+//! // A snapshot keeps seeing what it saw; a flush moves the memtable to an SSTable.
+//! let snapshot = db.snapshot();
+//! db.delete(&users, b"u1")?;
+//! db.flush()?;
+//! assert!(db.get(&users, b"u1")?.is_none());
+//! let as_of = ReadOptions { snapshot: Some(snapshot), ..ReadOptions::default() };
+//! let keys: Vec<Vec<u8>> = db
+//!     .iter(&users, as_of)?
+//!     .map(|entry| entry.map(|(key, _value, _seq)| key))
+//!     .collect::<Result<_, _>>()?;
+//! assert_eq!(keys, [b"u1".to_vec()]);
+//! db.close()?;
+//! # Ok(())
+//! # }
+//! ```
 
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 #![deny(missing_docs)]
