@@ -142,8 +142,7 @@ mod tests {
             let allowed = process_allowed_cpus();
             assert!(!allowed.is_empty());
             let own = || {
-                // SAFETY: gettid takes no arguments and touches no memory of ours.
-                let id = unsafe { libc::syscall(libc::SYS_gettid) };
+                let id = nix::unistd::gettid();
                 let status = std::fs::read_to_string(format!("/proc/self/task/{id}/status"))
                     .unwrap_or_default();
                 status
