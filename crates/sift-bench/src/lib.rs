@@ -12,6 +12,9 @@
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 #![forbid(unsafe_code)]
 
+pub use error::BenchError;
+
+mod error;
 pub mod index;
 pub mod kv;
 pub mod noise;

@@ -6,7 +6,7 @@
 //! of `sift_lsm::Options`); a benchmark pins every thread it starts to issue operations, with
 //! the same kernel calls (`nix::sched`), so the peer engines' binary pins as `sift bench` does.
 
-use crate::kv::BenchError;
+use crate::BenchError;
 use std::collections::BTreeSet;
 
 /// A CPU list in the kernel's format (`0-1,3`, as `taskset -c` takes): the CPUs in ascending

@@ -27,6 +27,7 @@ pub mod cost_model;
 pub mod data;
 pub mod engines;
 pub mod experiments;
+pub mod figure;
 pub mod presets;
 pub mod recommendations;
 pub mod report;

@@ -36,31 +36,7 @@ pub mod settings {
     pub const IMMUTABLE_MEMTABLES_MAX: usize = 2;
 }
 
-/// A benchmark failure: what went wrong, ready for the user.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BenchError {
-    message: String,
-}
-
-impl BenchError {
-    pub fn new(message: impl Into<String>) -> BenchError {
-        BenchError {
-            message: message.into(),
-        }
-    }
-
-    pub fn message(&self) -> &str {
-        &self.message
-    }
-}
-
-impl std::fmt::Display for BenchError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for BenchError {}
+pub use crate::error::BenchError;
 
 /// One benchmark operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]

@@ -4,7 +4,6 @@
 pub mod csv;
 pub mod html;
 pub mod json;
-pub mod svg;
 
 use crate::results::StudyResults;
 use sift_bench::index::BenchError;

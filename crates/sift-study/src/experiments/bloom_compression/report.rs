@@ -1,7 +1,7 @@
 //! The report section of experiment 4 (the bloom and compression sweeps and the client-thread sweep): its figures and its table of measurements.
 
-use crate::report::html::{colour, configurations_in, legend, opt, pivot_table, value};
-use crate::report::svg::{bar_chart, line_plot, Bar, BarGroup, LegendEntry, Segment, Series};
+use crate::figure::svg::{bar_chart, line_plot, Bar, BarGroup, LegendEntry, Segment, Series};
+use crate::figure::{colour, configurations_in, legend, opt, pivot_table, value};
 use crate::results::{ExperimentResult, FigureInfo, Measurement, StudyResults};
 
 /// The figure `figure` of this experiment; `None` if it is not one of its figures.

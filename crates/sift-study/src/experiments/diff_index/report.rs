@@ -2,10 +2,10 @@
 //! scheme, the lag histograms of the asynchronous schemes, read latency by selectivity.
 //! Measurement labels: see `super` (`experiments/diff_index/mod.rs`).
 
-use crate::report::html::{colour, opt, pivot_table, value};
-use crate::report::svg::{
+use crate::figure::svg::{
     bar_chart, box_plot, line_plot, Bar, BarGroup, BoxGroup, BoxStats, LegendEntry, Segment, Series,
 };
+use crate::figure::{colour, opt, pivot_table, value};
 use crate::results::{ExperimentResult, FigureInfo, Measurement, StudyResults};
 use crate::BASELINE;
 

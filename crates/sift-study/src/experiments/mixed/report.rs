@@ -1,7 +1,7 @@
 //! The report section of experiment 3: its figures and its table of measurements.
 
-use crate::report::html::{colour, configurations_in, opt, pivot_table};
-use crate::report::svg::{line_plot, Series};
+use crate::figure::svg::{line_plot, Series};
+use crate::figure::{colour, configurations_in, opt, pivot_table};
 use crate::results::{ExperimentResult, FigureInfo, Measurement, StudyResults};
 
 /// The figure `figure` of this experiment; `None` if it is not one of its figures.

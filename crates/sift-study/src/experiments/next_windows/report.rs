@@ -3,11 +3,11 @@
 //! two-index runs, drawn from the experiment's measurements (`experiments::next_windows`).
 
 use crate::experiments::next_windows::{series_name, window_label, Pick};
-use crate::report::html::{colour, opt, pivot_table};
-use crate::report::svg::{
+use crate::figure::svg::{
     bar_chart, box_plot, line_plot, Bar, BarGroup, BoxGroup, BoxStats, LegendEntry,
 };
-use crate::report::svg::{Segment, Series};
+use crate::figure::svg::{Segment, Series};
+use crate::figure::{colour, opt, pivot_table};
 use crate::results::{ExperimentResult, FigureInfo, Measurement, StudyResults};
 use crate::verdict::kind_of;
 

@@ -1,11 +1,11 @@
 //! The report section of experiments 1 and 2: its figures and its table of measurements.
 
-use crate::report::html::{
+use crate::figure::svg::{
+    bar_chart, box_plot, line_plot, Bar, BarGroup, BoxGroup, BoxStats, LegendEntry, Segment, Series,
+};
+use crate::figure::{
     attribute_paths, cell_label, colour, configurations_in, five_numbers, legend, opt, pivot_table,
     query_cells, short_op, slug, value,
-};
-use crate::report::svg::{
-    bar_chart, box_plot, line_plot, Bar, BarGroup, BoxGroup, BoxStats, LegendEntry, Segment, Series,
 };
 use crate::results::{ExperimentResult, FigureInfo, Measurement, StudyResults};
 use crate::BASELINE;
