@@ -310,7 +310,7 @@ where
         .x_label_formatter(&|x: &f64| format_number(*x))
         .y_label_formatter(&|y: &f64| format_number(*y))
         .axis_desc_style((FONT, LABEL_SIZE))
-        .light_line_style(WHITE)
+        .max_light_lines(0)
         .bold_line_style(RGBColor(228, 228, 228));
     if axes.categories.is_some() {
         // Category names are drawn below, under each group's centre.
