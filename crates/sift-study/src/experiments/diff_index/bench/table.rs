@@ -2,7 +2,7 @@
 //! noise, other processes, service times, stalls and drains, lag histograms, per-repeat ratios).
 
 use super::args::RateBasis;
-use super::results::{Reads, Report, SchemeResult};
+use super::results::{LoadStep, Reads, Report, SchemeResult};
 use super::targets::describe_unpaused;
 use super::targets::ratio;
 use super::targets::step_near;
@@ -126,6 +126,15 @@ fn read_rows(result: &SchemeResult) -> impl Iterator<Item = (String, &Reads)> {
         }))
 }
 
+/// A step's index lag p50 and p99 as table cells ("-" for a synchronous scheme).
+fn lag_cells(step: &LoadStep) -> (String, String) {
+    step.lag
+        .as_ref()
+        .map_or(("-".to_owned(), "-".to_owned()), |lag| {
+            (ms(lag.p50_us as f64), ms(lag.p99_us as f64))
+        })
+}
+
 /// The load steps: offered and achieved rates, latency from the scheduled time, and the index
 /// lag of the asynchronous schemes.
 fn step_table_short(out: &mut String, report: &Report) {
@@ -141,12 +150,7 @@ fn step_table_short(out: &mut String, report: &Report) {
     );
     for r in &report.results {
         for step in &r.steps {
-            let (lag50, lag99) = step
-                .lag
-                .as_ref()
-                .map_or(("-".to_owned(), "-".to_owned()), |lag| {
-                    (ms(lag.p50_us as f64), ms(lag.p99_us as f64))
-                });
+            let (lag50, lag99) = lag_cells(step);
             let _ = writeln!(
                 out,
                 "{:<14} {:>6.0} {:>10.0} {:>10.0} {:>8} {:>8} {:>8} {:>9} {:>9}",
@@ -195,12 +199,7 @@ fn step_table_detailed(out: &mut String, report: &Report) {
     );
     for r in &report.results {
         for step in &r.steps {
-            let (lag50, lag99) = step
-                .lag
-                .as_ref()
-                .map_or(("-".to_owned(), "-".to_owned()), |lag| {
-                    (ms(lag.p50_us as f64), ms(lag.p99_us as f64))
-                });
+            let (lag50, lag99) = lag_cells(step);
             let _ = writeln!(
                 out,
                 "{:<14} {:>6.0} {:>10.0} {:>10.0} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>8} {:>7} {:>9.1} {:>7} {:>9.1}",
