@@ -15,8 +15,9 @@ use std::time::Instant;
 /// Options of `sift study`.
 #[derive(Debug, Clone, PartialEq, clap::Args)]
 pub struct StudyArgs {
-    /// Size of the run: tiny (seconds, for CI), quick (at most 5 minutes on 2 cores), paper
-    /// (closer to the papers' scale; about 3 hours on 2 cores).
+    /// Size of the run: tiny (seconds, for CI), quick (200,000 documents per load, at most 5
+    /// minutes on 2 cores), paper (500,000 documents per load, every experiment also at a tenth
+    /// and a third of that; several hours on 2 cores).
     #[arg(long, default_value = "quick")]
     pub preset: String,
     /// Documents per load, overriding the preset (the other phases scale with it).

@@ -240,6 +240,7 @@ impl StudyData {
                     range_unit: attribute.range_unit().to_owned(),
                 })
                 .collect(),
+            documents: self.available(),
         }
     }
 
@@ -285,6 +286,27 @@ impl StudyData {
                     values: per_attribute,
                 };
                 (documents[..loaded].to_vec(), Box::new(queries))
+            }
+        }
+    }
+
+    /// Every document of a user file and its attribute values (empty for tweets).
+    pub fn file_documents(&self) -> (&[Document], &[Vec<Option<i64>>]) {
+        match self {
+            StudyData::Tweets { .. } => (&[], &[]),
+            StudyData::File {
+                documents, values, ..
+            } => (documents, values),
+        }
+    }
+
+    /// Mean bytes of a document's JSON: the engine settings are sized from it.
+    pub fn document_bytes_mean(&self) -> u64 {
+        match self {
+            StudyData::Tweets { .. } => sift_workload::tweet::DOCUMENT_BYTES_MEAN as u64,
+            StudyData::File { documents, .. } => {
+                let total: usize = documents.iter().map(|(_, json)| json.len()).sum();
+                (total / documents.len().max(1)).max(1) as u64
             }
         }
     }

@@ -33,6 +33,7 @@ pub mod recommendations;
 pub mod report;
 pub mod results;
 mod run;
+pub mod user_workload;
 pub mod verdict;
 
 pub use configuration::{

@@ -90,6 +90,27 @@ impl EngineSettings {
     }
 }
 
+/// The engine settings for a database of about `document_bytes` bytes of JSON: the memtable
+/// a 24th of it as a power of two between 512 KiB and 4 MiB (LevelDB's default, the paper's),
+/// level 1 two and a half memtables and table files half of one (LevelDB's 4 MB, 10 MB and
+/// 2 MB). Every size then gets the same shape — a few level-0 files, a full level 1 and most of
+/// the data in level 2 — instead of a tiny run fitting in level 1 and a large one growing
+/// levels the small one never has. No block cache (as in the paper), snappy.
+pub fn engine_for(document_bytes: u64) -> EngineSettings {
+    const MIN: u64 = 512 << 10;
+    const MAX: u64 = 4 << 20;
+    let target = (document_bytes / 24).clamp(MIN, MAX);
+    let memtable = 1_u64 << target.ilog2();
+    EngineSettings {
+        memtable_bytes: memtable as usize,
+        level1_bytes: memtable * 5 / 2,
+        table_file_bytes: memtable / 2,
+        block_cache_bytes: 0,
+        bloom_bits_per_key: 10,
+        compression: "snappy".to_owned(),
+    }
+}
+
 /// Sizes of every phase.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Sizes {
@@ -106,6 +127,10 @@ pub struct Sizes {
     pub repetitions: u32,
     /// A query measurement (all repetitions) stops after this many seconds.
     pub cell_seconds_max: f64,
+    /// ... or once the 95% confidence interval of its median is within this fraction of the
+    /// median, after at least `cell_samples_min` queries.
+    pub cell_precision: f64,
+    pub cell_samples_min: usize,
     /// Experiment 3: documents loaded before each mixed workload, then operations.
     pub mixed_preload: u64,
     pub mixed_operations: u64,
@@ -128,128 +153,169 @@ pub struct Sizes {
     /// Experiment 5 (NEXT §6): documents per database, and queries per window and repetition.
     pub next_documents: u64,
     pub next_queries: u64,
+    /// Experiment 7 (Diff-Index): seconds of each phase and load step, and whether it runs
+    /// three short steps once (the tiny preset) instead of five steps twice.
+    pub diff_index_phase_seconds: f64,
+    pub diff_index_short: bool,
+    /// Experiment 7: documents (about 200 bytes each) loaded before the update load. Its claims
+    /// are about the update path under a steady load, not the tree's size.
+    pub diff_index_documents: u64,
+    /// Exponents of the Zipf distributions of NEXT §6.5's skew suite (beside uniform).
+    pub next_zipf_exponents: Vec<f64>,
+    /// Fractions of the sizes above at which the experiments also run, smallest first, to
+    /// show how each verdict changes with scale (1.0, the full size, is always run last).
+    pub scale_fractions: Vec<f64>,
+    /// The experiments (`ExperimentId::id`) run at every fraction; empty: all of them. The
+    /// others run at the full size only.
+    pub scaled_experiments: Vec<String>,
 }
 
-/// The sizes and engine settings of a preset; `documents` overrides the load size (and scales
-/// the other phases with it).
-pub fn preset_sizes(preset: Preset, documents: Option<u64>) -> (Sizes, EngineSettings) {
-    let (mut sizes, engine) = match preset {
-        Preset::Tiny => (
-            Sizes {
-                documents: 2_000,
-                slices: 5,
-                gets: 200,
-                lookups: 20,
-                range_lookups: 8,
-                repetitions: 2,
-                cell_seconds_max: 0.25,
-                mixed_preload: 1_000,
-                mixed_operations: 2_000,
-                sweep_documents: 1_000,
-                sweep_queries: 50,
-                bloom_bits_per_key: vec![0, 10, 50],
-                thread_counts: vec![1, 2, 3, 4],
-                vinyl_keys: 2_000,
-                vinyl_seconds: 0.8,
-                vinyl_interval_seconds: 0.1,
-                vinyl_threads: 4,
-                vinyl_batch_max: 100,
-                vinyl_disk_bound: false,
-                next_documents: 2_000,
-                next_queries: 10,
-            },
-            EngineSettings {
-                // Large enough that a load flushes only a few times: each flush costs several
-                // fsyncs, which dominate a tiny run on a slow disk.
-                memtable_bytes: 512 << 10,
-                level1_bytes: 2 << 20,
-                table_file_bytes: 512 << 10,
-                block_cache_bytes: 0,
-                bloom_bits_per_key: 10,
-                compression: "snappy".to_owned(),
-            },
-        ),
-        Preset::Quick => (
-            Sizes {
-                documents: 40_000,
-                slices: 10,
-                gets: 2_000,
-                lookups: 200,
-                range_lookups: 40,
-                repetitions: 3,
-                cell_seconds_max: 0.6,
-                mixed_preload: 20_000,
-                mixed_operations: 30_000,
-                sweep_documents: 20_000,
-                sweep_queries: 300,
-                bloom_bits_per_key: vec![0, 5, 10, 20, 100],
-                thread_counts: vec![1, 2, 3, 4],
-                vinyl_keys: 30_000,
-                vinyl_seconds: 6.0,
-                vinyl_interval_seconds: 0.5,
-                vinyl_threads: 4,
-                vinyl_batch_max: 500,
-                vinyl_disk_bound: false,
-                next_documents: 20_000,
-                next_queries: 40,
-            },
-            EngineSettings {
-                memtable_bytes: 1 << 20,
-                level1_bytes: 4 << 20,
-                table_file_bytes: 1 << 20,
-                block_cache_bytes: 0,
-                bloom_bits_per_key: 10,
-                compression: "snappy".to_owned(),
-            },
-        ),
-        Preset::Paper => (
-            Sizes {
-                documents: 500_000,
-                slices: 20,
-                gets: 100_000,
-                lookups: 5_000,
-                range_lookups: 2_000,
-                repetitions: 3,
-                cell_seconds_max: 5.0,
-                mixed_preload: 250_000,
-                mixed_operations: 1_000_000,
-                sweep_documents: 200_000,
-                sweep_queries: 5_000,
-                bloom_bits_per_key: vec![0, 5, 10, 20, 50, 100],
-                thread_counts: vec![1, 2, 3, 4],
-                vinyl_keys: 1_000_000,
-                vinyl_seconds: 60.0,
-                vinyl_interval_seconds: 1.0,
-                vinyl_threads: 4,
-                vinyl_batch_max: 500,
-                vinyl_disk_bound: true,
-                next_documents: 200_000,
-                next_queries: 300,
-            },
-            EngineSettings {
-                memtable_bytes: 4 << 20,
-                level1_bytes: 10 << 20,
-                table_file_bytes: 2 << 20,
-                block_cache_bytes: 0,
-                bloom_bits_per_key: 10,
-                compression: "snappy".to_owned(),
-            },
-        ),
+impl Sizes {
+    /// Whether experiment `id` runs at every fraction of the sweep (else at the full size only).
+    pub fn sweeps(&self, id: &str) -> bool {
+        self.scaled_experiments.is_empty() || self.scaled_experiments.iter().any(|e| e == id)
+    }
+
+    /// These sizes with every data size (loads, preloads, mixed operations, keys) multiplied
+    /// by `fraction`; query counts and time caps stay, so cells are measured as precisely.
+    /// The result has one size (no sweep of its own).
+    pub fn scaled(&self, fraction: f64) -> Sizes {
+        let scale = |value: u64| ((value as f64 * fraction).round() as u64).max(10);
+        Sizes {
+            documents: scale(self.documents),
+            mixed_preload: scale(self.mixed_preload),
+            mixed_operations: scale(self.mixed_operations),
+            sweep_documents: scale(self.sweep_documents),
+            vinyl_keys: scale(self.vinyl_keys),
+            diff_index_documents: scale(self.diff_index_documents),
+            next_documents: scale(self.next_documents),
+            scale_fractions: vec![1.0],
+            scaled_experiments: Vec::new(),
+            ..self.clone()
+        }
+    }
+}
+
+/// The sizes of a preset; `documents` overrides the load size (and scales the other data
+/// sizes with it). The engine settings follow the data ([`engine_for`]).
+pub fn preset_sizes(preset: Preset, documents: Option<u64>) -> Sizes {
+    let mut sizes = match preset {
+        Preset::Tiny => Sizes {
+            documents: 2_000,
+            slices: 5,
+            gets: 200,
+            lookups: 20,
+            range_lookups: 8,
+            repetitions: 2,
+            cell_seconds_max: 0.25,
+            cell_precision: 0.1,
+            cell_samples_min: 10,
+            mixed_preload: 2_000,
+            mixed_operations: 2_000,
+            sweep_documents: 1_000,
+            sweep_queries: 50,
+            bloom_bits_per_key: vec![0, 10, 50],
+            thread_counts: vec![1, 2, 3, 4],
+            vinyl_keys: 2_000,
+            vinyl_seconds: 0.8,
+            vinyl_interval_seconds: 0.1,
+            vinyl_threads: 4,
+            vinyl_batch_max: 100,
+            vinyl_disk_bound: false,
+            next_documents: 2_000,
+            next_queries: 10,
+            diff_index_phase_seconds: 0.125,
+            diff_index_documents: 2_000,
+            diff_index_short: true,
+            next_zipf_exponents: vec![1.0],
+            scale_fractions: vec![0.5, 1.0],
+            scaled_experiments: Vec::new(),
+        },
+        // Sized so that the 11 default configurations finish within 5 minutes on an idle
+        // 2-core machine: experiments 1-3 share one load per configuration and attribute
+        // (`experiments::shared`), query cells stop when their median is known to 5%.
+        Preset::Quick => Sizes {
+            documents: 200_000,
+            slices: 10,
+            gets: 2_000,
+            lookups: 300,
+            range_lookups: 100,
+            repetitions: 3,
+            cell_seconds_max: 0.1,
+            cell_precision: 0.1,
+            cell_samples_min: 30,
+            mixed_preload: 200_000,
+            mixed_operations: 10_000,
+            sweep_documents: 200_000,
+            sweep_queries: 300,
+            bloom_bits_per_key: vec![0, 10, 100],
+            thread_counts: vec![1, 4],
+            vinyl_keys: 200_000,
+            vinyl_seconds: 5.0,
+            vinyl_interval_seconds: 0.5,
+            vinyl_threads: 4,
+            vinyl_batch_max: 500,
+            vinyl_disk_bound: false,
+            next_documents: 300_000,
+            next_queries: 60,
+            diff_index_phase_seconds: 0.6,
+            diff_index_documents: 20_000,
+            diff_index_short: false,
+            // The most skewed of the paper's three: the quick budget has room for one.
+            next_zipf_exponents: vec![1.0],
+            scale_fractions: vec![0.1, 1.0],
+            // Experiments 1-3 at a tenth of the size cost about 25 s; experiments 4-7 at a
+            // tenth would take the run past 5 minutes (they cost 45 s more, measured).
+            scaled_experiments: ["static", "queries", "mixed"].map(str::to_owned).to_vec(),
+        },
+        Preset::Paper => Sizes {
+            documents: 500_000,
+            slices: 20,
+            gets: 100_000,
+            lookups: 5_000,
+            range_lookups: 2_000,
+            repetitions: 3,
+            cell_seconds_max: 5.0,
+            cell_precision: 0.02,
+            cell_samples_min: 200,
+            mixed_preload: 500_000,
+            mixed_operations: 1_000_000,
+            sweep_documents: 500_000,
+            sweep_queries: 5_000,
+            bloom_bits_per_key: vec![0, 5, 10, 20, 50, 100],
+            thread_counts: vec![1, 2, 3, 4],
+            vinyl_keys: 1_000_000,
+            vinyl_seconds: 60.0,
+            vinyl_interval_seconds: 1.0,
+            vinyl_threads: 4,
+            vinyl_batch_max: 500,
+            vinyl_disk_bound: true,
+            next_documents: 500_000,
+            next_queries: 300,
+            diff_index_phase_seconds: 5.0,
+            diff_index_documents: 250_000,
+            diff_index_short: false,
+            next_zipf_exponents: vec![0.5, 0.8, 1.0],
+            scale_fractions: vec![0.1, 1.0 / 3.0, 1.0],
+            scaled_experiments: Vec::new(),
+        },
     };
     if let Some(documents) = documents {
         let documents = documents.max(10);
+        let fraction = documents as f64 / sizes.documents as f64;
+        let fractions = sizes.scale_fractions.clone();
+        let scaled_experiments = sizes.scaled_experiments.clone();
+        sizes = sizes.scaled(fraction);
         sizes.documents = documents;
-        sizes.mixed_preload = (documents / 2).max(10);
-        sizes.mixed_operations = documents;
-        sizes.sweep_documents = (documents / 2).max(10);
-        sizes.next_documents = (documents / 2).max(10);
+        sizes.scale_fractions = fractions;
+        sizes.scaled_experiments = scaled_experiments;
     }
-    (sizes, engine)
+    sizes
 }
 
-/// Configurations the quick preset's sizes are made for; with more, it shrinks its phases so
-/// the run stays within its time budget.
-pub const QUICK_CONFIGURATIONS: usize = 6;
+/// Configurations the quick preset's sizes are made for (the default set); with more, it
+/// shrinks its phases so the run stays within its time budget.
+pub const QUICK_CONFIGURATIONS: usize = 11;
 
 /// Shrinks the quick preset's phases when `known_configurations` exceed
 /// [`QUICK_CONFIGURATIONS`] (the time of a run grows with the configurations measured).
@@ -257,16 +323,17 @@ pub fn fit_quick_budget(sizes: &mut Sizes, known_configurations: usize) -> Optio
     if known_configurations <= QUICK_CONFIGURATIONS {
         return None;
     }
-    let scale =
-        |value: u64| (value * QUICK_CONFIGURATIONS as u64 / known_configurations as u64).max(10);
-    sizes.documents = scale(sizes.documents);
-    sizes.mixed_preload = scale(sizes.mixed_preload);
-    sizes.mixed_operations = scale(sizes.mixed_operations);
-    sizes.sweep_documents = scale(sizes.sweep_documents);
-    sizes.next_documents = scale(sizes.next_documents);
+    let fraction = QUICK_CONFIGURATIONS as f64 / known_configurations as f64;
+    let fractions = sizes.scale_fractions.clone();
+    let scaled_experiments = sizes.scaled_experiments.clone();
+    *sizes = sizes.scaled(fraction);
+    sizes.scale_fractions = fractions;
+    sizes.scaled_experiments = scaled_experiments;
     Some(format!(
-        "quick preset: {known_configurations} configurations instead of {QUICK_CONFIGURATIONS},          so every load and mixed run is {:.0}% of its usual size to stay within 5 minutes",
-        100.0 * QUICK_CONFIGURATIONS as f64 / known_configurations as f64
+        "quick preset: {known_configurations} configurations instead of \
+         {QUICK_CONFIGURATIONS}, so every load and mixed run is {:.0}% of its usual size to \
+         stay within 5 minutes",
+        100.0 * fraction
     ))
 }
 
@@ -284,15 +351,23 @@ pub fn scaled_down_notes(sizes: &Sizes, engine: &EngineSettings) -> Vec<String> 
         format!(
             "GETs: {} instead of {}; LOOKUPs: {} per attribute, top-K and repetition instead of \
              {} per index; RANGELOOKUPs: {} per attribute, selectivity, top-K and repetition \
-             instead of {} per index; each query measurement stops after {} s",
+             instead of {} per index; each query measurement stops once its median is known to \
+             {}% at 95% confidence (after at least {} queries), or after {} s",
             sizes.gets,
             table7::STATIC_GETS,
             sizes.lookups,
             table7::STATIC_LOOKUPS_PER_INDEX,
             sizes.range_lookups,
             table7::STATIC_RANGE_LOOKUPS_PER_INDEX,
+            sizes.cell_precision * 100.0,
+            sizes.cell_samples_min,
             sizes.cell_seconds_max
         ),
+        "experiments 1-4 share their loads: each configuration and attribute is loaded once \
+         (timed, by experiment 1), experiment 2 queries those databases, experiment 3 starts \
+         each mixed workload from a copy of the configuration's UserID database and \
+         experiment 4 compares its other settings with it"
+            .to_owned(),
         format!(
             "mixed workloads: {} documents then {} operations instead of {} operations",
             sizes.mixed_preload,
@@ -309,8 +384,9 @@ pub fn scaled_down_notes(sizes: &Sizes, engine: &EngineSettings) -> Vec<String> 
         format!(
             "bloom and compression sweep (experiment 4): {} documents per load instead of 20 \
              million tweets, {} top-10 queries per cell instead of 200,000 LOOKUPs, bits per key \
-             {} instead of Table 8's 20–1000 (on primary keys, not on secondary values); the \
-             thread sweep loads half as many documents per database",
+             {} instead of Table 8's 20–1000 (on primary keys, not on secondary values) on \
+             Embedded and Lazy, compression off on the four variants; the thread sweep queries \
+             experiment 1's databases and loads a twentieth of the documents per thread count",
             sizes.sweep_documents,
             sizes.sweep_queries,
             sizes
@@ -321,9 +397,17 @@ pub fn scaled_down_notes(sizes: &Sizes, engine: &EngineSettings) -> Vec<String> 
                 .join(", ")
         ),
         format!(
-            "NEXT §6 (experiment 5): {} documents per database instead of 33 million tweets; {} \
-             queries per window and repetition instead of 1000",
-            sizes.next_documents, sizes.next_queries
+            "NEXT §6 (experiment 5): {} documents per database instead of 33 million tweets; up \
+             to {} queries per window and repetition instead of 1000; skew: uniform and Zipf {} \
+             (the paper: 0.5, 0.8, 1.0)",
+            sizes.next_documents,
+            sizes.next_queries,
+            sizes
+                .next_zipf_exponents
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
         "loads are not repeated (their spread is shown over the load's slices); queries are \
          repeated after a warm-up"
@@ -368,19 +452,45 @@ mod tests {
     fn presets_parse_and_scale() {
         for preset in [Preset::Tiny, Preset::Quick, Preset::Paper] {
             assert_eq!(preset.name().parse::<Preset>().unwrap(), preset);
+            let sizes = preset_sizes(preset, None);
+            assert_eq!(sizes.scale_fractions.last(), Some(&1.0), "{preset}");
+            assert!(sizes.scale_fractions.windows(2).all(|w| w[0] < w[1]));
         }
         assert!("huge".parse::<Preset>().is_err());
-        let (tiny, _) = preset_sizes(Preset::Tiny, None);
-        let (quick, _) = preset_sizes(Preset::Quick, None);
+        let tiny = preset_sizes(Preset::Tiny, None);
+        let quick = preset_sizes(Preset::Quick, None);
         assert!(tiny.documents < quick.documents);
-        let (custom, _) = preset_sizes(Preset::Quick, Some(500));
+        assert!(quick.documents >= 200_000 && quick.next_documents >= 300_000);
+        let custom = preset_sizes(Preset::Quick, Some(500));
         assert_eq!(
             (
                 custom.documents,
                 custom.mixed_preload,
-                custom.sweep_documents
+                custom.next_documents
             ),
-            (500, 250, 250)
+            (500, 500, 750)
+        );
+        let tenth = quick.scaled(0.1);
+        assert_eq!((tenth.documents, tenth.lookups), (20_000, quick.lookups));
+    }
+
+    #[test]
+    fn engine_settings_follow_the_data() {
+        let small = engine_for(2_000 * 550);
+        let medium = engine_for(66_000 * 550);
+        let large = engine_for(200_000 * 550);
+        assert_eq!(small.memtable_bytes, 512 << 10, "clamped below");
+        assert_eq!(medium.memtable_bytes, 1 << 20);
+        assert_eq!(large.memtable_bytes, 4 << 20);
+        assert_eq!(
+            engine_for(u64::MAX / 2).memtable_bytes,
+            4 << 20,
+            "clamped above"
+        );
+        assert_eq!(
+            (large.level1_bytes, large.table_file_bytes),
+            (10 << 20, 2 << 20),
+            "LevelDB's proportions"
         );
     }
 }

@@ -210,6 +210,7 @@ mod tests {
             measurements,
             verdicts: Vec::new(),
             figures: Vec::new(),
+            scales: Vec::new(),
         };
         let static_ = vec![
             labelled("composite:sync-insert", "put_latency_mean", "PUT", 10.0),
@@ -247,6 +248,7 @@ mod tests {
                         role: "UserID".to_owned(),
                         range_unit: "users".to_owned(),
                     }],
+                    documents: None,
                 },
                 index_configurations: Vec::new(),
                 sizes: BTreeMap::new(),

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Version of the `results.json` layout; bump when a field changes meaning.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Everything a run produced.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -67,6 +67,10 @@ pub struct DataDescription {
     pub primary_key: String,
     /// The indexed attributes: the role they play (UserID / CreationTime slot), path, type.
     pub attributes: Vec<AttributeDescription>,
+    /// A file: the documents read from it (the whole file, or as many as the preset's largest
+    /// load when it has more).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub documents: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -114,6 +118,38 @@ pub struct ExperimentResult {
     pub verdicts: Vec<Verdict>,
     /// Figures of this experiment's section of the report.
     pub figures: Vec<FigureInfo>,
+    /// The experiment at each size of the preset's scale sweep, smallest first; the last is
+    /// the full size, whose measurements and verdicts are the fields above.
+    #[serde(default)]
+    pub scales: Vec<ScaleRun>,
+}
+
+/// One size of an experiment's scale sweep: its verdicts, the engine settings and the shape
+/// of the LSM-trees its queries met.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScaleRun {
+    /// Fraction of the preset's data sizes (1 for the full size).
+    pub fraction: f64,
+    /// Documents per database of the experiment's main load (keys for Vinyl).
+    pub documents: u64,
+    /// What `documents` counts: "documents" or "keys".
+    pub unit: String,
+    /// Engine settings of the databases at this size.
+    pub engine: BTreeMap<String, serde_json::Value>,
+    pub duration_s: f64,
+    pub status: String,
+    pub verdicts: Vec<Verdict>,
+    /// Table files per level of each database, as the measurements found it.
+    pub shapes: Vec<DatabaseShape>,
+}
+
+/// Table files per level (level 0 first) of each tree of one database.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DatabaseShape {
+    /// Configuration, attribute or case, as the experiment names its databases.
+    pub database: String,
+    /// `data`, `index <name>`: files per level.
+    pub trees: BTreeMap<String, Vec<usize>>,
 }
 
 /// One number. Fields that do not apply are absent (`null`).
@@ -177,6 +213,10 @@ pub struct Verdict {
     pub evidence: String,
     /// The deciding numbers by name.
     pub numbers: BTreeMap<String, f64>,
+    /// How the outcome changes with the data size, over the sizes of `ExperimentResult::
+    /// scales`: "reproduced at every size", "reproduced from 20000 documents on", …
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub across_sizes: Option<String>,
 }
 
 /// A figure of the report: the page has `<figure id="fig-{id}">` with one non-empty `<svg>`.

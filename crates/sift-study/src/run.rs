@@ -4,16 +4,19 @@
 
 use crate::configuration::{configuration_colour, IndexConfiguration, DEFAULT_CONFIGURATIONS};
 use crate::data::StudyData;
+use crate::experiments::shared::SharedDatabases;
 use crate::experiments::{Context, ExperimentId};
 use crate::presets::{preset_sizes, scaled_down_notes, EngineSettings, Preset, Sizes};
 use crate::results::{
-    ConfigurationInfo, ExperimentResult, MachineInfo, StudyConfiguration, StudyResults,
+    ConfigurationInfo, DatabaseShape, ExperimentResult, MachineInfo, ScaleRun, StudyConfiguration,
+    StudyResults,
 };
 use crate::{experiments, presets, report, results};
 use sift_bench::index::BenchError;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 use std::time::Instant;
 
 /// The user's data instead of the tweet generator.
@@ -255,7 +258,7 @@ pub fn run_study(
     if options.configurations.is_empty() {
         return Err(BenchError::new("no index configuration to study"));
     }
-    let (mut sizes, engine) = preset_sizes(options.preset, options.documents);
+    let mut sizes = preset_sizes(options.preset, options.documents);
     let known = options
         .configurations
         .iter()
@@ -272,14 +275,36 @@ pub fn run_study(
             let limit = sizes
                 .documents
                 .max(sizes.mixed_preload + sizes.mixed_operations)
-                .max(sizes.sweep_documents);
+                .max(sizes.sweep_documents)
+                .max(sizes.next_documents);
             StudyData::from_file(&user.path, &user.primary_key, &user.attributes, limit)?
         }
     };
+    // Every size of the sweep, smallest first; the engine settings follow each size's data.
+    let document_bytes = data.document_bytes_mean();
+    let scales: Vec<(f64, Sizes, EngineSettings)> = sizes
+        .scale_fractions
+        .iter()
+        .map(|&fraction| {
+            let scaled = if fraction >= 1.0 {
+                sizes.clone()
+            } else {
+                sizes.scaled(fraction)
+            };
+            let engine = presets::engine_for(scaled.documents.saturating_mul(document_bytes));
+            (fraction.min(1.0), scaled, engine)
+        })
+        .collect();
+    let engine = presets::engine_for(sizes.documents.saturating_mul(document_bytes));
     std::fs::create_dir_all(&options.out)
         .map_err(|e| BenchError::new(format!("cannot create {}: {e}", options.out.display())))?;
     let mut configuration = study_configuration(options, &data, &sizes, &engine);
     configuration.scaled_down.extend(budget_note);
+    configuration.scaled_down.push(scale_note(
+        &scales,
+        &sizes.scaled_experiments,
+        document_bytes,
+    ));
     let selected: Vec<ExperimentId> = if options.only.is_empty() {
         ExperimentId::ALL.to_vec()
     } else {
@@ -309,15 +334,8 @@ pub fn run_study(
     let _ = std::fs::remove_dir_all(&work_dir);
     std::fs::create_dir_all(&work_dir)
         .map_err(|e| BenchError::new(format!("cannot create {}: {e}", work_dir.display())))?;
-    let context = Context {
-        data: &data,
-        sizes: &sizes,
-        engine: &engine,
-        configurations: &options.configurations,
-        work_dir: &work_dir,
-        progress,
-        interrupted,
-    };
+    let shared = SharedDatabases::new();
+    let shapes = Mutex::new(Vec::new());
     let mut finished = Vec::new();
     let mut remaining = Vec::new();
     let mut failure = None;
@@ -327,8 +345,54 @@ pub fn run_study(
             break;
         }
         progress.experiment(id.number(), id.title());
-        match experiments::run(&context, id) {
-            Ok(result) => {
+        let mut runs = Vec::new();
+        let mut outcome = Ok(None);
+        // The sizes this experiment runs at: every one, or the full size only.
+        let runs_at: Vec<&(f64, Sizes, EngineSettings)> = if sizes.sweeps(id.id()) {
+            scales.iter().collect()
+        } else {
+            scales.last().into_iter().collect()
+        };
+        for (step, (fraction, sizes, engine)) in runs_at.iter().copied().enumerate() {
+            if runs_at.len() > 1 {
+                let (documents, unit) = experiments::scale_of(id, sizes);
+                progress.message(&format!(
+                    "experiment {}, size {} of {}: {documents} {unit}",
+                    id.number(),
+                    step + 1,
+                    runs_at.len()
+                ));
+            }
+            let context = Context {
+                data: &data,
+                sizes,
+                engine,
+                configurations: &options.configurations,
+                work_dir: &work_dir,
+                shared: &shared,
+                shapes: &shapes,
+                progress,
+                interrupted,
+            };
+            match experiments::run(&context, id) {
+                Ok(result) => {
+                    let shapes = std::mem::take(
+                        &mut *shapes
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner),
+                    );
+                    runs.push(scale_run(id, *fraction, sizes, engine, &result, shapes));
+                    outcome = Ok(Some(result));
+                }
+                Err(error) => {
+                    outcome = Err(error);
+                    break;
+                }
+            }
+        }
+        match outcome {
+            Ok(Some(mut result)) => {
+                annotate_across_sizes(&mut result, runs);
                 kept.retain(|other| other.id != result.id);
                 kept.push(result);
                 finished.push(id);
@@ -337,6 +401,7 @@ pub fn run_study(
                 results.recommendations = crate::recommendations::recommendations(&results);
                 report::write_all(&options.out, &results)?;
             }
+            Ok(None) => {}
             Err(error) if interrupted.load(Ordering::SeqCst) => {
                 progress.message(&format!(
                     "experiment {} ({}) interrupted: {error}",
@@ -357,6 +422,7 @@ pub fn run_study(
             }
         }
     }
+    drop(shared);
     let _ = std::fs::remove_dir_all(&work_dir);
     if finished.is_empty() {
         // Nothing new: still write a report of what is kept (or an empty one).
@@ -374,6 +440,88 @@ pub fn run_study(
         out: options.out.clone(),
         seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+/// One size of an experiment's sweep, from its result at that size.
+fn scale_run(
+    id: ExperimentId,
+    fraction: f64,
+    sizes: &Sizes,
+    engine: &EngineSettings,
+    result: &ExperimentResult,
+    shapes: Vec<DatabaseShape>,
+) -> ScaleRun {
+    let (documents, unit) = experiments::scale_of(id, sizes);
+    ScaleRun {
+        fraction: sift_bench::round_to(fraction, 4),
+        documents,
+        unit: unit.to_owned(),
+        engine: json_map(&experiments::engine_of(id, engine)),
+        duration_s: result.duration_s,
+        status: result.status.clone(),
+        verdicts: result.verdicts.clone(),
+        shapes,
+    }
+}
+
+/// Stores the sweep in the full-size result and says, for each of its verdicts, how the
+/// outcome changes with size (claims are matched by their text).
+fn annotate_across_sizes(result: &mut ExperimentResult, runs: Vec<ScaleRun>) {
+    if runs.len() > 1 {
+        for verdict in &mut result.verdicts {
+            let outcomes: Vec<(u64, &str)> = runs
+                .iter()
+                .map(|run| {
+                    let outcome = run
+                        .verdicts
+                        .iter()
+                        .find(|other| other.claim == verdict.claim)
+                        .map_or("not-measured", |other| other.outcome.as_str());
+                    (run.documents, outcome)
+                })
+                .collect();
+            let unit = runs.last().map_or("documents", |run| run.unit.as_str());
+            verdict.across_sizes = Some(crate::verdict::across_sizes(&outcomes, unit));
+        }
+    }
+    result.scales = runs;
+}
+
+/// What the sweep runs, for the report's list of what is scaled down.
+fn scale_note(
+    scales: &[(f64, Sizes, EngineSettings)],
+    scaled_experiments: &[String],
+    document_bytes: u64,
+) -> String {
+    let sizes: Vec<String> = scales
+        .iter()
+        .map(|(fraction, sizes, engine)| {
+            format!(
+                "{:.0}% ({} documents; memtable {} KiB, level 1 {} KiB, table files {} KiB)",
+                fraction * 100.0,
+                sizes.documents,
+                engine.memtable_bytes >> 10,
+                engine.level1_bytes >> 10,
+                engine.table_file_bytes >> 10
+            )
+        })
+        .collect();
+    let which = if scaled_experiments.is_empty() || scales.len() == 1 {
+        "every experiment runs".to_owned()
+    } else {
+        format!(
+            "experiments {} run (the others at the full size only: the budget of the preset \
+             has no room for more; --preset paper runs every experiment at every size)",
+            scaled_experiments.join(", ")
+        )
+    };
+    format!(
+        "{which} at {} size{}: {}; the engine settings follow each size's data (about \
+         {document_bytes} bytes of JSON per document), so every size has the same level shape",
+        scales.len(),
+        if scales.len() == 1 { "" } else { "s" },
+        sizes.join(", ")
+    )
 }
 
 #[cfg(test)]

@@ -36,6 +36,7 @@ pub(crate) fn verdict(
             .filter(|(_, value)| value.is_finite())
             .map(|(name, value)| (name.as_ref().to_owned(), (value * 1000.0).round() / 1000.0))
             .collect(),
+        across_sizes: None,
     }
 }
 
@@ -60,6 +61,56 @@ pub(crate) fn outcome(holds: bool) -> &'static str {
 /// `outcome`, or "not-measured" when nothing decided.
 pub(crate) fn outcome_if_measured(holds: Option<bool>) -> &'static str {
     holds.map_or("not-measured", outcome)
+}
+
+/// How a claim's outcome changes with the data size, from its outcome at each size
+/// (`(size, outcome)`, smallest first; sizes where it was not measured are skipped).
+pub fn across_sizes(outcomes: &[(u64, &str)], unit: &str) -> String {
+    let measured: Vec<(u64, bool)> = outcomes
+        .iter()
+        .filter(|(_, outcome)| *outcome != "not-measured")
+        .map(|(size, outcome)| (*size, *outcome == "reproduced"))
+        .collect();
+    let every = if measured.len() == outcomes.len() {
+        "every size"
+    } else {
+        "every size measured"
+    };
+    let Some(first_held) = measured.iter().position(|(_, held)| *held) else {
+        return if measured.is_empty() {
+            "not measured at any size".to_owned()
+        } else {
+            format!("differs at {every}")
+        };
+    };
+    let first_failed = measured.iter().position(|(_, held)| !*held);
+    let held_from_first = measured[first_held..].iter().all(|(_, held)| *held);
+    match first_failed {
+        None => format!("reproduced at {every}"),
+        Some(_) if held_from_first => {
+            format!("reproduced from {} {unit} on", measured[first_held].0)
+        }
+        Some(failed) if measured[failed..].iter().all(|(_, held)| !*held) => format!(
+            "reproduced up to {} {unit}, differs from {} {unit} on",
+            measured[failed - 1].0,
+            measured[failed].0
+        ),
+        Some(_) => {
+            let list = |want: bool| {
+                measured
+                    .iter()
+                    .filter(|(_, held)| *held == want)
+                    .map(|(size, _)| size.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            format!(
+                "changes with size: reproduced at {} {unit}, differs at {} {unit}",
+                list(true),
+                list(false)
+            )
+        }
+    }
 }
 
 /// A filter over measurements.
@@ -183,4 +234,40 @@ pub(crate) fn has_kind(configurations: &[IndexConfiguration], kind: &str) -> boo
     configurations
         .iter()
         .any(|c| c.kind == kind && c.check_known().is_ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcomes_across_sizes_read_as_a_sentence() {
+        let say = |outcomes: &[(u64, &str)]| across_sizes(outcomes, "documents");
+        assert_eq!(
+            say(&[(20, "reproduced"), (200, "reproduced")]),
+            "reproduced at every size"
+        );
+        assert_eq!(
+            say(&[(20, "differs"), (200, "differs")]),
+            "differs at every size"
+        );
+        assert_eq!(
+            say(&[(20, "differs"), (66, "reproduced"), (200, "reproduced")]),
+            "reproduced from 66 documents on"
+        );
+        assert_eq!(
+            say(&[(20, "reproduced"), (66, "differs"), (200, "differs")]),
+            "reproduced up to 20 documents, differs from 66 documents on"
+        );
+        assert_eq!(
+            say(&[(20, "reproduced"), (66, "differs"), (200, "reproduced")]),
+            "changes with size: reproduced at 20, 200 documents, differs at 66 documents"
+        );
+        assert_eq!(
+            say(&[(20, "not-measured"), (200, "reproduced")]),
+            "reproduced at every size measured"
+        );
+        assert_eq!(say(&[(20, "not-measured")]), "not measured at any size");
+        assert_eq!(say(&[]), "not measured at any size");
+    }
 }

@@ -221,6 +221,48 @@ fn tiny_study_writes_a_valid_complete_report() {
             "{} has no verdict",
             id.id()
         );
+        // The tiny preset's scale sweep: half and full size, each with its verdicts, engine
+        // settings and the level shape of the databases it measured; every full-size verdict
+        // says how it changes with size.
+        let sizes: Vec<u64> = experiment.scales.iter().map(|s| s.documents).collect();
+        assert_eq!(experiment.scales.len(), 2, "{}", id.id());
+        assert!(sizes[0] < sizes[1], "{}: {sizes:?}", id.id());
+        assert_eq!(
+            experiment.scales[1].verdicts,
+            experiment
+                .verdicts
+                .iter()
+                .map(|v| {
+                    let mut plain = v.clone();
+                    plain.across_sizes = None;
+                    plain
+                })
+                .collect::<Vec<_>>()
+        );
+        for verdict in &experiment.verdicts {
+            let across = verdict.across_sizes.as_deref().unwrap_or("");
+            assert!(
+                ["reproduced", "differs", "changes", "not measured"]
+                    .iter()
+                    .any(|start| across.starts_with(start)),
+                "{}: {across:?}",
+                id.id()
+            );
+        }
+        for scale in &experiment.scales {
+            assert!(scale.engine.contains_key("memtable_bytes"), "{}", id.id());
+        }
+        if !matches!(id, ExperimentId::Vinyl | ExperimentId::DiffIndex) {
+            let shapes = &experiment.scales[1].shapes;
+            assert!(
+                shapes.iter().any(|shape| shape
+                    .trees
+                    .get("data")
+                    .is_some_and(|files| files.iter().sum::<usize>() > 0)),
+                "{}: no database shape with data files",
+                id.id()
+            );
+        }
         let csv = std::fs::read_to_string(out.join(format!("{}.csv", id.id()))).unwrap();
         assert_eq!(
             csv.lines().count(),
@@ -564,5 +606,31 @@ fn studies_user_data() {
         !get_hits.is_empty() && get_hits.iter().all(|&hits| (hits - 1.0).abs() < 1e-9),
         "{get_hits:?}"
     );
-    assert_eq!(results.experiments[2].status, "not-measured");
+    // The documents used are said, and the mixed workloads run on the file's own documents.
+    assert_eq!(results.configuration.data.documents, Some(300));
+    let mixed = &results.experiments[2];
+    assert_eq!(mixed.status, "measured", "{}", mixed.note);
+    for workload in ["write-heavy", "read-heavy", "update-heavy"] {
+        for op in ["PUT", "GET", "LOOKUP"] {
+            assert!(
+                mixed
+                    .measurements
+                    .iter()
+                    .any(|m| m.workload.as_deref() == Some(workload)
+                        && m.op.as_deref() == Some(op)
+                        && m.metric == "latency_mean"
+                        && m.slice.is_none()
+                        && m.value > 0.0),
+                "no {op} in {workload}"
+            );
+        }
+    }
+    assert!(
+        mixed
+            .verdicts
+            .iter()
+            .any(|verdict| verdict.outcome != "not-measured"),
+        "{:#?}",
+        mixed.verdicts
+    );
 }

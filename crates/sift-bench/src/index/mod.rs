@@ -142,6 +142,9 @@ pub fn parse_split_delta(text: &str) -> Result<Option<f64>, BenchError> {
 /// Bytes on disk per tree (data, each index, logs; a peer may report one total), by name.
 pub type TreeBytes = BTreeMap<String, u64>;
 
+/// Table files per level, level 0 first, per tree name.
+pub type LevelShape = BTreeMap<String, Vec<usize>>;
+
 /// A document store with secondary indexes under benchmark. Used from one thread at a time:
 /// opened on one, driven from a client thread of its own (`run_from_args`), closed on the
 /// first.
@@ -223,6 +226,12 @@ pub trait IndexEngine: Send {
 
     /// Bytes on disk per tree.
     fn disk_bytes_per_tree(&self) -> Result<TreeBytes, BenchError>;
+
+    /// Table files per level (level 0 first) per tree: the shape of an LSM-tree the queries
+    /// met. Empty where the engine does not tell.
+    fn files_per_level(&self) -> Result<LevelShape, BenchError> {
+        Ok(LevelShape::new())
+    }
 
     /// Closes the store, releasing its directory.
     fn close(self: Box<Self>) -> Result<(), BenchError>;

@@ -1,7 +1,7 @@
 //! Sift behind the index benchmark: one `sift_index::Database` with a `tweets` collection and
 //! one index per benchmarked attribute, of the kind and maintenance asked for.
 
-use sift_bench::index::{EngineCounters, IndexBenchConfig, IndexEngine, TreeBytes};
+use sift_bench::index::{EngineCounters, IndexBenchConfig, IndexEngine, LevelShape, TreeBytes};
 use sift_bench::kv::BenchError;
 use sift_index::{
     AttrType, AttrValue, Database, DatabaseOptions, IndexKind, IndexSpec, Maintenance, QueryResult,
@@ -23,6 +23,46 @@ pub struct SiftIndexEngine {
     /// `sift bench index` prints the asynchronous index lag at close; the study keeps stderr
     /// for its progress (its Diff-Index experiment records the lag in its results).
     print_async_lag: bool,
+}
+
+/// Engine tree names of `collection` to the study's labels: `data`, `index <name>`.
+pub fn tree_labels(
+    database: &Database,
+    collection: &str,
+) -> std::collections::BTreeMap<String, String> {
+    let mut names = std::collections::BTreeMap::new();
+    if let Ok(info) = database.collection(collection) {
+        names.insert(info.record.primary_tree_name(), "data".to_owned());
+        for index in &info.indexes {
+            if let Some(tree) = &index.tree {
+                names.insert(tree.clone(), format!("index {}", index.name));
+            }
+        }
+    }
+    names
+}
+
+/// Table files per level (level 0 first, empty deeper levels left out) of every tree of the
+/// database, labelled as in [`tree_labels`].
+pub fn files_per_level(database: &Database, collection: &str) -> LevelShape {
+    let names = tree_labels(database, collection);
+    database
+        .engine()
+        .stats()
+        .trees
+        .iter()
+        .map(|tree| {
+            let label = names
+                .get(&tree.name)
+                .cloned()
+                .unwrap_or_else(|| tree.name.clone());
+            let mut files: Vec<usize> = tree.levels.iter().map(|level| level.files).collect();
+            while files.len() > 1 && files.last() == Some(&0) {
+                files.pop();
+            }
+            (label, files)
+        })
+        .collect()
 }
 
 /// One index to create, with where its attribute lives in the documents: a tweet attribute
@@ -155,9 +195,14 @@ impl SiftIndexEngine {
         split_delta: Option<f64>,
     ) -> Result<SiftIndexEngine, BenchError> {
         let database = Database::open(dir, options.clone()).map_err(error)?;
-        database
-            .create_collection(COLLECTION, primary_key)
-            .map_err(error)?;
+        // A database loaded earlier (the study shares loads between experiments) already has
+        // its collection and indexes: they are opened as they are.
+        let existing = database.collection(COLLECTION).ok();
+        if existing.is_none() {
+            database
+                .create_collection(COLLECTION, primary_key)
+                .map_err(error)?;
+        }
         let mut indexes = Vec::new();
         let mut value_types = Vec::new();
         for slot in slots {
@@ -184,9 +229,24 @@ impl SiftIndexEngine {
                     .ok_or_else(|| BenchError::new(format!("bad split delta {delta}")))?;
                 index_spec = index_spec.with_split_delta(delta);
             }
-            let record = database
-                .create_index(COLLECTION, index_spec)
-                .map_err(error)?;
+            let found = existing
+                .as_ref()
+                .and_then(|info| info.indexes.iter().find(|record| record.name == name));
+            let record = match found {
+                Some(record) if record.path == slot.path && record.kind == kind => record.clone(),
+                Some(record) => {
+                    return Err(BenchError::new(format!(
+                        "{}: index {name} exists on {} ({:?}), not on {} ({kind:?})",
+                        dir.display(),
+                        record.path,
+                        record.kind,
+                        slot.path
+                    )))
+                }
+                None => database
+                    .create_index(COLLECTION, index_spec)
+                    .map_err(error)?,
+            };
             indexes.push((
                 slot.attribute,
                 name.to_owned(),
@@ -203,6 +263,10 @@ impl SiftIndexEngine {
             options,
             print_async_lag: false,
         })
+    }
+
+    fn tree_labels(&self) -> std::collections::BTreeMap<String, String> {
+        tree_labels(&self.database, COLLECTION)
     }
 
     fn value(&self, attribute: Attribute, value: i64) -> AttrValue {
@@ -363,15 +427,7 @@ impl IndexEngine for SiftIndexEngine {
 
     fn disk_bytes_per_tree(&self) -> Result<TreeBytes, BenchError> {
         let stats = self.database.engine().stats();
-        let mut names = std::collections::BTreeMap::new();
-        if let Ok(info) = self.database.collection(COLLECTION) {
-            names.insert(info.record.primary_tree_name(), "data".to_owned());
-            for index in &info.indexes {
-                if let Some(tree) = &index.tree {
-                    names.insert(tree.clone(), format!("index {}", index.name));
-                }
-            }
-        }
+        let names = self.tree_labels();
         Ok(stats
             .trees
             .iter()
@@ -383,6 +439,10 @@ impl IndexEngine for SiftIndexEngine {
                 (label, t.levels.iter().map(|l| l.bytes).sum())
             })
             .collect())
+    }
+
+    fn files_per_level(&self) -> Result<LevelShape, BenchError> {
+        Ok(files_per_level(&self.database, COLLECTION))
     }
 
     fn close(self: Box<Self>) -> Result<(), BenchError> {

@@ -9,12 +9,13 @@ pub mod bloom_compression;
 pub mod diff_index;
 pub mod mixed;
 pub mod next_windows;
+pub mod shared;
 pub mod static_queries;
 pub mod vinyl;
 
 use super::data::StudyData;
 use super::presets::{EngineSettings, Sizes};
-use super::results::{ExperimentResult, Measurement};
+use super::results::{DatabaseShape, ExperimentResult, Measurement};
 use super::{IndexConfiguration, StudyProgress};
 use crate::engines::index::{IndexSlot, SiftIndexEngine};
 use sift_bench::index::runner::execute;
@@ -119,6 +120,10 @@ pub struct Context<'a> {
     pub configurations: &'a [IndexConfiguration],
     /// Databases are created (and removed) under it.
     pub work_dir: &'a Path,
+    /// Databases loaded by an earlier experiment of this run, to measure again.
+    pub shared: &'a shared::SharedDatabases,
+    /// The level shape of every database measured, for the report.
+    pub shapes: &'a std::sync::Mutex<Vec<DatabaseShape>>,
     pub progress: &'a dyn StudyProgress,
     pub interrupted: &'a AtomicBool,
 }
@@ -163,6 +168,35 @@ impl Context<'_> {
             self.data.primary_key(),
             slots,
         )
+    }
+
+    /// Records the table files per level of `engine`'s trees, labelled `database`.
+    pub fn record_shape(&self, database: &str, engine: &dyn IndexEngine) -> Result<(), BenchError> {
+        self.record_level_shape(database, engine.files_per_level()?);
+        Ok(())
+    }
+
+    /// Records the table files per level of a database's trees, labelled `database`.
+    pub fn record_level_shape(&self, database: &str, trees: sift_bench::index::LevelShape) {
+        if !trees.is_empty() {
+            self.shapes
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(DatabaseShape {
+                    database: database.to_owned(),
+                    trees,
+                });
+        }
+    }
+
+    /// The key of a database of the first `documents` documents with `slots`, loaded with
+    /// this context's engine settings.
+    pub fn load_key(&self, documents: u64, slots: &[IndexSlot]) -> shared::LoadKey {
+        shared::LoadKey {
+            settings: self.engine.clone(),
+            documents,
+            slots: slots.to_vec(),
+        }
     }
 
     /// The configurations this build can measure, each with its name.
@@ -223,6 +257,27 @@ pub(crate) fn report_tables(experiment: &ExperimentResult) -> String {
     }
 }
 
+/// The size of `id`'s main databases in `sizes`, and what it counts.
+pub fn scale_of(id: ExperimentId, sizes: &Sizes) -> (u64, &'static str) {
+    match id {
+        ExperimentId::Static | ExperimentId::Queries | ExperimentId::BloomCompression => {
+            (sizes.documents, "documents")
+        }
+        ExperimentId::Mixed => (sizes.mixed_preload, "documents"),
+        ExperimentId::Next => (sizes.next_documents, "documents"),
+        ExperimentId::Vinyl => (sizes.vinyl_keys, "keys"),
+        ExperimentId::DiffIndex => (diff_index::settings_documents(sizes), "documents"),
+    }
+}
+
+/// The engine settings experiment `id` opens its databases with, from the study's.
+pub fn engine_of(id: ExperimentId, engine: &EngineSettings) -> EngineSettings {
+    match id {
+        ExperimentId::Next => next_windows::engine_settings(engine),
+        _ => engine.clone(),
+    }
+}
+
 /// Runs one experiment.
 pub fn run(context: &Context<'_>, id: ExperimentId) -> Result<ExperimentResult, BenchError> {
     let started = Instant::now();
@@ -255,6 +310,7 @@ pub fn new_result(id: ExperimentId, paper: &str, method: &str) -> ExperimentResu
         measurements: Vec::new(),
         verdicts: Vec::new(),
         figures: Vec::new(),
+        scales: Vec::new(),
     }
 }
 
@@ -441,56 +497,167 @@ pub fn untimed_load(
     Ok(())
 }
 
-/// A query measurement: every latency of every repetition, per-repetition medians, hits and
-/// blocks read per query.
+/// The directory of a settled database of `documents` with `slots`, closed: the one an
+/// earlier experiment kept, or one loaded here (not timed) and kept for the next.
+pub fn loaded_database(
+    context: &Context<'_>,
+    name: &str,
+    slots: &[IndexSlot],
+    documents: &[(u64, String)],
+) -> Result<std::path::PathBuf, BenchError> {
+    let key = context.load_key(documents.len() as u64, slots);
+    if let Some((path, _)) = context.shared.find(&key) {
+        return Ok(path);
+    }
+    let dir = context.fresh_dir(name)?;
+    let engine = context.open(dir.path(), context.engine, slots)?;
+    let loaded = untimed_load(
+        context,
+        engine.as_ref(),
+        documents,
+        &format!("{name}: load"),
+    );
+    let closed = engine.close();
+    loaded?;
+    closed?;
+    let path = dir.path().to_path_buf();
+    context
+        .shared
+        .keep(key, dir, shared::LoadSummary::default());
+    Ok(path)
+}
+
+/// A query measurement: every latency of every pass, per-pass medians, the confidence
+/// interval of the median, hits and blocks read per query.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CellStats {
     pub all: Distribution,
     pub repetition_medians_us: Vec<f64>,
+    /// 95% confidence interval of the median (order statistics, no distribution assumed).
+    pub median_ci_us: (f64, f64),
     pub hits_per_query: f64,
     pub blocks_per_query: Option<f64>,
+    /// Why the measurement stopped.
+    pub stopped: CellStop,
 }
 
-/// Runs a tenth of `operations` as warm-up, then `repetitions` timed passes over all of them;
-/// stops early after `seconds_max` (at least one timed operation is kept).
+/// Why a query measurement stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CellStop {
+    /// The median's confidence interval became narrow enough.
+    Precise,
+    /// Every pass over the operations was done.
+    Passes,
+    /// The time cap was reached first.
+    Time,
+}
+
+/// When a query measurement stops: as soon as the 95% confidence interval of its median is
+/// within `precision` of the median (after at least `samples_min` queries), or after
+/// `passes_max` passes over its operations, or after `seconds_max`, whichever comes first.
+/// Cheap, steady cells stop early; the time goes to the noisy ones.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CellBudget {
+    pub passes_max: u32,
+    pub seconds_max: f64,
+    /// Relative half-width of the median's 95% confidence interval, e.g. 0.03.
+    pub precision: f64,
+    pub samples_min: usize,
+}
+
+impl CellBudget {
+    pub fn of(sizes: &Sizes) -> CellBudget {
+        CellBudget {
+            passes_max: sizes.repetitions.max(1),
+            seconds_max: sizes.cell_seconds_max,
+            precision: sizes.cell_precision,
+            samples_min: sizes.cell_samples_min,
+        }
+    }
+}
+
+/// The 95% confidence interval of the median of `sorted` (ascending): the order statistics
+/// at ranks n/2 ± 1.96·√n/2 (normal approximation of the binomial).
+pub fn median_interval(sorted: &[f64]) -> (f64, f64) {
+    if sorted.is_empty() {
+        return (0.0, 0.0);
+    }
+    let n = sorted.len() as f64;
+    let spread = 1.96 * n.sqrt() / 2.0;
+    let low = ((n / 2.0 - spread).floor() as usize).clamp(1, sorted.len());
+    let high = ((n / 2.0 + spread).ceil() as usize).clamp(1, sorted.len());
+    (sorted[low - 1], sorted[high - 1])
+}
+
+/// Whether the median of `latencies` is known to within `precision` (relative half-width).
+pub(crate) fn precise_enough(latencies: &[f64], precision: f64) -> bool {
+    let mut sorted = latencies.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let median = sorted[(sorted.len() - 1) / 2];
+    let (low, high) = median_interval(&sorted);
+    median > 0.0 && (high - low) / 2.0 <= precision * median
+}
+
+/// Runs a tenth of `operations` as warm-up (at most a quarter of the time cap), then timed
+/// passes over them until `budget` says stop (at least one timed operation is kept).
 pub fn measure_cell(
     context: &Context<'_>,
     engine: &dyn IndexEngine,
     operations: &[Operation],
-    repetitions: u32,
-    seconds_max: f64,
+    budget: &CellBudget,
 ) -> Result<CellStats, BenchError> {
+    // Warm-up: a tenth of the operations, within a quarter of the time cap (at the quick
+    // preset's size an unlimited 100-minute RANGELOOKUP takes most of a second).
     let warm_up = operations.len().div_ceil(10);
+    let warm_up_deadline = Duration::from_secs_f64(budget.seconds_max.max(0.0) / 4.0);
+    let warm_up_started = Instant::now();
     for operation in &operations[..warm_up] {
         execute(engine, operation)?;
+        if warm_up_started.elapsed() >= warm_up_deadline {
+            break;
+        }
     }
     let before_blocks = engine.counters().blocks_read;
-    let deadline = Duration::from_secs_f64(seconds_max.max(0.0));
+    let deadline = Duration::from_secs_f64(budget.seconds_max.max(0.0));
     let started = Instant::now();
-    let mut all = Vec::new();
+    let mut all: Vec<f64> = Vec::new();
     let mut medians = Vec::new();
     let mut hits = 0;
-    'repetitions: for _ in 0..repetitions.max(1) {
-        let mut this = Vec::with_capacity(operations.len());
+    // The interval is checked at growing sample counts (each check sorts).
+    let mut next_check = budget.samples_min.max(2);
+    let mut stopped = CellStop::Passes;
+    'passes: for _ in 0..budget.passes_max.max(1) {
+        let pass_start = all.len();
         for operation in operations {
             let (latency, found) = execute(engine, operation)?;
-            this.push(latency.as_secs_f64() * 1e6);
+            all.push(latency.as_secs_f64() * 1e6);
             hits += found;
-            if started.elapsed() >= deadline {
-                medians.push(Distribution::of(&this).p50);
-                all.extend(this);
-                break 'repetitions;
+            if all.len() >= next_check {
+                next_check = all.len() + all.len() / 4;
+                if precise_enough(&all, budget.precision) {
+                    stopped = CellStop::Precise;
+                }
+            }
+            if stopped == CellStop::Passes && started.elapsed() >= deadline {
+                stopped = CellStop::Time;
+            }
+            if stopped != CellStop::Passes {
+                medians.push(Distribution::of(&all[pass_start..]).p50);
+                break 'passes;
             }
         }
-        medians.push(Distribution::of(&this).p50);
-        all.extend(this);
+        medians.push(Distribution::of(&all[pass_start..]).p50);
         context.check_interrupt()?;
     }
     context.progress.advance(1);
     let count = all.len().max(1) as f64;
+    let mut sorted = all.clone();
+    sorted.sort_by(f64::total_cmp);
+    let (low, high) = median_interval(&sorted);
     Ok(CellStats {
         all: Distribution::of(&all),
         repetition_medians_us: medians,
+        median_ci_us: (round(low, 3), round(high, 3)),
         hits_per_query: round(hits as f64 / count, 3),
         blocks_per_query: match (before_blocks, engine.counters().blocks_read) {
             (Some(before), Some(after)) => {
@@ -498,6 +665,7 @@ pub fn measure_cell(
             }
             _ => None,
         },
+        stopped,
     })
 }
 
@@ -551,5 +719,21 @@ mod tests {
         );
         assert!((distribution.mean - 50.5).abs() < 1e-9);
         assert_eq!(Distribution::of(&[]), Distribution::default());
+    }
+
+    #[test]
+    fn median_interval_narrows_with_samples() {
+        // 100 values 1..=100: ranks 50 ± 9.8 -> the 40th and 60th values.
+        let hundred: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(median_interval(&hundred), (40.0, 60.0));
+        // 10,000 values 1..=10,000: ranks 5000 ± 98.
+        let many: Vec<f64> = (1..=10_000).map(f64::from).collect();
+        assert_eq!(median_interval(&many), (4902.0, 5098.0));
+        assert_eq!(median_interval(&[7.0]), (7.0, 7.0));
+        assert_eq!(median_interval(&[]), (0.0, 0.0));
+        // Steady values are precise at once; a wide spread is not.
+        assert!(precise_enough(&[10.0; 60], 0.01));
+        assert!(!precise_enough(&hundred, 0.1));
+        assert!(precise_enough(&many, 0.03));
     }
 }

@@ -96,6 +96,7 @@ mod tests {
             measurements: vec![m],
             verdicts: Vec::new(),
             figures: Vec::new(),
+            scales: Vec::new(),
         };
         let text = experiment_csv(&experiment);
         let mut lines = text.lines();

@@ -39,16 +39,17 @@ fn verdict_table(experiment: &ExperimentResult) -> String {
     }
     let mut out = String::from(
         "<table class=\"verdicts\"><tr><th class=\"text\">claim</th><th class=\"text\">source</th>\
-         <th class=\"text\">verdict</th><th class=\"text\">deciding numbers</th></tr>",
+         <th class=\"text\">verdict</th><th class=\"text\">across sizes</th><th class=\"text\">deciding numbers</th></tr>",
     );
     for v in &experiment.verdicts {
         let _ = write!(
             out,
-            "<tr><td class=\"text\">{}</td><td class=\"text\">{}</td><td class=\"text\"><span class=\"badge {}\">{}</span></td><td class=\"text\">{}</td></tr>",
+            "<tr><td class=\"text\">{}</td><td class=\"text\">{}</td><td class=\"text\"><span class=\"badge {}\">{}</span></td><td class=\"text\">{}</td><td class=\"text\">{}</td></tr>",
             escape(&v.claim),
             escape(&v.source),
             escape(&v.outcome),
             escape(&v.outcome.replace('-', " ")),
+            escape(v.across_sizes.as_deref().unwrap_or("one size measured")),
             escape(&v.evidence)
         );
     }
@@ -115,6 +116,8 @@ fn section(out: &mut String, results: &StudyResults, experiment: &ExperimentResu
         out.push_str("<h3>Verdicts from this run</h3>");
         out.push_str(&verdict_table(experiment));
     }
+    out.push_str(&super::scales::verdicts_across_sizes(experiment));
+    out.push_str(&super::scales::engine_and_shapes(experiment));
     out.push_str("</section>");
 }
 
@@ -169,7 +172,8 @@ pub fn render(results: &StudyResults) -> String {
     let mut out = String::new();
     let machine = &results.machine;
     let configuration = &results.configuration;
-    let _ = write!(
+    let _ =
+        write!(
         out,
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Sift comparative \
          study</title><style>{STYLE}</style></head><body><h1>Sift comparative study</h1>\
@@ -178,9 +182,12 @@ pub fn render(results: &StudyResults) -> String {
          data, run {} on {} CPUs, {} {}, rustc {}, sift {} (commit {}).</p>",
         escape(&configuration.preset),
         configuration.seed,
-        escape(&match &configuration.data.path {
-            Some(path) => format!("{} ({path})", configuration.data.source),
-            None => configuration.data.source.clone(),
+        escape(&match (&configuration.data.path, configuration.data.documents) {
+            (Some(path), Some(documents)) => {
+                format!("{} ({path}, {documents} documents used)", configuration.data.source)
+            }
+            (Some(path), None) => format!("{} ({path})", configuration.data.source),
+            (None, _) => configuration.data.source.clone(),
         }),
         escape(&machine.date_utc),
         machine.cpu_count,

@@ -4,6 +4,7 @@
 pub mod csv;
 pub mod html;
 pub mod json;
+pub mod scales;
 
 use crate::results::StudyResults;
 use sift_bench::index::BenchError;

@@ -12,11 +12,15 @@ pub mod report;
 pub mod threads;
 pub mod verdicts;
 
+use super::shared::LoadKey;
 use super::{
-    grouped_sizes, measure_cell, new_result, note_failure, timed_load, Context, ExperimentId,
+    grouped_sizes, measure_cell, new_result, note_failure, timed_load, CellBudget, Context,
+    ExperimentId,
 };
+use crate::engines::index::IndexSlot;
 use crate::presets::EngineSettings;
 use crate::results::{ExperimentResult, FigureInfo, Measurement};
+use crate::IndexConfiguration;
 use sift_bench::index::BenchError;
 use sift_workload::Operation;
 
@@ -30,6 +34,14 @@ repeated the top-10 LOOKUPs and RANGELOOKUPs on UserID with more and more concur
 variants keep their relative order, stand-alone indexes get slightly higher throughput than \
 Embedded at high concurrency, and more threads do not necessarily raise throughput much (it even \
 falls in some cases) as threads compete for the database's components.";
+
+/// The kinds the bits-per-key sweep loads (the first configuration of each; the default bits
+/// are every configuration's experiment 1 database): Embedded, whose filters the paper swept,
+/// and Lazy, whose LOOKUPs read documents by primary key (where Sift's filters act).
+pub const BLOOM_SWEEP_KINDS: [&str; 2] = ["embedded", "lazy"];
+
+/// The kinds loaded without compression: the four variants of LevelDB++ App. C.2.
+pub const COMPRESSION_KINDS: [&str; 4] = ["embedded", "eager", "lazy", "composite"];
 
 pub fn run(context: &Context<'_>) -> Result<ExperimentResult, BenchError> {
     let sizes = context.sizes;
@@ -54,9 +66,14 @@ pub fn run(context: &Context<'_>) -> Result<ExperimentResult, BenchError> {
         PAPER,
         &(format!(
             "For each bloom-filter setting ({} bits per primary key, snappy) and with \
-             compression off ({} bits per key), Sift loaded {} documents per configuration with \
-             both attributes indexed, then measured the size on disk, the mean PUT latency, {} \
-             GETs, {} top-10 LOOKUPs and {} top-10 RANGELOOKUPs ({} {}) on {}.",
+             compression off ({} bits per key), Sift loaded {} documents with an index on {} \
+             only (the paper rebuilt its UserID indexes), then measured the size on disk, the \
+             mean PUT latency, up to {} GETs, {} top-10 LOOKUPs and {} top-10 RANGELOOKUPs ({} \
+             {}) on {}. The default bits with snappy is experiment 1's database of every \
+             configuration (not loaded again); compression off is loaded for the first \
+             configuration of each of {} (the paper's four variants), the other bits for the \
+             first of each of {} (Embedded is what the paper swept; Lazy reads documents by \
+             primary key, where Sift's filters act), which keeps the run within its budget.",
             sizes
                 .bloom_bits_per_key
                 .iter()
@@ -65,19 +82,23 @@ pub fn run(context: &Context<'_>) -> Result<ExperimentResult, BenchError> {
                 .join(", "),
             context.engine.bloom_bits_per_key,
             documents.len(),
+            first.path,
             gets.len(),
             lookups.len(),
             ranges.len(),
             selectivity,
             first.range_unit(),
-            first.path
+            first.path,
+            COMPRESSION_KINDS.join(", "),
+            BLOOM_SWEEP_KINDS.join(", ")
         ) + &format!(
-            " Thread sweep (App. C.3): for each configuration and {} client threads, a fresh \
-             database (default settings, index on {} only) is loaded with the first half of \
-             the documents by that many threads \
-             (PUT throughput over the load's wall-clock time), then each thread runs the same \
-             top-10 LOOKUPs and RANGELOOKUPs (queries per second over all threads). This \
-             machine has {} CPU cores, so more threads than cores cannot add throughput.",
+            " Thread sweep (App. C.3): for each configuration and {} client threads, each \
+             thread runs the same top-10 LOOKUPs and RANGELOOKUPs on the configuration's \
+             database (default settings, index on {} only; queries per second over all \
+             threads), and a fresh database is loaded with the first twentieth of the documents by \
+             that many threads (PUT throughput over the load's wall-clock time; four loads per \
+             configuration, hence the twentieth). This machine has {} CPU cores, so more threads \
+             than cores cannot add throughput.",
             sizes
                 .thread_counts
                 .iter()
@@ -89,128 +110,62 @@ pub fn run(context: &Context<'_>) -> Result<ExperimentResult, BenchError> {
         )),
     );
     let mut notes = context.unknown_configuration_notes();
-    let mut points: Vec<(u32, &str)> = sizes
-        .bloom_bits_per_key
-        .iter()
-        .map(|&bits| (bits, "snappy"))
-        .collect();
-    if !points.contains(&(context.engine.bloom_bits_per_key, "snappy")) {
-        points.push((context.engine.bloom_bits_per_key, "snappy"));
-    }
-    points.push((context.engine.bloom_bits_per_key, "none"));
     let configurations = context.known_configurations();
-    let total = points.len() * configurations.len();
+    let default_bits = context.engine.bloom_bits_per_key;
+    // (bits, compression, configurations): the default point and compression off for every
+    // configuration; the other bits only for the kinds whose queries the filters can serve.
+    let first_of = |kinds: &[&str]| -> Vec<&IndexConfiguration> {
+        kinds
+            .iter()
+            .filter_map(|kind| configurations.iter().copied().find(|c| c.kind == *kind))
+            .collect()
+    };
+    let swept = first_of(&BLOOM_SWEEP_KINDS);
+    let mut points: Vec<(u32, &str, Vec<&IndexConfiguration>)> =
+        vec![(default_bits, "snappy", configurations.clone())];
+    for &bits in &sizes.bloom_bits_per_key {
+        if bits != default_bits {
+            points.push((bits, "snappy", swept.clone()));
+        }
+    }
+    points.push((default_bits, "none", first_of(&COMPRESSION_KINDS)));
+    let total: usize = points.iter().map(|(_, _, c)| c.len()).sum();
     let mut run_number = 0;
-    for &(bits, compression) in &points {
+    let budget = CellBudget::of(sizes);
+    for (bits, compression, point_configurations) in &points {
+        let (bits, compression) = (*bits, *compression);
         let settings = EngineSettings {
             bloom_bits_per_key: bits,
             compression: compression.to_owned(),
             ..context.engine.clone()
         };
-        for configuration in &configurations {
+        for configuration in point_configurations {
             run_number += 1;
             let name = configuration.name();
             let label = format!(
                 "[{run_number}/{total}] {name}, {bits} bits/key, compression {compression}"
             );
-            let slots: Vec<_> = attributes
-                .iter()
-                .map(|attribute| {
-                    attribute.slot(&configuration.kind, configuration.maintenance.as_deref())
-                })
-                .collect();
-            let outcome = (|| -> Result<Vec<Measurement>, BenchError> {
-                let dir = context.fresh_dir(&name)?;
-                let engine = context.open(dir.path(), &settings, &slots)?;
-                let mut out = Vec::new();
-                let template = Measurement {
-                    configuration: name.clone(),
-                    bloom_bits_per_key: Some(bits),
-                    compression: Some(compression.to_owned()),
-                    ..Measurement::default()
-                };
-                let measured = (|| -> Result<(), BenchError> {
-                    let load = timed_load(context, engine.as_ref(), &documents, 1, &label)?;
-                    out.push(Measurement {
-                        op: Some("PUT".to_owned()),
-                        metric: "put_latency_mean".to_owned(),
-                        unit: "us".to_owned(),
-                        value: load.whole.mean,
-                        count: Some(load.whole.count),
-                        ..template.clone()
-                    });
-                    let total_bytes: u64 = grouped_sizes(engine.as_ref())?
-                        .iter()
-                        .map(|(_, bytes)| bytes)
-                        .sum();
-                    out.push(Measurement {
-                        metric: "bytes_on_disk".to_owned(),
-                        unit: "bytes".to_owned(),
-                        value: total_bytes as f64,
-                        ..template.clone()
-                    });
-                    context
-                        .progress
-                        .phase(&format!("{label}: queries"), 3, "measurements");
-                    for (op, operations, top_k, selectivity, attribute) in [
-                        ("GET", &gets, None, None, None),
-                        ("LOOKUP", &lookups, Some("10"), None, Some(&first.path)),
-                        (
-                            "RANGELOOKUP",
-                            &ranges,
-                            Some("10"),
-                            Some(selectivity),
-                            Some(&first.path),
-                        ),
-                    ] {
-                        if operations.is_empty() {
-                            continue;
-                        }
-                        let cell = measure_cell(
-                            context,
-                            engine.as_ref(),
-                            operations,
-                            sizes.repetitions,
-                            sizes.cell_seconds_max,
-                        )?;
-                        let labelled = Measurement {
-                            op: Some(op.to_owned()),
-                            attribute: attribute.cloned(),
-                            top_k: top_k.map(str::to_owned),
-                            selectivity,
-                            ..template.clone()
-                        };
-                        for (metric, value) in [
-                            ("latency_mean", cell.all.mean),
-                            ("latency_p50", cell.all.p50),
-                            ("latency_p95", cell.all.p95),
-                        ] {
-                            out.push(Measurement {
-                                metric: metric.to_owned(),
-                                unit: "us".to_owned(),
-                                value,
-                                count: Some(cell.all.count),
-                                ..labelled.clone()
-                            });
-                        }
-                        if let Some(blocks) = cell.blocks_per_query {
-                            out.push(Measurement {
-                                metric: "blocks_read_per_query".to_owned(),
-                                unit: "blocks".to_owned(),
-                                value: blocks,
-                                count: Some(cell.all.count),
-                                ..labelled
-                            });
-                        }
-                    }
-                    context.progress.phase_done();
-                    Ok(())
-                })();
-                let closed = engine.close();
-                measured?;
-                closed?;
-                Ok(out)
-            })();
+            let slot = first.slot(&configuration.kind, configuration.maintenance.as_deref());
+            let outcome = measure_point(
+                context,
+                &label,
+                &name,
+                &settings,
+                &slot,
+                &documents,
+                &[
+                    ("GET", &gets, None, None, None),
+                    ("LOOKUP", &lookups, Some("10"), None, Some(&first.path)),
+                    (
+                        "RANGELOOKUP",
+                        &ranges,
+                        Some("10"),
+                        Some(selectivity),
+                        Some(&first.path),
+                    ),
+                ],
+                &budget,
+            );
             match outcome {
                 Ok(mut found) => result.measurements.append(&mut found),
                 Err(error) => {
@@ -226,9 +181,10 @@ pub fn run(context: &Context<'_>) -> Result<ExperimentResult, BenchError> {
         ranges: &ranges,
         range_selectivity: selectivity,
     };
-    // Half the documents: the sweep opens four databases per configuration.
-    let half = &documents[..(documents.len() / 2).max(documents.len().min(10))];
-    let mut swept = threads::run(context, half, &sweep_queries, &mut notes)?;
+    // A twentieth of the documents per threaded load: it loads four databases per
+    // configuration.
+    let part = &documents[..(documents.len() / 20).max(documents.len().min(10))];
+    let mut swept = threads::run(context, &documents, part, &sweep_queries, &mut notes)?;
     result.measurements.append(&mut swept);
     for (id, title) in [
         (
@@ -282,4 +238,129 @@ pub fn run(context: &Context<'_>) -> Result<ExperimentResult, BenchError> {
         result.note = notes.join("; ");
     }
     Ok(result)
+}
+
+/// One query cell of a point: op, operations, top-K, selectivity, attribute.
+type PointCell<'a> = (
+    &'a str,
+    &'a Vec<Operation>,
+    Option<&'a str>,
+    Option<u64>,
+    Option<&'a String>,
+);
+
+/// Loads (or finds, when experiment 1 loaded it with the same settings) the database of one
+/// configuration at one point and measures its size, PUT cost and queries.
+#[allow(clippy::too_many_arguments)]
+fn measure_point(
+    context: &Context<'_>,
+    label: &str,
+    name: &str,
+    settings: &EngineSettings,
+    slot: &IndexSlot,
+    documents: &[(u64, String)],
+    cells: &[PointCell<'_>],
+    budget: &CellBudget,
+) -> Result<Vec<Measurement>, BenchError> {
+    let key = LoadKey {
+        settings: settings.clone(),
+        documents: documents.len() as u64,
+        slots: vec![slot.clone()],
+    };
+    let kept = context.shared.find(&key);
+    let dir = if kept.is_some() {
+        None
+    } else {
+        Some(context.fresh_dir(name)?)
+    };
+    let path = match (&kept, &dir) {
+        (Some((path, _)), _) => path.clone(),
+        (None, Some(dir)) => dir.path().to_path_buf(),
+        (None, None) => unreachable!("a database directory is chosen above"),
+    };
+    let engine = context.open(&path, settings, std::slice::from_ref(slot))?;
+    let mut out = Vec::new();
+    let template = Measurement {
+        configuration: name.to_owned(),
+        bloom_bits_per_key: Some(settings.bloom_bits_per_key),
+        compression: Some(settings.compression.clone()),
+        ..Measurement::default()
+    };
+    let mut summary = kept.map(|(_, summary)| summary).unwrap_or_default();
+    let measured = (|| -> Result<(), BenchError> {
+        if dir.is_some() {
+            let load = timed_load(context, engine.as_ref(), documents, 1, label)?;
+            summary.put_latency_mean_us = Some(load.whole.mean);
+        }
+        if let Some(mean) = summary.put_latency_mean_us {
+            out.push(Measurement {
+                op: Some("PUT".to_owned()),
+                metric: "put_latency_mean".to_owned(),
+                unit: "us".to_owned(),
+                value: mean,
+                count: Some(documents.len() as u64),
+                ..template.clone()
+            });
+        }
+        let total_bytes: u64 = grouped_sizes(engine.as_ref())?
+            .iter()
+            .map(|(_, bytes)| bytes)
+            .sum();
+        out.push(Measurement {
+            metric: "bytes_on_disk".to_owned(),
+            unit: "bytes".to_owned(),
+            value: total_bytes as f64,
+            ..template.clone()
+        });
+        context.record_shape(label, engine.as_ref())?;
+        context.progress.phase(
+            &format!("{label}: queries"),
+            cells.len() as u64,
+            "measurements",
+        );
+        for (op, operations, top_k, selectivity, attribute) in cells {
+            if operations.is_empty() {
+                continue;
+            }
+            let cell = measure_cell(context, engine.as_ref(), operations, budget)?;
+            let labelled = Measurement {
+                op: Some((*op).to_owned()),
+                attribute: attribute.cloned(),
+                top_k: top_k.map(str::to_owned),
+                selectivity: *selectivity,
+                ..template.clone()
+            };
+            for (metric, value) in [
+                ("latency_mean", cell.all.mean),
+                ("latency_p50", cell.all.p50),
+                ("latency_p95", cell.all.p95),
+            ] {
+                out.push(Measurement {
+                    metric: metric.to_owned(),
+                    unit: "us".to_owned(),
+                    value,
+                    count: Some(cell.all.count),
+                    ..labelled.clone()
+                });
+            }
+            if let Some(blocks) = cell.blocks_per_query {
+                out.push(Measurement {
+                    metric: "blocks_read_per_query".to_owned(),
+                    unit: "blocks".to_owned(),
+                    value: blocks,
+                    count: Some(cell.all.count),
+                    ..labelled
+                });
+            }
+        }
+        context.progress.phase_done();
+        Ok(())
+    })();
+    let closed = engine.close();
+    measured?;
+    closed?;
+    if let Some(dir) = dir {
+        context.shared.keep(key, dir, summary);
+    }
+    Ok(out)
 }

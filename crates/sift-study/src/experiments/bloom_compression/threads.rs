@@ -1,15 +1,15 @@
 //! Experiment 4's thread sweep (LevelDB++ App. C.3, Figure 20): for each configuration and
-//! each client-thread count (1–4), a fresh database is loaded by that many threads (PUT
-//! throughput over the wall-clock time of the load), then that many threads run the same
-//! top-10 LOOKUPs and top-10 RANGELOOKUPs (queries per second), with verdicts on the paper's
-//! multi-threading findings.
+//! each client-thread count (1–4), that many threads run the same top-10 LOOKUPs and top-10
+//! RANGELOOKUPs on the configuration's UserID database (queries per second), and load a
+//! twentieth of its documents into a fresh database (PUT throughput over the wall-clock time of the
+//! load; the paper swept only queries), with verdicts on the paper's multi-threading findings.
 //!
 //! The numbers depend on the machine's cores (recorded with each verdict): with 2 cores, more
 //! than 2× from threads is not possible whatever the engine does.
 
 use crate::data::StudyAttribute;
 use crate::engines::index::SiftIndexEngine;
-use crate::experiments::{note_failure, round, Context};
+use crate::experiments::{loaded_database, note_failure, round, Context};
 use crate::results::{FigureInfo, Measurement, Verdict};
 use crate::verdict::kind_of;
 use sift_bench::index::runner::execute;
@@ -94,10 +94,13 @@ fn threaded_queries(
     })
 }
 
-/// Runs the sweep for every known configuration; failures become notes.
+/// Runs the sweep for every known configuration; failures become notes. The queries run on
+/// the configuration's database of `documents` (experiment 1's when it ran, loaded and kept
+/// here otherwise); each load throughput point loads `load_documents` into a fresh database.
 pub fn run(
     context: &Context<'_>,
     documents: &[(u64, String)],
+    load_documents: &[(u64, String)],
     queries: &SweepQueries<'_>,
     notes: &mut Vec<String>,
 ) -> Result<Vec<Measurement>, BenchError> {
@@ -106,7 +109,7 @@ pub fn run(
     let mut out = Vec::new();
     context.progress.phase(
         "thread sweep (load and queries)",
-        (configurations.len() * counts.len()) as u64,
+        (configurations.len() * counts.len() * 2) as u64,
         "runs",
     );
     for configuration in &configurations {
@@ -114,9 +117,58 @@ pub fn run(
         let slot = queries
             .attribute
             .slot(&configuration.kind, configuration.maintenance.as_deref());
-        for &threads in counts {
-            let label = format!("{name}, {threads} threads");
-            let measured = (|| -> Result<Vec<Measurement>, BenchError> {
+        let measured = (|| -> Result<Vec<Measurement>, BenchError> {
+            let path = loaded_database(context, &name, std::slice::from_ref(&slot), documents)?;
+            let engine = SiftIndexEngine::open_slots_shared(
+                &path,
+                context.engine.database_options(),
+                context.data.primary_key(),
+                std::slice::from_ref(&slot),
+            )?;
+            let mut found = Vec::new();
+            let swept = (|| -> Result<(), BenchError> {
+                for &threads in counts {
+                    let workers = threads.max(1) as usize;
+                    for (op, operations, selectivity) in [
+                        ("LOOKUP", queries.lookups, None),
+                        (
+                            "RANGELOOKUP",
+                            queries.ranges,
+                            Some(queries.range_selectivity),
+                        ),
+                    ] {
+                        if operations.is_empty() {
+                            continue;
+                        }
+                        // Warm-up: a tenth of the queries, one thread.
+                        for operation in &operations[..operations.len().div_ceil(10)] {
+                            execute(&engine, operation)?;
+                        }
+                        let seconds = threaded_queries(&engine, operations, workers)?;
+                        let total = operations.len() * workers;
+                        found.push(Measurement {
+                            configuration: name.clone(),
+                            threads: Some(threads.max(1)),
+                            op: Some(op.to_owned()),
+                            attribute: Some(queries.attribute.path.clone()),
+                            top_k: Some("10".to_owned()),
+                            selectivity,
+                            metric: "throughput".to_owned(),
+                            unit: "ops/s".to_owned(),
+                            value: round(total as f64 / seconds.max(1e-9), 1),
+                            count: Some(total as u64),
+                            ..Measurement::default()
+                        });
+                    }
+                    context.progress.advance(1);
+                    context.check_interrupt()?;
+                }
+                Ok(())
+            })();
+            let closed = Box::new(engine).close();
+            swept?;
+            closed?;
+            for &threads in counts {
                 let dir = context.fresh_dir(&name)?;
                 let engine = SiftIndexEngine::open_slots_shared(
                     dir.path(),
@@ -124,65 +176,31 @@ pub fn run(
                     context.data.primary_key(),
                     std::slice::from_ref(&slot),
                 )?;
-                let workers = threads.max(1) as usize;
-                let template = Measurement {
+                let loaded = threaded_load(&engine, load_documents, threads.max(1) as usize);
+                let closed = Box::new(engine).close();
+                let load_s = loaded?;
+                closed?;
+                found.push(Measurement {
                     configuration: name.clone(),
                     threads: Some(threads.max(1)),
-                    ..Measurement::default()
-                };
-                let mut found = Vec::new();
-                let load_s = threaded_load(&engine, documents, workers)?;
-                found.push(Measurement {
                     op: Some("PUT".to_owned()),
                     metric: "throughput".to_owned(),
                     unit: "ops/s".to_owned(),
-                    value: round(documents.len() as f64 / load_s.max(1e-9), 1),
-                    count: Some(documents.len() as u64),
-                    ..template.clone()
+                    value: round(load_documents.len() as f64 / load_s.max(1e-9), 1),
+                    count: Some(load_documents.len() as u64),
+                    ..Measurement::default()
                 });
-                engine.flush()?;
-                engine.wait_for_background_work()?;
-                for (op, operations, selectivity) in [
-                    ("LOOKUP", queries.lookups, None),
-                    (
-                        "RANGELOOKUP",
-                        queries.ranges,
-                        Some(queries.range_selectivity),
-                    ),
-                ] {
-                    if operations.is_empty() {
-                        continue;
-                    }
-                    // Warm-up: a tenth of the queries, one thread.
-                    for operation in &operations[..operations.len().div_ceil(10)] {
-                        execute(&engine, operation)?;
-                    }
-                    let seconds = threaded_queries(&engine, operations, workers)?;
-                    let total = operations.len() * workers;
-                    found.push(Measurement {
-                        op: Some(op.to_owned()),
-                        attribute: Some(queries.attribute.path.clone()),
-                        top_k: Some("10".to_owned()),
-                        selectivity,
-                        metric: "throughput".to_owned(),
-                        unit: "ops/s".to_owned(),
-                        value: round(total as f64 / seconds.max(1e-9), 1),
-                        count: Some(total as u64),
-                        ..template.clone()
-                    });
-                }
-                Box::new(engine).close()?;
-                Ok(found)
-            })();
-            context.progress.advance(1);
-            match measured {
-                Ok(mut found) => out.append(&mut found),
-                Err(error) => {
-                    context.check_interrupt()?;
-                    note_failure(notes, &label, &error);
-                }
+                context.progress.advance(1);
+                context.check_interrupt()?;
             }
-            context.check_interrupt()?;
+            Ok(found)
+        })();
+        match measured {
+            Ok(mut found) => out.append(&mut found),
+            Err(error) => {
+                context.check_interrupt()?;
+                note_failure(notes, &format!("{name} thread sweep"), &error);
+            }
         }
     }
     context.progress.phase_done();

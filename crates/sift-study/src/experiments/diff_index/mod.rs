@@ -45,18 +45,19 @@ pub fn configuration_name(scheme: Scheme) -> String {
     }
 }
 
-/// The preset's scale: documents of the mixed runs, seconds of a query cell per phase.
+/// Documents each scheme's database is loaded with.
+pub fn settings_documents(sizes: &crate::presets::Sizes) -> u64 {
+    sizes.diff_index_documents.max(100)
+}
+
+/// The preset's scale: documents of the mixed runs, seconds per phase and step.
 pub fn settings(context: &Context<'_>) -> Settings {
     let sizes = context.sizes;
     // The tiny preset (CI): three short steps, so the experiment takes a few seconds.
-    let quick_steps = sizes.cell_seconds_max < 0.5;
-    let phase_seconds = if quick_steps {
-        sizes.cell_seconds_max / 2.0
-    } else {
-        sizes.cell_seconds_max
-    };
+    let quick_steps = sizes.diff_index_short;
+    let phase_seconds = sizes.diff_index_phase_seconds;
     Settings {
-        documents: sizes.mixed_preload.max(100),
+        documents: settings_documents(sizes),
         document_bytes: 200,
         kind: IndexKind::Composite,
         schemes: SCHEMES.to_vec(),

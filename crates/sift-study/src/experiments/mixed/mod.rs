@@ -7,7 +7,8 @@
 pub mod report;
 pub mod verdicts;
 
-use super::{new_result, note_failure, round, untimed_load, Context, ExperimentId};
+use super::shared::copy_database;
+use super::{loaded_database, new_result, note_failure, round, Context, ExperimentId};
 use crate::results::{ExperimentResult, FigureInfo, Measurement};
 use sift_bench::index::runner::execute;
 use sift_bench::index::BenchError;
@@ -38,21 +39,29 @@ pub fn run(context: &Context<'_>) -> Result<ExperimentResult, BenchError> {
         ExperimentId::Mixed,
         PAPER,
         &format!(
-            "Per workload and configuration, Sift loaded {} tweets (not timed), flushed, then ran \
-             the same {} operations of the mix (generated once per workload), with an index on \
-             user.id only and LOOKUPs top-10 on it; each tenth of the operations gives the mean \
-             latency per operation type and the bytes written and blocks read so far.",
-            sizes.mixed_preload, sizes.mixed_operations
+            "Per workload and configuration, Sift loaded {} documents (not timed), flushed, then \
+             ran the same {} operations of the mix (generated once per workload), with an index \
+             on {} only and LOOKUPs top-10 on it. The preload is experiment 1's database of the \
+             configuration on that attribute (copied for each workload; its table files \
+             hard-linked); each tenth of the operations gives the mean latency per operation \
+             type and the bytes written and blocks read so far.{}",
+            sizes.mixed_preload,
+            sizes.mixed_operations,
+            context
+                .data
+                .attributes()
+                .first()
+                .map_or("the first attribute", |a| a.path.as_str()),
+            if context.data.is_tweets() {
+                ""
+            } else {
+                " On the user's file, PUTs take the file's next documents (then copies of \
+                 random ones under new keys), UPDATEs give a written key the content of a random \
+                 document of the file, GETs and LOOKUPs ask keys and values written so far \
+                 (frequent values more often)."
+            }
         ),
     );
-    let StudyData::Tweets { seed } = context.data else {
-        "not-measured".clone_into(&mut result.status);
-        "the mixed workloads need the tweet generator (arrivals and updates follow its model); \
-         not run on user data"
-            .clone_into(&mut result.note);
-        result.verdicts = verdicts::mixed_verdicts(&[], context.configurations);
-        return Ok(result);
-    };
     let mut notes = context.unknown_configuration_notes();
     let user_attribute = context
         .data
@@ -60,34 +69,37 @@ pub fn run(context: &Context<'_>) -> Result<ExperimentResult, BenchError> {
         .into_iter()
         .find(|attribute| attribute.role == Attribute::UserId)
         .ok_or_else(|| BenchError::new("no UserID attribute"))?;
+    let (preload, streams) = match context.data {
+        StudyData::Tweets { seed } => tweet_streams(sizes, *seed)?,
+        StudyData::File { .. } => user_streams(context, &user_attribute),
+    };
     let total = context.known_configurations().len() * WORKLOADS.len();
     let mut run_number = 0;
-    for workload in WORKLOADS {
-        let config = TweetConfig::for_tweets(sizes.mixed_preload + sizes.mixed_operations, *seed);
-        let mut generator = WorkloadGenerator::new(config, workload)
-            .map_err(|e| BenchError::new(format!("workload: {e}")))?;
-        let preload: Vec<(u64, String)> = (0..sizes.mixed_preload)
-            .filter_map(|_| match generator.put() {
-                Operation::Put(tweet) => Some((tweet.fields.tweet_id, tweet.json)),
-                _ => None,
-            })
-            .collect();
-        let operations: Vec<Operation> = (0..sizes.mixed_operations)
-            .map(|_| generator.next_operation())
-            .collect();
-        for configuration in context.known_configurations() {
+    for configuration in context.known_configurations() {
+        let slot = user_attribute.slot(&configuration.kind, configuration.maintenance.as_deref());
+        let name = configuration.name();
+        // The static experiment's UserID database of this configuration when it ran.
+        let preloaded = match loaded_database(context, &name, std::slice::from_ref(&slot), &preload)
+        {
+            Ok(path) => path,
+            Err(error) => {
+                context.check_interrupt()?;
+                note_failure(&mut notes, &format!("{name} preload"), &error);
+                run_number += WORKLOADS.len();
+                continue;
+            }
+        };
+        for (workload, operations) in &streams {
             run_number += 1;
-            let label = format!("[{run_number}/{total}] {} {workload}", configuration.name());
-            let slot =
-                user_attribute.slot(&configuration.kind, configuration.maintenance.as_deref());
+            let label = format!("[{run_number}/{total}] {name} {workload}");
             match run_one(
                 context,
                 &label,
-                &configuration.name(),
-                workload,
-                &[slot],
-                &preload,
-                &operations,
+                &name,
+                *workload,
+                std::slice::from_ref(&slot),
+                &preloaded,
+                operations,
             ) {
                 Ok(mut found) => result.measurements.append(&mut found),
                 Err(error) => {
@@ -125,28 +137,95 @@ pub fn run(context: &Context<'_>) -> Result<ExperimentResult, BenchError> {
     Ok(result)
 }
 
-use crate::data::StudyData;
+use crate::data::{Document, StudyAttribute, StudyData};
 use crate::engines::index::IndexSlot;
+use crate::presets::Sizes;
+use crate::user_workload::UserMix;
 
+/// Each workload's operations, generated once and run on every configuration.
+type Streams = Vec<(Workload, Vec<Operation>)>;
+
+/// The preload and each workload's operations, from the tweet generator. The preload is the
+/// static experiment's load (the same tweets: the tweet stream does not depend on the
+/// workload), so its UserID databases serve as the preload when it ran.
+fn tweet_streams(sizes: &Sizes, seed: u64) -> Result<(Vec<Document>, Streams), BenchError> {
+    let config = TweetConfig::for_tweets(sizes.mixed_preload, seed);
+    let mut preload: Vec<Document> = Vec::new();
+    let mut streams = Vec::new();
+    for workload in WORKLOADS {
+        let mut generator = WorkloadGenerator::new(config.clone(), workload)
+            .map_err(|e| BenchError::new(format!("workload: {e}")))?;
+        let first = preload.is_empty();
+        for _ in 0..sizes.mixed_preload {
+            if let Operation::Put(tweet) = generator.put() {
+                if first {
+                    preload.push((tweet.fields.tweet_id, tweet.json));
+                }
+            }
+        }
+        let operations: Vec<Operation> = (0..sizes.mixed_operations)
+            .map(|_| generator.next_operation())
+            .collect();
+        streams.push((workload, operations));
+    }
+    Ok((preload, streams))
+}
+
+/// The preload and each workload's operations on the user's file: the preload is the file's
+/// first documents (experiment 1's load), the operations are derived from the file
+/// (`user_workload`).
+fn user_streams(context: &Context<'_>, attribute: &StudyAttribute) -> (Vec<Document>, Streams) {
+    let sizes = context.sizes;
+    let (preload, _) = context.data.load(sizes.mixed_preload);
+    let (documents, values) = context.data.file_documents();
+    let position = context
+        .data
+        .attributes()
+        .iter()
+        .position(|a| a == attribute)
+        .unwrap_or(0);
+    let values: Vec<Option<i64>> = values
+        .iter()
+        .map(|row| row.get(position).copied().flatten())
+        .collect();
+    let streams = WORKLOADS
+        .iter()
+        .enumerate()
+        .map(|(number, &workload)| {
+            let mut mix = UserMix::new(
+                workload,
+                documents,
+                &values,
+                context.data.primary_key(),
+                attribute.clone(),
+                preload.len(),
+                number as u64 + 1,
+            );
+            let operations = (0..sizes.mixed_operations)
+                .map(|_| mix.next_operation())
+                .collect();
+            (workload, operations)
+        })
+        .collect();
+    (preload, streams)
+}
+
+/// Runs `operations` on a copy of the preloaded database in `preloaded`.
 fn run_one(
     context: &Context<'_>,
     label: &str,
     name: &str,
     workload: Workload,
     slots: &[IndexSlot],
-    preload: &[(u64, String)],
+    preloaded: &std::path::Path,
     operations: &[Operation],
 ) -> Result<Vec<Measurement>, BenchError> {
     let dir = context.fresh_dir(name)?;
-    let engine = context.open(dir.path(), context.engine, slots)?;
+    let copy = dir.path().join("db");
+    copy_database(preloaded, &copy)?;
+    let engine = context.open(&copy, context.engine, slots)?;
     let mut out = Vec::new();
     let measured = (|| -> Result<(), BenchError> {
-        untimed_load(
-            context,
-            engine.as_ref(),
-            preload,
-            &format!("{label}: preload"),
-        )?;
         context
             .progress
             .phase(label, operations.len() as u64, "operations");
@@ -233,6 +312,7 @@ fn run_one(
             });
         }
         context.progress.phase_done();
+        context.record_shape(label, engine.as_ref())?;
         Ok(())
     })();
     let closed = engine.close();

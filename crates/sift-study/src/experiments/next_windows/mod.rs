@@ -10,18 +10,20 @@
 //! experiments), or the kind with its default maintenance when the run has none.
 
 pub mod bench;
+mod jobs;
 pub mod report;
 pub mod suite;
 pub mod verdicts;
 
 use super::{new_result, round, Context, Distribution, ExperimentId};
 use crate::data::StudyData;
+use crate::presets::EngineSettings;
 use crate::results::{ExperimentResult, FigureInfo, Measurement};
 use crate::verdict::kind_of;
 use crate::BASELINE;
 use bench::{
-    align_fallbacks, generate, plan, run_case, CaseResult, CaseSettings, Documents, QueryOp, Suite,
-    Target, ValueDistribution, WindowBenchConfig, DEFAULT_SPLIT_DELTAS, SKEW_SPLIT_DELTA,
+    align_fallbacks, generate, plan, CaseResult, CaseSettings, Documents, QueryOp, Suite, Target,
+    ValueDistribution, WindowBenchConfig, DEFAULT_SPLIT_DELTAS, SKEW_SPLIT_DELTA,
 };
 use sift_bench::index::BenchError;
 use std::collections::BTreeMap;
@@ -38,11 +40,23 @@ indexes on range queries for uniform and Zipf (0.5, 0.8, 1.0) values (§6.5); wi
 NEXT's PUT cost stays close to the stand-alone index's (17.1 vs 15.2 µs, Table 5); the global \
 index takes a small part of the memory (§6.7).";
 
+/// The engine settings of this experiment: NEXT §6.1's setup — blocks not compressed and a
+/// block cache as large as the memtable (64 MB each in the paper) — on the study's sizes.
+/// With LevelDB++'s setup (snappy, no cache), decompressing a block per matching document
+/// costs more than any index saves, and every index answers a window at the same speed.
+pub fn engine_settings(base: &EngineSettings) -> EngineSettings {
+    EngineSettings {
+        compression: "none".to_owned(),
+        block_cache_bytes: base.memtable_bytes,
+        ..base.clone()
+    }
+}
+
 /// The kinds NEXT compared, by Sift's names.
 pub const KINDS: [&str; 4] = ["next", "sst-local", "composite", "memory"];
 
 /// NEXT §6 suites as run here: which configurations each one compares.
-struct Plan {
+pub(crate) struct Plan {
     /// The four compared configurations (windows, geo).
     compared: Vec<String>,
     /// next, composite, sst-local (skew: NEXT §6.5 compared NEXT with and without δ, the
@@ -87,23 +101,38 @@ pub fn run(context: &Context<'_>) -> Result<ExperimentResult, BenchError> {
     let plan_of = choose(context);
     let method = format!(
         "Sift loaded {} LevelDB++ tweets per database, each with an extra integer `score` in \
-         1..=10^8 (uniform unless said; the skew suite draws it from Zipf 0.5, 0.8 and 1.0, \
-         small values most frequent), into databases with one index of each compared \
-         configuration ({}), and measured PUT latency, sizes and the global index, then {} \
-         queries per window ({} repetitions after a warm-up tenth, each cell capped at {} s), \
-         every match returned. Windows on score are fractions of its domain — small 0.01%, \
+         1..=10^8 (uniform unless said; the skew suite also draws it from Zipf {}, small \
+         values most frequent), into databases with one index of each compared \
+         configuration ({}), and measured PUT latency, sizes and the global index, then up to \
+         {} queries per window ({} passes after a warm-up tenth; a cell stops once its median \
+         is known to {}% at 95% confidence, or after {} s), every match returned. Windows on score are fractions of its domain — small 0.01%, \
          medium 0.1%, large 1% (10^4, 10^5, 10^6 values: NEXT's UserID widths) — and on the \
          tweet's point (`place.coordinates`, `within`) squares of 0.001°, 0.01° and 0.1°, \
          centred on random documents; RANGELOOKUP rows on place.coordinates are these geo \
          windows (selectivity: side in micro-degrees). The δ sweep runs next with δ = {} \
          (score units); skew compares {} and next with δ = {SKEW_SPLIT_DELTA:e}; two indexes \
          ({}) index score and the point together (score and created_at in every \
-         configuration when one of them has no geo support). NEXT's 'Embedded' is sst-local here (per-file indexes, no global index), \
-         its 'Eager' memory.",
+         configuration when one of them has no geo support). NEXT's 'Embedded' is sst-local \
+         here (per-file indexes, no global index), its 'Eager' memory. The engine is set up as \
+         NEXT's (§6.1): blocks not compressed and a block cache as large as the memtable (64 MB \
+         each in the paper; {} KiB here). Databases are shared between suites where they hold the same data and index: the windows databases also \
+         give the uniform skew cells and δ = none, the two-index databases give the geo \
+         windows (of {} only: NEXT's spatial claim compares it with the stand-alone index), \
+         and δ = {SKEW_SPLIT_DELTA:e} gives the skew \
+         suite's uniform split; the δ and skew databases, whose PUT cost no claim uses, are \
+         loaded two at a time (their PUT latencies are not reported) and queried one at a \
+         time.",
         sizes.next_documents,
+        sizes
+            .next_zipf_exponents
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
         plan_of.compared.join(", "),
         sizes.next_queries,
         sizes.repetitions,
+        sizes.cell_precision * 100.0,
         sizes.cell_seconds_max,
         DEFAULT_SPLIT_DELTAS
             .iter()
@@ -112,6 +141,8 @@ pub fn run(context: &Context<'_>) -> Result<ExperimentResult, BenchError> {
             .join(", "),
         plan_of.skew.join(", "),
         plan_of.two.join(", "),
+        context.engine.memtable_bytes >> 10,
+        plan_of.two.join(" and "),
     );
     let mut result = new_result(ExperimentId::Next, PAPER, &method);
     if !matches!(context.data, StudyData::Tweets { .. }) {
@@ -129,7 +160,7 @@ pub fn run(context: &Context<'_>) -> Result<ExperimentResult, BenchError> {
     let base = WindowBenchConfig {
         documents: sizes.next_documents,
         seed,
-        suites: vec![Suite::Windows, Suite::Geo],
+        suites: vec![Suite::Windows],
         configurations: std::iter::once(BASELINE.to_owned())
             .chain(plan_of.compared.iter().cloned())
             .collect(),
@@ -140,23 +171,8 @@ pub fn run(context: &Context<'_>) -> Result<ExperimentResult, BenchError> {
         repetitions: sizes.repetitions,
         seconds_max: sizes.cell_seconds_max,
     };
-    let mut cases = plan(&base);
-    cases.extend(plan(&WindowBenchConfig {
-        suites: vec![Suite::Delta],
-        ..base.clone()
-    }));
-    cases.extend(plan(&WindowBenchConfig {
-        suites: vec![Suite::TwoIndexes],
-        configurations: plan_of.two.clone(),
-        ..base.clone()
-    }));
-    cases.extend(plan(&WindowBenchConfig {
-        suites: vec![Suite::Skew],
-        configurations: plan_of.skew.clone(),
-        distributions: ValueDistribution::PAPER.to_vec(),
-        ..base.clone()
-    }));
-    let options = || context.engine.database_options();
+    let engine = engine_settings(context.engine);
+    let options = || engine.database_options();
     let settings = CaseSettings {
         options: &options,
         queries: sizes.next_queries,
@@ -164,49 +180,80 @@ pub fn run(context: &Context<'_>) -> Result<ExperimentResult, BenchError> {
         seconds_max: sizes.cell_seconds_max,
         seed,
         memory_slices: 10,
+        precision: sizes.cell_precision,
+        samples_min: sizes.cell_samples_min,
     };
+    let mut two_cases = plan(&WindowBenchConfig {
+        suites: vec![Suite::TwoIndexes],
+        configurations: plan_of.two.clone(),
+        ..base.clone()
+    });
     let scratch = context.fresh_dir("next-probe")?;
-    align_fallbacks(&mut cases, scratch.path(), &settings)?;
+    align_fallbacks(&mut two_cases, scratch.path(), &settings)?;
     drop(scratch);
+    let skewed: Vec<ValueDistribution> = sizes
+        .next_zipf_exponents
+        .iter()
+        .map(|&exponent| ValueDistribution::Zipf(exponent))
+        .collect();
+    let jobs = jobs::plan_jobs(&base, &plan_of, two_cases, &skewed);
     let mut notes = Vec::new();
-    let mut documents: Option<Documents> = None;
     context
         .progress
-        .phase("NEXT §6 cases", cases.len() as u64, "databases");
-    for case in &cases {
+        .phase("NEXT §6 databases", jobs.len() as u64, "databases");
+    let mut documents: Option<Documents> = None;
+    let mut position = 0;
+    while position < jobs.len() {
         context.check_interrupt()?;
+        // Untimed databases of the same value distribution are loaded two at a time.
+        let together = if !jobs[position].timed
+            && jobs.get(position + 1).is_some_and(|next| {
+                !next.timed && next.distribution() == jobs[position].distribution()
+            }) {
+            2
+        } else {
+            1
+        };
+        let group = &jobs[position..position + together];
+        position += together;
+        let distribution = group[0].distribution();
         if documents
             .as_ref()
-            .is_none_or(|d| d.distribution != case.distribution)
+            .is_none_or(|d| d.distribution != distribution)
         {
             drop(documents.take());
-            documents = Some(generate(sizes.next_documents, seed, case.distribution)?);
+            documents = Some(generate(sizes.next_documents, seed, distribution)?);
         }
         let Some(documents) = documents.as_ref() else {
             continue;
         };
-        let dir = context.fresh_dir(&format!("next-{}-{}", case.suite, case.configuration))?;
-        let what = format!(
-            "{} {} ({})",
-            case.suite,
-            case.configuration,
-            label(case.distribution, case.split_delta)
-        );
-        match run_case(case, documents, &dir.path().join("db"), &settings) {
-            Ok(found) => {
-                if let Some(note) = &found.note {
-                    notes.push(format!("{what}: {note}"));
+        let found = jobs::run_group(context, group, documents, &settings)?;
+        for (job, outcome) in group.iter().zip(found) {
+            let what = format!(
+                "{} {} ({})",
+                job.case.suite,
+                job.case.configuration,
+                label(job.case.distribution, job.case.split_delta)
+            );
+            match outcome {
+                Ok(views) => {
+                    for view in views {
+                        if let Some(note) = &view.note {
+                            notes.push(format!("{what}: {note}"));
+                        }
+                        result.measurements.extend(measurements(&view));
+                    }
                 }
-                result.measurements.extend(measurements(&found));
+                Err(error) => {
+                    context.check_interrupt()?;
+                    notes.push(format!("{what}: not measured ({error})"));
+                }
             }
-            Err(error) => {
-                context.check_interrupt()?;
-                notes.push(format!("{what}: not measured ({error})"));
-            }
+            context.progress.advance(1);
         }
-        context.progress.advance(1);
     }
     context.progress.phase_done();
+    notes.dedup();
     for (id, title) in [
         (
             "next-windows-score",

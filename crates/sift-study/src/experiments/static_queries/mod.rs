@@ -10,7 +10,7 @@ pub mod verdicts;
 
 use super::{
     grouped_sizes, measure_cell, new_result, note_failure, round, timed_load, untimed_load,
-    Context, ExperimentId,
+    CellBudget, Context, ExperimentId,
 };
 use crate::data::StudyAttribute;
 use crate::engines::index::IndexSlot;
@@ -106,23 +106,31 @@ pub fn run(
             "Sift loaded {} documents per configuration and attribute (one secondary index \
              at a time, plus a baseline without one), timing every PUT and reporting {} slices; \
              then flushed and waited for compactions, measured the bytes of the data and index \
-             trees, and ran {} GETs ({} repetitions after a warm-up).",
+             trees, and ran up to {} GETs (up to {} passes after a warm-up, stopping once the \
+             median is known to {}% at 95% confidence). Experiments 2-4 measure these same \
+             databases again instead of loading their own.",
             documents.len(),
             sizes.slices,
             gets.len(),
-            sizes.repetitions
+            sizes.repetitions,
+            sizes.cell_precision * 100.0
         )
     } else {
         format!(
-            "Sift loaded {} documents per configuration and attribute, then ran {} LOOKUPs per \
-             top-K (10, 100, all) and {} RANGELOOKUPs per selectivity and top-K, {} repetitions \
-             each after a warm-up pass over a tenth of them, each measurement capped at {} s. \
-             Latencies are the time inside the query call including reading every hit's \
-             document; blocks are data/index blocks read from files or cache.",
+            "Sift measured the databases experiment 1 loaded ({} documents per configuration \
+             and attribute; loaded here when experiment 1 did not run), with up to {} LOOKUPs \
+             per top-K (10, 100, all) and {} RANGELOOKUPs per selectivity and top-K after a \
+             warm-up pass over a tenth of them. Each measurement makes up to {} passes and \
+             stops as soon as its median is known to {}% at 95% confidence (after at least {} \
+             queries), or after {} s. Latencies are the time inside the query call including \
+             reading every hit's document; blocks are data/index blocks read from files or \
+             cache.",
             documents.len(),
             sizes.lookups,
             sizes.range_lookups,
             sizes.repetitions,
+            sizes.cell_precision * 100.0,
+            sizes.cell_samples_min,
             sizes.cell_seconds_max
         )
     };
@@ -253,76 +261,37 @@ fn measure_one(
     cells: Option<&QueryCells>,
     load: bool,
 ) -> Result<Vec<Measurement>, BenchError> {
-    let sizes = context.sizes;
-    let dir = context.fresh_dir(name)?;
-    let engine = context.open(dir.path(), context.engine, slots)?;
+    let key = context.load_key(documents.len() as u64, slots);
+    // Experiment 2 measures the database experiment 1 loaded, when there is one.
+    let (dir, kept) = match context.shared.find(&key) {
+        Some((path, summary)) if !load => (None, Some((path, summary))),
+        _ => (Some(context.fresh_dir(name)?), None),
+    };
+    let path = match (&dir, &kept) {
+        (Some(dir), _) => dir.path().to_path_buf(),
+        (None, Some((path, _))) => path.clone(),
+        (None, None) => unreachable!("a database directory is chosen above"),
+    };
+    let engine = context.open(&path, context.engine, slots)?;
     let mut out = Vec::new();
+    let mut summary = kept.map(|(_, summary)| summary).unwrap_or_default();
     let template = Measurement {
         configuration: name.to_owned(),
         attribute: attribute.map(|a| a.path.clone()),
         ..Measurement::default()
     };
+    let budget = CellBudget::of(context.sizes);
     let measured = (|| -> Result<(), BenchError> {
         if load {
-            let stats = timed_load(context, engine.as_ref(), documents, sizes.slices, label)?;
-            for (position, slice) in stats.slices.iter().enumerate() {
-                let labelled = Measurement {
-                    op: Some("PUT".to_owned()),
-                    slice: Some(position as u32 + 1),
-                    count: Some(slice.count),
-                    ..template.clone()
-                };
-                out.push(Measurement {
-                    metric: "put_throughput".to_owned(),
-                    unit: "ops/s".to_owned(),
-                    value: round(slice.count as f64 / slice.busy_s.max(1e-9), 1),
-                    ..labelled.clone()
-                });
-                out.push(Measurement {
-                    metric: "put_latency_mean".to_owned(),
-                    unit: "us".to_owned(),
-                    value: slice.latency.mean,
-                    ..labelled.clone()
-                });
-                out.push(Measurement {
-                    metric: "documents_loaded".to_owned(),
-                    unit: "documents".to_owned(),
-                    value: slice.loaded as f64,
-                    ..labelled
-                });
-            }
-            let whole = Measurement {
-                op: Some("PUT".to_owned()),
-                ..template.clone()
-            };
-            stats.whole.push(&mut out, &whole, "put_latency");
-            out.push(Measurement {
-                metric: "put_throughput".to_owned(),
-                unit: "ops/s".to_owned(),
-                value: round(stats.whole.count as f64 / stats.busy_s.max(1e-9), 1),
-                count: Some(stats.whole.count),
-                ..whole.clone()
-            });
-            out.push(Measurement {
-                metric: "settle_time".to_owned(),
-                unit: "s".to_owned(),
-                value: round(stats.settle_s, 4),
-                ..whole.clone()
-            });
-            if let Some(written) = stats.bytes_written {
-                out.push(Measurement {
-                    metric: "bytes_written".to_owned(),
-                    unit: "bytes".to_owned(),
-                    value: written as f64,
-                    ..whole.clone()
-                });
-                out.push(Measurement {
-                    metric: "write_amplification".to_owned(),
-                    unit: "bytes written per document byte".to_owned(),
-                    value: round(written as f64 / stats.document_bytes.max(1) as f64, 3),
-                    ..whole
-                });
-            }
+            let stats = timed_load(
+                context,
+                engine.as_ref(),
+                documents,
+                context.sizes.slices,
+                label,
+            )?;
+            summary.put_latency_mean_us = Some(stats.whole.mean);
+            push_load(&mut out, &template, &stats);
             for (tree, bytes) in grouped_sizes(engine.as_ref())? {
                 out.push(Measurement {
                     tree: Some(tree.to_owned()),
@@ -332,34 +301,24 @@ fn measure_one(
                     ..template.clone()
                 });
             }
+            context.record_shape(label, engine.as_ref())?;
             if !gets.is_empty() {
                 context
                     .progress
                     .phase(&format!("{label}: GETs"), 1, "measurements");
-                let cell = measure_cell(
-                    context,
-                    engine.as_ref(),
-                    gets,
-                    sizes.repetitions,
-                    sizes.cell_seconds_max,
-                )?;
+                let cell = measure_cell(context, engine.as_ref(), gets, &budget)?;
                 context.progress.phase_done();
                 let get = Measurement {
                     op: Some("GET".to_owned()),
                     ..template.clone()
                 };
-                cell.all.push(&mut out, &get, "latency");
-                push_repetitions(&mut out, &get, &cell.repetition_medians_us);
-                out.push(Measurement {
-                    metric: "hits_per_query".to_owned(),
-                    unit: "documents".to_owned(),
-                    value: cell.hits_per_query,
-                    count: Some(cell.all.count),
-                    ..get
-                });
+                push_cell(&mut out, &get, &cell);
             }
         } else {
-            untimed_load(context, engine.as_ref(), documents, label)?;
+            if dir.is_some() {
+                untimed_load(context, engine.as_ref(), documents, label)?;
+            }
+            context.record_shape(label, engine.as_ref())?;
         }
         if let Some(cells) = cells {
             context.progress.phase(
@@ -368,37 +327,14 @@ fn measure_one(
                 "measurements",
             );
             for (op, top_k, selectivity, operations) in cells {
-                let cell = measure_cell(
-                    context,
-                    engine.as_ref(),
-                    operations,
-                    sizes.repetitions,
-                    sizes.cell_seconds_max,
-                )?;
+                let cell = measure_cell(context, engine.as_ref(), operations, &budget)?;
                 let labelled = Measurement {
                     op: Some((*op).to_owned()),
                     top_k: Some(top_k_label(*top_k)),
                     selectivity: *selectivity,
                     ..template.clone()
                 };
-                cell.all.push(&mut out, &labelled, "latency");
-                push_repetitions(&mut out, &labelled, &cell.repetition_medians_us);
-                out.push(Measurement {
-                    metric: "hits_per_query".to_owned(),
-                    unit: "documents".to_owned(),
-                    value: cell.hits_per_query,
-                    count: Some(cell.all.count),
-                    ..labelled.clone()
-                });
-                if let Some(blocks) = cell.blocks_per_query {
-                    out.push(Measurement {
-                        metric: "blocks_read_per_query".to_owned(),
-                        unit: "blocks".to_owned(),
-                        value: blocks,
-                        count: Some(cell.all.count),
-                        ..labelled
-                    });
-                }
+                push_cell(&mut out, &labelled, &cell);
             }
             context.progress.phase_done();
         }
@@ -407,7 +343,107 @@ fn measure_one(
     let closed = engine.close();
     measured?;
     closed?;
+    if let Some(dir) = dir {
+        context.shared.keep(key, dir, summary);
+    }
     Ok(out)
+}
+
+/// The measurements of a timed load: per slice and for the whole load.
+fn push_load(out: &mut Vec<Measurement>, template: &Measurement, stats: &super::LoadStats) {
+    for (position, slice) in stats.slices.iter().enumerate() {
+        let labelled = Measurement {
+            op: Some("PUT".to_owned()),
+            slice: Some(position as u32 + 1),
+            count: Some(slice.count),
+            ..template.clone()
+        };
+        out.push(Measurement {
+            metric: "put_throughput".to_owned(),
+            unit: "ops/s".to_owned(),
+            value: round(slice.count as f64 / slice.busy_s.max(1e-9), 1),
+            ..labelled.clone()
+        });
+        out.push(Measurement {
+            metric: "put_latency_mean".to_owned(),
+            unit: "us".to_owned(),
+            value: slice.latency.mean,
+            ..labelled.clone()
+        });
+        out.push(Measurement {
+            metric: "documents_loaded".to_owned(),
+            unit: "documents".to_owned(),
+            value: slice.loaded as f64,
+            ..labelled
+        });
+    }
+    let whole = Measurement {
+        op: Some("PUT".to_owned()),
+        ..template.clone()
+    };
+    stats.whole.push(out, &whole, "put_latency");
+    out.push(Measurement {
+        metric: "put_throughput".to_owned(),
+        unit: "ops/s".to_owned(),
+        value: round(stats.whole.count as f64 / stats.busy_s.max(1e-9), 1),
+        count: Some(stats.whole.count),
+        ..whole.clone()
+    });
+    out.push(Measurement {
+        metric: "settle_time".to_owned(),
+        unit: "s".to_owned(),
+        value: round(stats.settle_s, 4),
+        ..whole.clone()
+    });
+    if let Some(written) = stats.bytes_written {
+        out.push(Measurement {
+            metric: "bytes_written".to_owned(),
+            unit: "bytes".to_owned(),
+            value: written as f64,
+            ..whole.clone()
+        });
+        out.push(Measurement {
+            metric: "write_amplification".to_owned(),
+            unit: "bytes written per document byte".to_owned(),
+            value: round(written as f64 / stats.document_bytes.max(1) as f64, 3),
+            ..whole
+        });
+    }
+}
+
+/// The measurements of a query cell: its distribution, per-pass medians, the confidence
+/// interval of its median, hits and blocks per query.
+fn push_cell(out: &mut Vec<Measurement>, labelled: &Measurement, cell: &super::CellStats) {
+    cell.all.push(out, labelled, "latency");
+    push_repetitions(out, labelled, &cell.repetition_medians_us);
+    for (metric, value) in [
+        ("latency_p50_ci_low", cell.median_ci_us.0),
+        ("latency_p50_ci_high", cell.median_ci_us.1),
+    ] {
+        out.push(Measurement {
+            metric: metric.to_owned(),
+            unit: "us".to_owned(),
+            value,
+            count: Some(cell.all.count),
+            ..labelled.clone()
+        });
+    }
+    out.push(Measurement {
+        metric: "hits_per_query".to_owned(),
+        unit: "documents".to_owned(),
+        value: cell.hits_per_query,
+        count: Some(cell.all.count),
+        ..labelled.clone()
+    });
+    if let Some(blocks) = cell.blocks_per_query {
+        out.push(Measurement {
+            metric: "blocks_read_per_query".to_owned(),
+            unit: "blocks".to_owned(),
+            value: blocks,
+            count: Some(cell.all.count),
+            ..labelled.clone()
+        });
+    }
 }
 
 /// The median of each repetition, labelled with its number.

@@ -259,6 +259,7 @@ pub fn vinyl_verdict(measurements: &[Measurement], args: &VinylArgs, cores: usiz
             outcome: "not-measured".to_owned(),
             evidence: "deferred and sync-full were not both measured in this run".to_owned(),
             numbers: BTreeMap::new(),
+            across_sizes: None,
         };
     };
     let ratio = deferred_mean / sync_mean.max(1e-9);
@@ -297,6 +298,7 @@ pub fn vinyl_verdict(measurements: &[Measurement], args: &VinylArgs, cores: usiz
             setting_text(args)
         ),
         numbers,
+        across_sizes: None,
     }
 }
 

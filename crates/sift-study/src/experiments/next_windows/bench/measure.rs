@@ -95,13 +95,17 @@ pub struct CaseResult {
 
 /// How a case's database is opened and how long its cells run.
 pub struct CaseSettings<'a> {
-    pub options: &'a dyn Fn() -> DatabaseOptions,
+    pub options: &'a (dyn Fn() -> DatabaseOptions + Sync),
     pub queries: u64,
     pub repetitions: u32,
     pub seconds_max: f64,
     pub seed: u64,
     /// Slices of the load at which the global-index memory is recorded.
     pub memory_slices: u32,
+    /// A cell also stops once its median is known to this fraction at 95% confidence, after
+    /// at least `samples_min` queries (0: only the repetitions and the time cap stop it).
+    pub precision: f64,
+    pub samples_min: usize,
 }
 
 pub(crate) fn index_spec(case: &Case, target: Target) -> Result<IndexSpec, BenchError> {
@@ -213,14 +217,20 @@ pub(crate) fn measure_cell(
     settings: &CaseSettings<'_>,
 ) -> Result<CellResult, BenchError> {
     let index = spec.target.index_name();
+    // Warm-up: a tenth of the queries, within a quarter of the time cap.
+    let warm_up_started = Instant::now();
     for query in &queries[..queries.len().div_ceil(10)] {
         execute(database, index, query)?;
+        if warm_up_started.elapsed().as_secs_f64() >= settings.seconds_max / 4.0 {
+            break;
+        }
     }
     let before = blocks_read(database);
     let deadline = Duration::from_secs_f64(settings.seconds_max.max(0.0));
     let started = Instant::now();
     let mut latencies_us = Vec::new();
     let mut hits = 0;
+    let mut next_check = settings.samples_min.max(2);
     'repetitions: for _ in 0..settings.repetitions.max(1) {
         for query in queries {
             let query_started = Instant::now();
@@ -228,6 +238,12 @@ pub(crate) fn measure_cell(
             latencies_us.push(query_started.elapsed().as_secs_f64() * 1e6);
             if started.elapsed() >= deadline {
                 break 'repetitions;
+            }
+            if settings.precision > 0.0 && latencies_us.len() >= next_check {
+                next_check = latencies_us.len() + latencies_us.len() / 4;
+                if crate::experiments::precise_enough(&latencies_us, settings.precision) {
+                    break 'repetitions;
+                }
             }
         }
     }
@@ -322,16 +338,35 @@ pub fn align_fallbacks(
     Ok(())
 }
 
-/// Loads `documents` into a fresh database in `dir` (created or emptied) with the case's
-/// indexes, then measures sizes, the global index and every query cell. A kind that refuses
-/// an index is reported in `note` (with the fallback targets measured when the case has
-/// them, else nothing).
+/// Loads and queries one case in `dir` (emptied first), with the suite's cells.
 pub fn run_case(
     case: &Case,
     documents: &Documents,
     dir: &Path,
     settings: &CaseSettings<'_>,
 ) -> Result<CaseResult, BenchError> {
+    let (database, mut result) = load_case(case, documents, dir, settings)?;
+    let Some(database) = database else {
+        return Ok(result);
+    };
+    let cells = result.case.cells(&result.targets);
+    let measured = query_case(&database, documents, settings, &mut result, &cells);
+    let closed = database.close().map_err(error);
+    measured?;
+    closed?;
+    Ok(result)
+}
+
+/// Opens the case's database in `dir` (emptied first; the fallback targets when the first
+/// choice is refused) and loads it, timing every PUT; the database is `None` when neither
+/// could be indexed (the result's note says why). The caller queries it ([`query_case`]) and
+/// closes it.
+pub fn load_case(
+    case: &Case,
+    documents: &Documents,
+    dir: &Path,
+    settings: &CaseSettings<'_>,
+) -> Result<(Option<Database>, CaseResult), BenchError> {
     let mut result = CaseResult {
         case: case.clone(),
         targets: case.targets.clone(),
@@ -347,7 +382,7 @@ pub fn run_case(
         Err(first) => {
             let Some(fallback) = &case.fallback_targets else {
                 result.note = Some(format!("not measured: {first}"));
-                return Ok(result);
+                return Ok((None, result));
             };
             empty_dir(dir)?;
             match open(case, fallback, dir, settings) {
@@ -365,19 +400,21 @@ pub fn run_case(
                 }
                 Err(second) => {
                     result.note = Some(format!("not measured: {first}; {second}"));
-                    return Ok(result);
+                    return Ok((None, result));
                 }
             }
         }
     };
-    let measured = measure_case(&database, documents, settings, &mut result);
-    let closed = database.close().map_err(error);
-    measured?;
-    closed?;
-    Ok(result)
+    match load_and_settle(&database, documents, settings, &mut result) {
+        Ok(()) => Ok((Some(database), result)),
+        Err(e) => {
+            let _ = database.close();
+            Err(e)
+        }
+    }
 }
 
-pub(crate) fn measure_case(
+fn load_and_settle(
     database: &Database,
     documents: &Documents,
     settings: &CaseSettings<'_>,
@@ -425,17 +462,28 @@ pub(crate) fn measure_case(
         busy_s: busy.as_secs_f64(),
         settle_s: settle_started.elapsed().as_secs_f64(),
     });
-    if targets.is_empty() {
-        result.size = Some(sizes(database, &targets, &kind)?);
-        return Ok(());
-    }
     result.size = Some(sizes(database, &targets, &kind)?);
+    Ok(())
+}
+
+/// Measures `cells` on a loaded case's database (cells on targets it does not index are
+/// skipped).
+pub fn query_case(
+    database: &Database,
+    documents: &Documents,
+    settings: &CaseSettings<'_>,
+    result: &mut CaseResult,
+    cells: &[CellSpec],
+) -> Result<(), BenchError> {
     let time_span = match (documents.times_ms.first(), documents.times_ms.last()) {
         (Some(first), Some(last)) => (last - first).max(1) as f64,
         _ => 1.0,
     };
-    for spec in result.case.cells(&targets) {
-        let queries = queries(&spec, documents, settings.queries, settings.seed)?;
+    for spec in cells {
+        if !result.targets.contains(&spec.target) {
+            continue;
+        }
+        let queries = queries(spec, documents, settings.queries, settings.seed)?;
         if queries.is_empty() {
             continue;
         }
@@ -445,7 +493,7 @@ pub(crate) fn measure_case(
             (QueryOp::Window, Target::CreationTime) => (spec.size * time_span).round(),
             (QueryOp::Window, Target::Geo) => spec.size,
         };
-        let cell = measure_cell(database, &spec, width, &queries, settings)?;
+        let cell = measure_cell(database, spec, width, &queries, settings)?;
         result.cells.push(cell);
     }
     Ok(())

@@ -23,8 +23,8 @@ mod rows;
 
 pub use data::{generate, queries, Documents, Query};
 pub use measure::{
-    align_fallbacks, percentile, run_case, CaseResult, CaseSettings, CellResult, LoadResult,
-    MemoryPoint, SizeResult,
+    align_fallbacks, load_case, percentile, query_case, run_case, CaseResult, CaseSettings,
+    CellResult, LoadResult, MemoryPoint, SizeResult,
 };
 pub use plan::{
     parse_suites, plan, Case, CellSpec, QueryOp, Suite, Target, ValueDistribution,
@@ -76,7 +76,7 @@ fn error(e: impl fmt::Display) -> BenchError {
 pub fn run_suites(
     config: &WindowBenchConfig,
     parent: &Path,
-    options: &dyn Fn() -> DatabaseOptions,
+    options: &(dyn Fn() -> DatabaseOptions + Sync),
     keep: bool,
     on_row: &mut dyn FnMut(&WindowRow) -> Result<(), BenchError>,
 ) -> Result<Vec<WindowRow>, BenchError> {
@@ -87,6 +87,8 @@ pub fn run_suites(
         seconds_max: config.seconds_max,
         seed: config.seed,
         memory_slices: 10,
+        precision: 0.0,
+        samples_min: 0,
     };
     let mut all = Vec::new();
     let mut documents: Option<Documents> = None;
@@ -221,6 +223,8 @@ mod tests {
             seconds_max: 10.0,
             seed: 9,
             memory_slices: 4,
+            precision: 0.0,
+            samples_min: 0,
         };
         let mut hits_by_cell = std::collections::HashMap::<String, f64>::new();
         let mut cases = plan(&config);
@@ -359,6 +363,8 @@ mod tests {
             seconds_max: 10.0,
             seed: 9,
             memory_slices: 2,
+            precision: 0.0,
+            samples_min: 0,
         };
         let mut documents = None;
         let mut entries_by_delta = Vec::new();
