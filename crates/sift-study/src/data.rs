@@ -311,6 +311,13 @@ impl StudyData {
         }
     }
 
+    /// How many of `count` documents a load gets: all of them from the generator, at most the
+    /// file's from a file.
+    pub fn loadable(&self, count: u64) -> u64 {
+        self.available()
+            .map_or(count, |available| count.min(available))
+    }
+
     /// The documents available (files), or `None` (generated: unbounded).
     pub fn available(&self) -> Option<u64> {
         match self {

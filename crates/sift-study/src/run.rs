@@ -291,11 +291,17 @@ pub fn run_study(
             } else {
                 sizes.scaled(fraction)
             };
-            let engine = presets::engine_for(scaled.documents.saturating_mul(document_bytes));
+            let engine = presets::engine_for(
+                data.loadable(scaled.documents)
+                    .saturating_mul(document_bytes),
+            );
             (fraction.min(1.0), scaled, engine)
         })
         .collect();
-    let engine = presets::engine_for(sizes.documents.saturating_mul(document_bytes));
+    let engine = presets::engine_for(
+        data.loadable(sizes.documents)
+            .saturating_mul(document_bytes),
+    );
     std::fs::create_dir_all(&options.out)
         .map_err(|e| BenchError::new(format!("cannot create {}: {e}", options.out.display())))?;
     let mut configuration = study_configuration(options, &data, &sizes, &engine);
@@ -355,7 +361,7 @@ pub fn run_study(
         };
         for (step, (fraction, sizes, engine)) in runs_at.iter().copied().enumerate() {
             if runs_at.len() > 1 {
-                let (documents, unit) = experiments::scale_of(id, sizes);
+                let (documents, unit) = scale_of(id, sizes, &data);
                 progress.message(&format!(
                     "experiment {}, size {} of {}: {documents} {unit}",
                     id.number(),
@@ -381,7 +387,13 @@ pub fn run_study(
                             .lock()
                             .unwrap_or_else(std::sync::PoisonError::into_inner),
                     );
-                    runs.push(scale_run(id, *fraction, sizes, engine, &result, shapes));
+                    runs.push(scale_run(
+                        id,
+                        (*fraction, sizes, engine),
+                        &data,
+                        &result,
+                        shapes,
+                    ));
                     outcome = Ok(Some(result));
                 }
                 Err(error) => {
@@ -442,16 +454,23 @@ pub fn run_study(
     })
 }
 
+/// The size of `id`'s main databases: [`experiments::scale_of`], at most the file's documents.
+fn scale_of(id: ExperimentId, sizes: &Sizes, data: &StudyData) -> (u64, &'static str) {
+    match experiments::scale_of(id, sizes) {
+        (documents, "documents") => (data.loadable(documents), "documents"),
+        other => other,
+    }
+}
+
 /// One size of an experiment's sweep, from its result at that size.
 fn scale_run(
     id: ExperimentId,
-    fraction: f64,
-    sizes: &Sizes,
-    engine: &EngineSettings,
+    (fraction, sizes, engine): (f64, &Sizes, &EngineSettings),
+    data: &StudyData,
     result: &ExperimentResult,
     shapes: Vec<DatabaseShape>,
 ) -> ScaleRun {
-    let (documents, unit) = experiments::scale_of(id, sizes);
+    let (documents, unit) = scale_of(id, sizes, data);
     ScaleRun {
         fraction: sift_bench::round_to(fraction, 4),
         documents,

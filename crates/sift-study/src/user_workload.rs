@@ -66,16 +66,7 @@ impl<'a> UserMix<'a> {
 
     /// The next operation of the mix.
     pub fn next_operation(&mut self) -> Operation {
-        let mut draw = self.random.gen_range(0..100_u32);
-        let mut kind = OperationKind::Put;
-        for candidate in OperationKind::ALL {
-            let percent = self.mix.percent(candidate);
-            if draw < percent {
-                kind = candidate;
-                break;
-            }
-            draw -= percent;
-        }
+        let kind = self.mix.kind_of_draw(self.random.gen_range(0..100_u32));
         let operation = match kind {
             OperationKind::Put => None,
             OperationKind::Get => self

@@ -569,6 +569,7 @@ fn studies_user_data() {
         ExperimentId::Static,
         ExperimentId::Queries,
         ExperimentId::Mixed,
+        ExperimentId::Next,
     ];
     options.data = Some(UserData {
         path: data,
@@ -632,5 +633,54 @@ fn studies_user_data() {
             .any(|verdict| verdict.outcome != "not-measured"),
         "{:#?}",
         mixed.verdicts
+    );
+    // NEXT's windows on the file's first attribute (device), its δ sweep and both attributes
+    // indexed together; no skew or geo suite on a file, and the note says so.
+    let next = &results.experiments[3];
+    assert_eq!(next.id, "next");
+    assert_eq!(next.status, "partial", "{}", next.note);
+    assert!(next.note.contains("no skew suite"), "{}", next.note);
+    for window in ["small", "medium", "large"] {
+        assert!(
+            next.measurements
+                .iter()
+                .any(|m| m.suite.as_deref() == Some("windows")
+                    && m.configuration == "next"
+                    && m.attribute.as_deref() == Some("device")
+                    && m.window.as_deref() == Some(window)
+                    && m.metric == "hits_per_query"
+                    && m.value >= 1.0
+                    && m.distribution.as_deref() == Some("file")),
+            "no {window} window on device"
+        );
+    }
+    assert!(
+        next.measurements
+            .iter()
+            .any(|m| m.suite.as_deref() == Some("two-indexes")
+                && m.attribute.as_deref() == Some("at"))
+    );
+    assert!(next
+        .measurements
+        .iter()
+        .any(|m| m.suite.as_deref() == Some("delta") && m.split_delta.is_some()));
+    // Every figure the section lists is drawn (a file has no skew or geo figure).
+    let html = std::fs::read_to_string(dir.path().join("study/index.html")).unwrap();
+    assert!(!next.figures.iter().any(|f| f.id == "next-skew"));
+    for figure in &next.figures {
+        figure_is_drawn(&html, &figure.id).unwrap();
+    }
+    let measured: Vec<&str> = next
+        .verdicts
+        .iter()
+        .filter(|v| v.outcome != "not-measured")
+        .map(|v| v.claim.as_str())
+        .collect();
+    assert!(
+        measured
+            .iter()
+            .any(|claim| claim.contains("medium windows"))
+            && measured.iter().any(|claim| claim.contains("two indexes")),
+        "{measured:?}"
     );
 }

@@ -170,6 +170,20 @@ pub struct OperationMix {
 }
 
 impl OperationMix {
+    /// The operation type of a uniform draw in `0..100`: the first type whose cumulative
+    /// percentage exceeds it (PUT past the end).
+    pub fn kind_of_draw(&self, draw: u32) -> OperationKind {
+        let mut draw = draw;
+        for candidate in OperationKind::ALL {
+            let percent = self.percent(candidate);
+            if draw < percent {
+                return candidate;
+            }
+            draw -= percent;
+        }
+        OperationKind::Put
+    }
+
     pub fn percent(&self, kind: OperationKind) -> u32 {
         match kind {
             OperationKind::Put => self.put_percent,
@@ -355,16 +369,9 @@ impl WorkloadGenerator {
     /// The next operation of the mix. Until a first document exists, every operation is a PUT
     /// (there is nothing to read or update yet).
     pub fn next_operation(&mut self) -> Operation {
-        let mut draw = self.operation_random.below(100) as u32;
-        let mut kind = OperationKind::Put;
-        for candidate in OperationKind::ALL {
-            let percent = self.mix.percent(candidate);
-            if draw < percent {
-                kind = candidate;
-                break;
-            }
-            draw -= percent;
-        }
+        let kind = self
+            .mix
+            .kind_of_draw(self.operation_random.below(100) as u32);
         let queries = self.queries;
         let operation = match kind {
             OperationKind::Put => None,

@@ -268,3 +268,21 @@ fn workload_names_parse() {
     let error = "read-mostly".parse::<Workload>().unwrap_err();
     assert!(error.to_string().contains("read-mostly"));
 }
+
+#[test]
+fn a_draw_falls_in_its_operation_types_share() {
+    // Update-heavy: PUT 0..40, GET 40..55, LOOKUP 55..60, (no RANGELOOKUP), UPDATE 60..100.
+    let mix = Workload::UpdateHeavy.mix();
+    for (draw, kind) in [
+        (0, OperationKind::Put),
+        (39, OperationKind::Put),
+        (40, OperationKind::Get),
+        (54, OperationKind::Get),
+        (55, OperationKind::Lookup),
+        (59, OperationKind::Lookup),
+        (60, OperationKind::Update),
+        (99, OperationKind::Update),
+    ] {
+        assert_eq!(mix.kind_of_draw(draw), kind, "draw {draw}");
+    }
+}

@@ -669,6 +669,19 @@ pub fn measure_cell(
     })
 }
 
+/// The blocks read per query of a cell, labelled like `labelled` (when the engine counts them).
+pub fn push_blocks(out: &mut Vec<Measurement>, labelled: &Measurement, cell: &CellStats) {
+    if let Some(blocks) = cell.blocks_per_query {
+        out.push(Measurement {
+            metric: "blocks_read_per_query".to_owned(),
+            unit: "blocks".to_owned(),
+            value: blocks,
+            count: Some(cell.all.count),
+            ..labelled.clone()
+        });
+    }
+}
+
 /// Bytes on disk grouped into data, index and other trees.
 pub fn grouped_sizes(engine: &dyn IndexEngine) -> Result<Vec<(&'static str, u64)>, BenchError> {
     let mut data = 0;

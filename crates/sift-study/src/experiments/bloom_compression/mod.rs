@@ -343,15 +343,7 @@ fn measure_point(
                     ..labelled.clone()
                 });
             }
-            if let Some(blocks) = cell.blocks_per_query {
-                out.push(Measurement {
-                    metric: "blocks_read_per_query".to_owned(),
-                    unit: "blocks".to_owned(),
-                    value: blocks,
-                    count: Some(cell.all.count),
-                    ..labelled
-                });
-            }
+            super::push_blocks(&mut out, &labelled, &cell);
         }
         context.progress.phase_done();
         Ok(())

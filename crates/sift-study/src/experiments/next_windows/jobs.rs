@@ -95,13 +95,35 @@ impl Job {
 
 /// The databases of the experiment: timed ones first (windows, then two indexes), then the δ
 /// sweep and the skewed distributions.
+/// What the δ sweep and the skew suite run: the δ values swept (in the score's units), the δ
+/// of the skew suite's split, and the skewed distributions (`None`: no skew suite at all, as
+/// on a user's file, whose values are what they are).
+pub(crate) struct Sweeps<'a> {
+    pub deltas: Vec<f64>,
+    pub skew_delta: f64,
+    pub skewed: Option<&'a [ValueDistribution]>,
+}
+
+impl Sweeps<'_> {
+    /// The tweets: NEXT's δ values on the score's 10^8 domain, and `skewed`.
+    pub fn tweets(skewed: &[ValueDistribution]) -> Sweeps<'_> {
+        Sweeps {
+            deltas: DEFAULT_SPLIT_DELTAS.into_iter().flatten().collect(),
+            skew_delta: SKEW_SPLIT_DELTA,
+            skewed: Some(skewed),
+        }
+    }
+}
+
 pub(crate) fn plan_jobs(
     base: &WindowBenchConfig,
     plan: &Plan,
     two_cases: Vec<Case>,
-    skewed: &[ValueDistribution],
+    sweeps: &Sweeps<'_>,
 ) -> Vec<Job> {
-    let skew_kinds = |configuration: &str| plan.skew.iter().any(|c| c == configuration);
+    let skew_kinds = |configuration: &str| {
+        sweeps.skewed.is_some() && plan.skew.iter().any(|c| c == configuration)
+    };
     let windows_view = View {
         suite: Suite::Windows,
         cells: Cells::ScoreWindows,
@@ -132,18 +154,21 @@ pub(crate) fn plan_jobs(
         });
     }
     for case in two_cases {
-        let views = vec![
-            View {
-                suite: Suite::Geo,
-                cells: Cells::Geo,
-                load: false,
-            },
-            View {
-                suite: Suite::TwoIndexes,
-                cells: Cells::All,
-                load: true,
-            },
-        ];
+        let mut views = vec![View {
+            suite: Suite::TwoIndexes,
+            cells: Cells::All,
+            load: true,
+        }];
+        if case.targets.contains(&Target::Geo) {
+            views.insert(
+                0,
+                View {
+                    suite: Suite::Geo,
+                    cells: Cells::Geo,
+                    load: false,
+                },
+            );
+        }
         jobs.push(Job {
             case,
             views,
@@ -160,24 +185,30 @@ pub(crate) fn plan_jobs(
         split_delta,
         distribution,
     };
+    let uniform = base
+        .distributions
+        .first()
+        .copied()
+        .unwrap_or(ValueDistribution::Uniform);
     if let Some(next) = &next {
-        for delta in DEFAULT_SPLIT_DELTAS.into_iter().flatten() {
+        for &delta in &sweeps.deltas {
             let mut views = vec![View {
                 suite: Suite::Delta,
                 cells: Cells::SmallMediumScore,
                 load: false,
             }];
-            if delta == SKEW_SPLIT_DELTA {
+            // The skew suite's δ is one of the swept values (computed the same way).
+            if sweeps.skewed.is_some() && delta.to_bits() == sweeps.skew_delta.to_bits() {
                 views.push(skew_view.clone());
             }
             jobs.push(Job {
-                case: score_case(next, Suite::Delta, ValueDistribution::Uniform, Some(delta)),
+                case: score_case(next, Suite::Delta, uniform, Some(delta)),
                 views,
                 timed: false,
             });
         }
     }
-    for &distribution in skewed {
+    for &distribution in sweeps.skewed.unwrap_or_default() {
         if distribution == ValueDistribution::Uniform {
             continue; // the windows and δ databases above
         }
@@ -190,7 +221,7 @@ pub(crate) fn plan_jobs(
         }
         if let Some(next) = &next {
             jobs.push(Job {
-                case: score_case(next, Suite::Skew, distribution, Some(SKEW_SPLIT_DELTA)),
+                case: score_case(next, Suite::Skew, distribution, Some(sweeps.skew_delta)),
                 views: vec![skew_view.clone()],
                 timed: false,
             });
@@ -347,7 +378,12 @@ mod tests {
             configurations: plan_of().two,
             ..base()
         });
-        let jobs = plan_jobs(&base(), &plan_of(), two, &ValueDistribution::PAPER);
+        let jobs = plan_jobs(
+            &base(),
+            &plan_of(),
+            two,
+            &Sweeps::tweets(&ValueDistribution::PAPER),
+        );
         let mut reported: Vec<(Suite, String, ValueDistribution, Option<u64>)> = Vec::new();
         for job in &jobs {
             for view in &job.views {

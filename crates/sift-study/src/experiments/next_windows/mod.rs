@@ -23,7 +23,7 @@ use crate::verdict::kind_of;
 use crate::BASELINE;
 use bench::{
     align_fallbacks, generate, plan, CaseResult, CaseSettings, Documents, QueryOp, Suite, Target,
-    ValueDistribution, WindowBenchConfig, DEFAULT_SPLIT_DELTAS, SKEW_SPLIT_DELTA,
+    TargetFields, ValueDistribution, WindowBenchConfig, DEFAULT_SPLIT_DELTAS, SKEW_SPLIT_DELTA,
 };
 use sift_bench::index::BenchError;
 use std::collections::BTreeMap;
@@ -145,13 +145,44 @@ pub fn run(context: &Context<'_>) -> Result<ExperimentResult, BenchError> {
         plan_of.two.join(" and "),
     );
     let mut result = new_result(ExperimentId::Next, PAPER, &method);
-    if !matches!(context.data, StudyData::Tweets { .. }) {
-        "not-measured".clone_into(&mut result.status);
-        "NEXT's experiments need the tweet generator (a synthetic skewed score and a geo \
-         point); not run on user data"
-            .clone_into(&mut result.note);
-        result.verdicts = verdicts::verdicts(&[]);
-        return Ok(result);
+    // On a user's file: its documents, its first attribute for the score and its second (a
+    // time) for the second index.
+    let user = match context.data {
+        StudyData::Tweets { .. } => None,
+        StudyData::File { .. } => {
+            let Some(user) = user_documents(context) else {
+                "not-measured".clone_into(&mut result.status);
+                "no document of the file has a value of its first attribute"
+                    .clone_into(&mut result.note);
+                result.verdicts = verdicts::verdicts(&[]);
+                return Ok(result);
+            };
+            Some(user)
+        }
+    };
+    let fields = user
+        .as_ref()
+        .map_or_else(TargetFields::tweets, |(fields, _)| fields.clone());
+    if let Some((fields, documents)) = &user {
+        result.method = format!(
+            "On the user's file: Sift loaded its first {} documents into databases with one \
+             index of each compared configuration ({}) on {} ({} of them have a value), and \
+             measured PUT latency, sizes and the global index, then up to {} queries per \
+             window, every match returned. Windows are fractions of the attribute's range \
+             ({} wide): small 0.01%, medium 0.1%, large 1%, centred on the values of random \
+             documents. The δ sweep runs next with NEXT's δ values scaled to that range; two \
+             indexes put {} and {} together. No skew suite (the file's values are what they \
+             are) and no geo windows. The engine is set up as NEXT's (§6.1): blocks not \
+             compressed and a block cache as large as the memtable.",
+            documents.jsons.len(),
+            plan_of.compared.join(", "),
+            fields.score.0,
+            documents.scores.len(),
+            sizes.next_queries,
+            documents.score_span,
+            fields.score.0,
+            fields.time
+        );
     }
     let seed = match context.data {
         StudyData::Tweets { seed } => *seed,
@@ -164,7 +195,11 @@ pub fn run(context: &Context<'_>) -> Result<ExperimentResult, BenchError> {
         configurations: std::iter::once(BASELINE.to_owned())
             .chain(plan_of.compared.iter().cloned())
             .collect(),
-        distributions: vec![ValueDistribution::Uniform],
+        distributions: vec![if user.is_some() {
+            ValueDistribution::File
+        } else {
+            ValueDistribution::Uniform
+        }],
         split_deltas: DEFAULT_SPLIT_DELTAS.to_vec(),
         next_split_delta: None,
         queries: sizes.next_queries,
@@ -182,22 +217,56 @@ pub fn run(context: &Context<'_>) -> Result<ExperimentResult, BenchError> {
         memory_slices: 10,
         precision: sizes.cell_precision,
         samples_min: sizes.cell_samples_min,
+        fields: &fields,
     };
     let mut two_cases = plan(&WindowBenchConfig {
         suites: vec![Suite::TwoIndexes],
         configurations: plan_of.two.clone(),
         ..base.clone()
     });
-    let scratch = context.fresh_dir("next-probe")?;
-    align_fallbacks(&mut two_cases, scratch.path(), &settings)?;
-    drop(scratch);
     let skewed: Vec<ValueDistribution> = sizes
         .next_zipf_exponents
         .iter()
         .map(|&exponent| ValueDistribution::Zipf(exponent))
         .collect();
-    let jobs = jobs::plan_jobs(&base, &plan_of, two_cases, &skewed);
     let mut notes = Vec::new();
+    let sweeps = match &user {
+        None => {
+            let scratch = context.fresh_dir("next-probe")?;
+            align_fallbacks(&mut two_cases, scratch.path(), &settings)?;
+            drop(scratch);
+            jobs::Sweeps::tweets(&skewed)
+        }
+        Some((fields, documents)) => {
+            // The file's two attributes together (no geo attribute in the study's data).
+            let second = fields.time != fields.score.0;
+            two_cases.retain(|_| second);
+            for case in &mut two_cases {
+                case.targets = vec![Target::Score, Target::CreationTime];
+                case.fallback_targets = None;
+            }
+            notes.push(
+                "on a user's file: no skew suite (its values are what they are) and no geo \
+                 windows (the study takes int and time attributes)"
+                    .to_owned(),
+            );
+            if !second {
+                notes.push("no two-index suite: the file has one attribute".to_owned());
+            }
+            // NEXT's δ values are in units of a 10^8 domain: the same fractions of the file's.
+            let scale = documents.score_span as f64 / bench::SCORE_MAX as f64;
+            jobs::Sweeps {
+                deltas: DEFAULT_SPLIT_DELTAS
+                    .into_iter()
+                    .flatten()
+                    .map(|delta| (delta * scale).max(1.0))
+                    .collect(),
+                skew_delta: SKEW_SPLIT_DELTA * scale,
+                skewed: None,
+            }
+        }
+    };
+    let jobs = jobs::plan_jobs(&base, &plan_of, two_cases, &sweeps);
     context
         .progress
         .phase("NEXT §6 databases", jobs.len() as u64, "databases");
@@ -217,14 +286,15 @@ pub fn run(context: &Context<'_>) -> Result<ExperimentResult, BenchError> {
         let group = &jobs[position..position + together];
         position += together;
         let distribution = group[0].distribution();
-        if documents
-            .as_ref()
-            .is_none_or(|d| d.distribution != distribution)
+        if user.is_none()
+            && documents
+                .as_ref()
+                .is_none_or(|d| d.distribution != distribution)
         {
             drop(documents.take());
             documents = Some(generate(sizes.next_documents, seed, distribution)?);
         }
-        let Some(documents) = documents.as_ref() else {
+        let Some(documents) = user.as_ref().map(|(_, d)| d).or(documents.as_ref()) else {
             continue;
         };
         let found = jobs::run_group(context, group, documents, &settings)?;
@@ -241,7 +311,7 @@ pub fn run(context: &Context<'_>) -> Result<ExperimentResult, BenchError> {
                         if let Some(note) = &view.note {
                             notes.push(format!("{what}: {note}"));
                         }
-                        result.measurements.extend(measurements(&view));
+                        result.measurements.extend(measurements(&view, &fields));
                     }
                 }
                 Err(error) => {
@@ -254,11 +324,12 @@ pub fn run(context: &Context<'_>) -> Result<ExperimentResult, BenchError> {
     }
     context.progress.phase_done();
     notes.dedup();
+    let windows_title = format!(
+        "RANGE latency on {} by window (µs; box p5–p95, line at the median)",
+        fields.score.0
+    );
     for (id, title) in [
-        (
-            "next-windows-score",
-            "RANGE latency on score by window (µs; box p5–p95, line at the median)",
-        ),
+        ("next-windows-score", windows_title.as_str()),
         (
             "next-windows-geo",
             "Geo window latency on place.coordinates (µs; box p5–p95, median)",
@@ -284,6 +355,10 @@ pub fn run(context: &Context<'_>) -> Result<ExperimentResult, BenchError> {
             "Two indexes at once: mean PUT latency (µs) and median medium-window latency (µs)",
         ),
     ] {
+        // A file has no geo windows and no skew suite: their figures would be empty.
+        if user.is_some() && matches!(id, "next-windows-geo" | "next-skew") {
+            continue;
+        }
         result.figures.push(FigureInfo {
             id: id.to_owned(),
             title: title.to_owned(),
@@ -297,6 +372,48 @@ pub fn run(context: &Context<'_>) -> Result<ExperimentResult, BenchError> {
     Ok(result)
 }
 
+/// The documents of a user's file for NEXT's windows (up to the preset's size): the first
+/// attribute stands for the score, a second one of type time for `created_at`. `None` when no
+/// document has a value of the first attribute.
+fn user_documents(context: &Context<'_>) -> Option<(TargetFields, Documents)> {
+    let attributes = context.data.attributes();
+    let first = attributes.first()?;
+    let second = attributes
+        .get(1)
+        .filter(|attribute| attribute.attr_type == sift_index::AttrType::Time);
+    let (all, values) = context.data.file_documents();
+    let count = all.len().min(context.sizes.next_documents as usize);
+    let mut documents = Documents {
+        distribution: ValueDistribution::File,
+        jsons: all[..count].to_vec(),
+        scores: Vec::new(),
+        times_ms: Vec::new(),
+        points: Vec::new(),
+        json_bytes: all[..count].iter().map(|(_, json)| json.len() as u64).sum(),
+        score_span: 1,
+    };
+    for row in &values[..count] {
+        if let Some(value) = row.first().copied().flatten() {
+            documents.scores.push(value);
+        }
+        if second.is_some() {
+            if let Some(value) = row.get(1).copied().flatten() {
+                documents.times_ms.push(value);
+            }
+        }
+    }
+    let low = documents.scores.iter().min()?;
+    let high = documents.scores.iter().max()?;
+    documents.score_span = (high - low).max(1);
+    let fields = TargetFields {
+        primary_key: context.data.primary_key().to_owned(),
+        score: (first.path.clone(), first.attr_type),
+        time: second.map_or_else(|| first.path.clone(), |s| s.path.clone()),
+        geo: String::new(),
+    };
+    Some((fields, documents))
+}
+
 /// Selectivity label of a window: its width in the attribute's unit (values, ms), or the side
 /// of a geo square in micro-degrees.
 fn selectivity(target: Target, width: f64) -> u64 {
@@ -307,12 +424,12 @@ fn selectivity(target: Target, width: f64) -> u64 {
 }
 
 /// The measurements of one case.
-pub fn measurements(found: &CaseResult) -> Vec<Measurement> {
+pub fn measurements(found: &CaseResult, fields: &TargetFields) -> Vec<Measurement> {
     let case = &found.case;
     let paths = found
         .targets
         .iter()
-        .map(|t| t.path())
+        .map(|t| fields.path(*t))
         .collect::<Vec<_>>()
         .join("+");
     let template = Measurement {
@@ -404,7 +521,7 @@ pub fn measurements(found: &CaseResult) -> Vec<Measurement> {
     for cell in &found.cells {
         let is_window = cell.spec.op == QueryOp::Window;
         let labelled = Measurement {
-            attribute: Some(cell.spec.target.path().to_owned()),
+            attribute: Some(fields.path(cell.spec.target).to_owned()),
             op: Some(if is_window { "RANGELOOKUP" } else { "LOOKUP" }.to_owned()),
             top_k: Some("all".to_owned()),
             window: cell.spec.window.map(str::to_owned),
@@ -463,6 +580,15 @@ impl Pick<'_> {
         }
         out
     }
+}
+
+/// The path of the windows' numeric attribute in `ms`: `score` for the tweets, the first
+/// attribute of a user's file.
+pub fn score_path(ms: &[Measurement]) -> String {
+    ms.iter()
+        .find(|m| m.suite.as_deref() == Some("windows") && m.op.as_deref() == Some("RANGELOOKUP"))
+        .and_then(|m| m.attribute.clone())
+        .unwrap_or_else(|| bench::SCORE_PATH.to_owned())
 }
 
 /// The label of a skew/δ configuration: `next δ 1e6` for a split.

@@ -150,7 +150,9 @@ pub(crate) fn figure(
             .map_or_else(|| colour(results, "next"), |name| colour(results, name))
     };
     Some(match figure.id.as_str() {
-        "next-windows-score" => windows_box_plot(results, ms, title, "windows", "score"),
+        "next-windows-score" => {
+            windows_box_plot(results, ms, title, "windows", &super::score_path(ms))
+        }
         "next-windows-geo" => windows_box_plot(results, ms, title, "geo", "place.coordinates"),
         "next-delta" => {
             let groups: Vec<BarGroup> = deltas(ms)
@@ -324,11 +326,12 @@ pub(crate) fn figure(
         }
         "next-two-indexes" => {
             let names = names(results, ms, "two-indexes");
+            let score = super::score_path(ms);
             let second = ms
                 .iter()
                 .filter(|m| m.suite.as_deref() == Some("two-indexes"))
                 .filter_map(|m| m.attribute.clone())
-                .find(|a| a != "score" && !a.contains('+'))
+                .find(|a| *a != score && !a.contains('+'))
                 .unwrap_or_else(|| "place.coordinates".to_owned());
             let metric_groups: [(String, Pick<'_>); 3] = [
                 (
@@ -340,11 +343,11 @@ pub(crate) fn figure(
                     },
                 ),
                 (
-                    "medium window on score".to_owned(),
+                    format!("medium window on {score}"),
                     Pick {
                         metric: "latency_p50",
                         suite: "two-indexes",
-                        attribute: Some("score"),
+                        attribute: Some(score.as_str()),
                         window: Some("medium"),
                         ..Pick::default()
                     },

@@ -85,13 +85,14 @@ pub(crate) fn window_verdict(
 
 /// The verdicts of experiment 5, computed from its measurements.
 pub fn verdicts(ms: &[Measurement]) -> Vec<Verdict> {
+    let score = super::score_path(ms);
     let mut out = vec![
         window_verdict(
             ms,
             "NEXT answers small windows faster than a composite index",
             "NEXT §6.2.1, Table 4",
             "windows",
-            "score",
+            &score,
             "small",
             &["composite"],
         ),
@@ -100,7 +101,7 @@ pub fn verdicts(ms: &[Measurement]) -> Vec<Verdict> {
             "NEXT answers medium windows faster than every other index",
             "NEXT §6.2.1, Tables 3–4",
             "windows",
-            "score",
+            &score,
             "medium",
             &["composite", "sst-local", "memory"],
         ),

@@ -435,15 +435,7 @@ fn push_cell(out: &mut Vec<Measurement>, labelled: &Measurement, cell: &super::C
         count: Some(cell.all.count),
         ..labelled.clone()
     });
-    if let Some(blocks) = cell.blocks_per_query {
-        out.push(Measurement {
-            metric: "blocks_read_per_query".to_owned(),
-            unit: "blocks".to_owned(),
-            value: blocks,
-            count: Some(cell.all.count),
-            ..labelled.clone()
-        });
-    }
+    super::push_blocks(out, labelled, cell);
 }
 
 /// The median of each repetition, labelled with its number.

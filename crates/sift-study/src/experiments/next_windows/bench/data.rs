@@ -10,7 +10,7 @@ use super::SCORE_MAX;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use sift_bench::index::BenchError;
-use sift_index::{AttrValue, GeoBox};
+use sift_index::{AttrType, AttrValue, GeoBox};
 use sift_workload::{TweetConfig, TweetGenerator};
 
 /// The documents of one distribution and what queries are drawn from.
@@ -24,6 +24,9 @@ pub struct Documents {
     /// (longitude, latitude).
     pub points: Vec<(f64, f64)>,
     pub json_bytes: u64,
+    /// Width of the scores' domain: windows are fractions of it (`SCORE_MAX` for tweets, the
+    /// spread of the values in a user's file).
+    pub score_span: i64,
 }
 
 /// Generates `count` tweets with a `score` drawn from `distribution`.
@@ -42,6 +45,7 @@ pub fn generate(
         times_ms: Vec::with_capacity(count as usize),
         points: Vec::with_capacity(count as usize),
         json_bytes: 0,
+        score_span: SCORE_MAX,
     };
     for _ in 0..count {
         let tweet = tweets.next_tweet();
@@ -76,17 +80,30 @@ pub enum Query {
 pub fn queries(
     cell: &CellSpec,
     documents: &Documents,
+    score_type: AttrType,
     count: u64,
     seed: u64,
 ) -> Result<Vec<Query>, BenchError> {
-    if documents.jsons.is_empty() {
+    // Centres are drawn among the documents that have the target (all of them for tweets).
+    let n = match cell.target {
+        Target::Score => documents.scores.len(),
+        Target::CreationTime => documents.times_ms.len(),
+        Target::Geo => documents.points.len(),
+    };
+    if n == 0 {
         return Ok(Vec::new());
     }
+    let score = |value: i64| match score_type {
+        AttrType::Time => AttrValue::Time(value),
+        _ => AttrValue::Int(value),
+    };
     let mut random = StdRng::seed_from_u64(
         seed ^ (cell.size.to_bits().rotate_left(17)) ^ (cell.target as u64) ^ (cell.op as u64) << 8,
     );
-    let n = documents.jsons.len();
-    let time_span = match (documents.times_ms.first(), documents.times_ms.last()) {
+    let time_span = match (
+        documents.times_ms.iter().min(),
+        documents.times_ms.iter().max(),
+    ) {
         (Some(first), Some(last)) => (last - first).max(1),
         _ => 1,
     };
@@ -94,7 +111,7 @@ pub fn queries(
     for _ in 0..count {
         let i = random.gen_range(0..n);
         let query = match (cell.op, cell.target) {
-            (QueryOp::Lookup, Target::Score) => Query::Lookup(AttrValue::Int(documents.scores[i])),
+            (QueryOp::Lookup, Target::Score) => Query::Lookup(score(documents.scores[i])),
             (QueryOp::Lookup, Target::CreationTime) => {
                 Query::Lookup(AttrValue::Time(documents.times_ms[i]))
             }
@@ -103,11 +120,11 @@ pub fn queries(
                 Query::Lookup(AttrValue::Geo { lon, lat })
             }
             (QueryOp::Window, Target::Score) => {
-                let half = ((cell.size * SCORE_MAX as f64) / 2.0).round() as i64;
+                let half = ((cell.size * documents.score_span as f64) / 2.0).round() as i64;
                 let centre = documents.scores[i];
                 Query::Range {
-                    lo: AttrValue::Int(centre - half),
-                    hi: AttrValue::Int(centre + half),
+                    lo: score(centre - half),
+                    hi: score(centre + half),
                 }
             }
             (QueryOp::Window, Target::CreationTime) => {

@@ -10,8 +10,8 @@ use super::plan::CellSpec;
 use super::plan::QueryOp;
 use super::plan::Suite;
 use super::plan::Target;
+use super::plan::TargetFields;
 use super::COLLECTION;
-use super::SCORE_MAX;
 use sift_bench::index::BenchError;
 use sift_index::{
     AttrValue, Database, DatabaseOptions, IndexKind, IndexSpec, SplitDelta, Validation,
@@ -106,12 +106,23 @@ pub struct CaseSettings<'a> {
     /// at least `samples_min` queries (0: only the repetitions and the time cap stop it).
     pub precision: f64,
     pub samples_min: usize,
+    /// Where the targets are in the documents.
+    pub fields: &'a TargetFields,
 }
 
-pub(crate) fn index_spec(case: &Case, target: Target) -> Result<IndexSpec, BenchError> {
+pub(crate) fn index_spec(
+    case: &Case,
+    target: Target,
+    fields: &TargetFields,
+) -> Result<IndexSpec, BenchError> {
     let mut parts = case.configuration.split(':');
     let kind: IndexKind = parts.next().unwrap_or_default().parse().map_err(error)?;
-    let mut spec = IndexSpec::new(target.index_name(), target.path(), target.attr_type(), kind);
+    let mut spec = IndexSpec::new(
+        target.index_name(),
+        fields.path(target),
+        fields.attr_type(target),
+        kind,
+    );
     if let Some(m) = parts.next() {
         match m.parse::<Validation>() {
             Ok(validation) if matches!(kind, IndexKind::Next | IndexKind::SstLocal) => {
@@ -268,11 +279,11 @@ pub(crate) fn open(
     let database = Database::open(dir, (settings.options)()).map_err(error)?;
     let created = (|| {
         database
-            .create_collection(COLLECTION, "tweet_id")
+            .create_collection(COLLECTION, &settings.fields.primary_key)
             .map_err(error)?;
         for &target in targets {
             database
-                .create_index(COLLECTION, index_spec(case, target)?)
+                .create_index(COLLECTION, index_spec(case, target, settings.fields)?)
                 .map_err(error)?;
         }
         Ok(())
@@ -475,7 +486,10 @@ pub fn query_case(
     result: &mut CaseResult,
     cells: &[CellSpec],
 ) -> Result<(), BenchError> {
-    let time_span = match (documents.times_ms.first(), documents.times_ms.last()) {
+    let time_span = match (
+        documents.times_ms.iter().min(),
+        documents.times_ms.iter().max(),
+    ) {
         (Some(first), Some(last)) => (last - first).max(1) as f64,
         _ => 1.0,
     };
@@ -483,13 +497,19 @@ pub fn query_case(
         if !result.targets.contains(&spec.target) {
             continue;
         }
-        let queries = queries(spec, documents, settings.queries, settings.seed)?;
+        let queries = queries(
+            spec,
+            documents,
+            settings.fields.attr_type(Target::Score),
+            settings.queries,
+            settings.seed,
+        )?;
         if queries.is_empty() {
             continue;
         }
         let width = match (spec.op, spec.target) {
             (QueryOp::Lookup, _) => 0.0,
-            (QueryOp::Window, Target::Score) => (spec.size * SCORE_MAX as f64).round(),
+            (QueryOp::Window, Target::Score) => (spec.size * documents.score_span as f64).round(),
             (QueryOp::Window, Target::CreationTime) => (spec.size * time_span).round(),
             (QueryOp::Window, Target::Geo) => spec.size,
         };

@@ -27,7 +27,7 @@ pub use measure::{
     CellResult, LoadResult, MemoryPoint, SizeResult,
 };
 pub use plan::{
-    parse_suites, plan, Case, CellSpec, QueryOp, Suite, Target, ValueDistribution,
+    parse_suites, plan, Case, CellSpec, QueryOp, Suite, Target, TargetFields, ValueDistribution,
     WindowBenchConfig,
 };
 pub use rows::{rows, table_header, table_row, WindowRow};
@@ -80,7 +80,9 @@ pub fn run_suites(
     keep: bool,
     on_row: &mut dyn FnMut(&WindowRow) -> Result<(), BenchError>,
 ) -> Result<Vec<WindowRow>, BenchError> {
+    let fields = TargetFields::tweets();
     let settings = CaseSettings {
+        fields: &fields,
         options,
         queries: config.queries,
         repetitions: config.repetitions,
@@ -216,7 +218,9 @@ mod tests {
             options.engine.memtable_bytes_max = 256 << 10;
             options
         };
+        let fields = TargetFields::tweets();
         let settings = CaseSettings {
+            fields: &fields,
             options: &options,
             queries: 8,
             repetitions: 1,
@@ -289,7 +293,8 @@ mod tests {
             }
             assert_eq!(result.cells.len(), 3 * result.targets.len(), "{case:?}");
             for cell in &result.cells {
-                let queries = queries(&cell.spec, &documents, 8, 9).unwrap();
+                let queries =
+                    queries(&cell.spec, &documents, sift_index::AttrType::Int, 8, 9).unwrap();
                 let expected: usize = queries
                     .iter()
                     .map(|q| match q {
@@ -356,7 +361,9 @@ mod tests {
             options.engine.memtable_bytes_max = 256 << 10;
             options
         };
+        let fields = TargetFields::tweets();
         let settings = CaseSettings {
+            fields: &fields,
             options: &options,
             queries: 5,
             repetitions: 1,

@@ -23,6 +23,8 @@ pub enum ValueDistribution {
     /// Zipf with this exponent over `1..=10^8`, small values most frequent (a continuous
     /// power law, rounded down).
     Zipf(f64),
+    /// Not drawn: the values of a user's file, as they are.
+    File,
 }
 
 impl ValueDistribution {
@@ -39,7 +41,8 @@ impl ValueDistribution {
         let n = SCORE_MAX as f64;
         let u: f64 = random.gen_range(0.0..1.0);
         let x = match self {
-            ValueDistribution::Uniform => 1.0 + u * n,
+            // A file's values are read, not drawn; sampling one falls back to uniform.
+            ValueDistribution::Uniform | ValueDistribution::File => 1.0 + u * n,
             // Inverse of the CDF of the density x^-s on [1, n + 1].
             ValueDistribution::Zipf(s) if (s - 1.0).abs() < 1e-12 => (n + 1.0).powf(u),
             ValueDistribution::Zipf(s) => {
@@ -55,6 +58,7 @@ impl fmt::Display for ValueDistribution {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ValueDistribution::Uniform => f.write_str("uniform"),
+            ValueDistribution::File => f.write_str("file"),
             ValueDistribution::Zipf(s) if s.fract() == 0.0 => write!(f, "zipf-{s:.1}"),
             ValueDistribution::Zipf(s) => write!(f, "zipf-{s}"),
         }
@@ -185,6 +189,44 @@ impl Target {
             Target::Score => "values",
             Target::Geo => "degrees",
             Target::CreationTime => "ms",
+        }
+    }
+}
+
+/// Where each target is in the documents and what type it has: the tweets' fields, or the
+/// attributes of a user's file (the first int or time attribute stands for the score, a second
+/// time attribute for `created_at`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TargetFields {
+    pub primary_key: String,
+    pub score: (String, AttrType),
+    pub time: String,
+    pub geo: String,
+}
+
+impl TargetFields {
+    /// The generated tweets: `score`, `created_at`, `place.coordinates`.
+    pub fn tweets() -> TargetFields {
+        TargetFields {
+            primary_key: "tweet_id".to_owned(),
+            score: (SCORE_PATH.to_owned(), AttrType::Int),
+            time: TIME_PATH.to_owned(),
+            geo: GEO_PATH.to_owned(),
+        }
+    }
+
+    pub fn path(&self, target: Target) -> &str {
+        match target {
+            Target::Score => &self.score.0,
+            Target::CreationTime => &self.time,
+            Target::Geo => &self.geo,
+        }
+    }
+
+    pub fn attr_type(&self, target: Target) -> AttrType {
+        match target {
+            Target::Score => self.score.1,
+            _ => target.attr_type(),
         }
     }
 }
