@@ -506,24 +506,21 @@ pub fn loaded_database(
     documents: &[(u64, String)],
 ) -> Result<std::path::PathBuf, BenchError> {
     let key = context.load_key(documents.len() as u64, slots);
-    if let Some((path, _)) = context.shared.find(&key) {
-        return Ok(path);
+    let loading = shared::Loading::new(context.shared, key, true, || context.fresh_dir(name))?;
+    let path = loading.path().to_path_buf();
+    if loading.is_fresh() {
+        let engine = context.open(&path, context.engine, slots)?;
+        let loaded = untimed_load(
+            context,
+            engine.as_ref(),
+            documents,
+            &format!("{name}: load"),
+        );
+        let closed = engine.close();
+        loaded?;
+        closed?;
+        loading.keep(context.shared);
     }
-    let dir = context.fresh_dir(name)?;
-    let engine = context.open(dir.path(), context.engine, slots)?;
-    let loaded = untimed_load(
-        context,
-        engine.as_ref(),
-        documents,
-        &format!("{name}: load"),
-    );
-    let closed = engine.close();
-    loaded?;
-    closed?;
-    let path = dir.path().to_path_buf();
-    context
-        .shared
-        .keep(key, dir, shared::LoadSummary::default());
     Ok(path)
 }
 

@@ -79,6 +79,62 @@ impl SharedDatabases {
     }
 }
 
+/// A database about to be measured: the one kept under its key, or a fresh directory to load
+/// it into (and keep afterwards, with [`Loading::keep`]).
+pub struct Loading {
+    key: LoadKey,
+    path: PathBuf,
+    fresh: Option<tempfile::TempDir>,
+    /// What the kept database's load measured; the loader fills it for a fresh one.
+    pub summary: LoadSummary,
+}
+
+impl Loading {
+    /// The database kept as `key` when `reuse` and there is one, else a fresh directory
+    /// from `fresh_dir`.
+    pub fn new(
+        shared: &SharedDatabases,
+        key: LoadKey,
+        reuse: bool,
+        fresh_dir: impl FnOnce() -> Result<tempfile::TempDir, BenchError>,
+    ) -> Result<Loading, BenchError> {
+        if reuse {
+            if let Some((path, summary)) = shared.find(&key) {
+                return Ok(Loading {
+                    key,
+                    path,
+                    fresh: None,
+                    summary,
+                });
+            }
+        }
+        let dir = fresh_dir()?;
+        Ok(Loading {
+            key,
+            path: dir.path().to_path_buf(),
+            fresh: Some(dir),
+            summary: LoadSummary::default(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether the database still has to be loaded.
+    pub fn is_fresh(&self) -> bool {
+        self.fresh.is_some()
+    }
+
+    /// Keeps a freshly loaded (closed, settled) database for the next experiments; a kept one
+    /// stays kept.
+    pub fn keep(self, shared: &SharedDatabases) {
+        if let Some(dir) = self.fresh {
+            shared.keep(self.key, dir, self.summary);
+        }
+    }
+}
+
 /// Copies the closed database in `from` into the empty directory `to`: table files are
 /// hard-linked where the file system allows (they are never written after creation, and each
 /// copy deletes only its own link when it compacts them away), everything else is copied.
@@ -148,6 +204,26 @@ mod tests {
         shared.keep(key(10), replacement, LoadSummary::default());
         assert_eq!(shared.len(), 1);
         assert!(!path.exists(), "the replaced database is removed");
+    }
+
+    #[test]
+    fn a_loading_reuses_what_is_kept_and_keeps_what_it_loads() {
+        let shared = SharedDatabases::new();
+        let fresh = || tempfile::tempdir().map_err(|e| BenchError::new(e.to_string()));
+        let mut loading = Loading::new(&shared, key(10), true, fresh).unwrap();
+        assert!(loading.is_fresh(), "nothing kept yet");
+        loading.summary.put_latency_mean_us = Some(2.0);
+        let path = loading.path().to_path_buf();
+        loading.keep(&shared);
+        let again = Loading::new(&shared, key(10), true, fresh).unwrap();
+        assert!(!again.is_fresh());
+        assert_eq!(again.path(), path);
+        assert_eq!(again.summary.put_latency_mean_us, Some(2.0));
+        again.keep(&shared);
+        assert_eq!(shared.len(), 1, "keeping a kept database adds nothing");
+        let timed = Loading::new(&shared, key(10), false, fresh).unwrap();
+        assert!(timed.is_fresh(), "a timed load never reuses");
+        assert_ne!(timed.path(), path);
     }
 
     #[test]

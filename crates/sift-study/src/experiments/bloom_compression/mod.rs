@@ -12,7 +12,7 @@ pub mod report;
 pub mod threads;
 pub mod verdicts;
 
-use super::shared::LoadKey;
+use super::shared::{LoadKey, Loading};
 use super::{
     grouped_sizes, measure_cell, new_result, note_failure, timed_load, CellBudget, Context,
     ExperimentId,
@@ -267,18 +267,8 @@ fn measure_point(
         documents: documents.len() as u64,
         slots: vec![slot.clone()],
     };
-    let kept = context.shared.find(&key);
-    let dir = if kept.is_some() {
-        None
-    } else {
-        Some(context.fresh_dir(name)?)
-    };
-    let path = match (&kept, &dir) {
-        (Some((path, _)), _) => path.clone(),
-        (None, Some(dir)) => dir.path().to_path_buf(),
-        (None, None) => unreachable!("a database directory is chosen above"),
-    };
-    let engine = context.open(&path, settings, std::slice::from_ref(slot))?;
+    let mut loading = Loading::new(context.shared, key, true, || context.fresh_dir(name))?;
+    let engine = context.open(loading.path(), settings, std::slice::from_ref(slot))?;
     let mut out = Vec::new();
     let template = Measurement {
         configuration: name.to_owned(),
@@ -286,13 +276,12 @@ fn measure_point(
         compression: Some(settings.compression.clone()),
         ..Measurement::default()
     };
-    let mut summary = kept.map(|(_, summary)| summary).unwrap_or_default();
     let measured = (|| -> Result<(), BenchError> {
-        if dir.is_some() {
+        if loading.is_fresh() {
             let load = timed_load(context, engine.as_ref(), documents, 1, label)?;
-            summary.put_latency_mean_us = Some(load.whole.mean);
+            loading.summary.put_latency_mean_us = Some(load.whole.mean);
         }
-        if let Some(mean) = summary.put_latency_mean_us {
+        if let Some(mean) = loading.summary.put_latency_mean_us {
             out.push(Measurement {
                 op: Some("PUT".to_owned()),
                 metric: "put_latency_mean".to_owned(),
@@ -351,8 +340,6 @@ fn measure_point(
     let closed = engine.close();
     measured?;
     closed?;
-    if let Some(dir) = dir {
-        context.shared.keep(key, dir, summary);
-    }
+    loading.keep(context.shared);
     Ok(out)
 }

@@ -8,6 +8,7 @@
 pub mod report;
 pub mod verdicts;
 
+use super::shared::Loading;
 use super::{
     grouped_sizes, measure_cell, new_result, note_failure, round, timed_load, untimed_load,
     CellBudget, Context, ExperimentId,
@@ -261,20 +262,11 @@ fn measure_one(
     cells: Option<&QueryCells>,
     load: bool,
 ) -> Result<Vec<Measurement>, BenchError> {
-    let key = context.load_key(documents.len() as u64, slots);
     // Experiment 2 measures the database experiment 1 loaded, when there is one.
-    let (dir, kept) = match context.shared.find(&key) {
-        Some((path, summary)) if !load => (None, Some((path, summary))),
-        _ => (Some(context.fresh_dir(name)?), None),
-    };
-    let path = match (&dir, &kept) {
-        (Some(dir), _) => dir.path().to_path_buf(),
-        (None, Some((path, _))) => path.clone(),
-        (None, None) => unreachable!("a database directory is chosen above"),
-    };
-    let engine = context.open(&path, context.engine, slots)?;
+    let key = context.load_key(documents.len() as u64, slots);
+    let mut loading = Loading::new(context.shared, key, !load, || context.fresh_dir(name))?;
+    let engine = context.open(loading.path(), context.engine, slots)?;
     let mut out = Vec::new();
-    let mut summary = kept.map(|(_, summary)| summary).unwrap_or_default();
     let template = Measurement {
         configuration: name.to_owned(),
         attribute: attribute.map(|a| a.path.clone()),
@@ -290,7 +282,7 @@ fn measure_one(
                 context.sizes.slices,
                 label,
             )?;
-            summary.put_latency_mean_us = Some(stats.whole.mean);
+            loading.summary.put_latency_mean_us = Some(stats.whole.mean);
             push_load(&mut out, &template, &stats);
             for (tree, bytes) in grouped_sizes(engine.as_ref())? {
                 out.push(Measurement {
@@ -315,7 +307,7 @@ fn measure_one(
                 push_cell(&mut out, &get, &cell);
             }
         } else {
-            if dir.is_some() {
+            if loading.is_fresh() {
                 untimed_load(context, engine.as_ref(), documents, label)?;
             }
             context.record_shape(label, engine.as_ref())?;
@@ -343,9 +335,7 @@ fn measure_one(
     let closed = engine.close();
     measured?;
     closed?;
-    if let Some(dir) = dir {
-        context.shared.keep(key, dir, summary);
-    }
+    loading.keep(context.shared);
     Ok(out)
 }
 
