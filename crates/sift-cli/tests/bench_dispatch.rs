@@ -3,19 +3,9 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
-use std::process::Command;
+mod common;
 
-fn sift(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_sift"))
-        .args(args)
-        .output()
-        .expect("run sift");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use common::sift;
 
 #[test]
 fn next_suite_runs_from_the_cli_and_refuses_pinning() {

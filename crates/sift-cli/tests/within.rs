@@ -3,19 +3,9 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
-use std::process::Command;
+mod common;
 
-fn sift(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_sift"))
-        .args(args)
-        .output()
-        .expect("run sift");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use common::sift;
 
 #[test]
 fn within_matches_brute_force_and_reports_errors() {

@@ -666,6 +666,29 @@ pub fn measure_cell(
     })
 }
 
+/// Runs `work(i)` for each `i` in `0..threads` on scoped threads and returns each thread's
+/// outcome in order; a thread that panicked is an error naming its `role`.
+pub fn on_threads<T: Send>(
+    threads: usize,
+    role: &str,
+    work: impl Fn(usize) -> Result<T, BenchError> + Sync,
+) -> Vec<Result<T, BenchError>> {
+    let work = &work;
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|thread| scope.spawn(move || work(thread)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|handle| {
+                handle
+                    .join()
+                    .unwrap_or_else(|_| Err(BenchError::new(format!("a {role} thread panicked"))))
+            })
+            .collect()
+    })
+}
+
 /// The blocks read per query of a cell, labelled like `labelled` (when the engine counts them).
 pub fn push_blocks(out: &mut Vec<Measurement>, labelled: &Measurement, cell: &CellStats) {
     if let Some(blocks) = cell.blocks_per_query {

@@ -44,20 +44,7 @@ fn on_threads(
     work: impl Fn(usize) -> Result<(), BenchError> + Sync,
 ) -> Result<f64, BenchError> {
     let started = Instant::now();
-    let work = &work;
-    let outcomes: Vec<Result<(), BenchError>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads)
-            .map(|thread| scope.spawn(move || work(thread)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|handle| {
-                handle
-                    .join()
-                    .unwrap_or_else(|_| Err(BenchError::new(format!("a {role} thread panicked"))))
-            })
-            .collect()
-    });
+    let outcomes = crate::experiments::on_threads(threads, role, work);
     let seconds = started.elapsed().as_secs_f64();
     outcomes.into_iter().collect::<Result<Vec<()>, _>>()?;
     Ok(seconds)

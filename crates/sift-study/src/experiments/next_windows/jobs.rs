@@ -247,24 +247,9 @@ pub(crate) fn run_group(
             ))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let loaded: Vec<_> = std::thread::scope(|scope| {
-        let handles: Vec<_> = group
-            .iter()
-            .zip(&dirs)
-            .map(|(job, dir)| {
-                scope.spawn(move || {
-                    load_case(&job.case, documents, &dir.path().join("db"), settings)
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|handle| {
-                handle
-                    .join()
-                    .unwrap_or_else(|_| Err(BenchError::new("a loading thread panicked")))
-            })
-            .collect()
+    let loaded = crate::experiments::on_threads(group.len(), "loading", |position| {
+        let db = dirs[position].path().join("db");
+        load_case(&group[position].case, documents, &db, settings)
     });
     let mut out = Vec::new();
     for (job, loaded) in group.iter().zip(loaded) {
