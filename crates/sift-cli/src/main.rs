@@ -6,6 +6,7 @@
 
 mod advise;
 mod docs;
+mod serve;
 mod study;
 
 use clap::{Parser, Subcommand};
@@ -66,6 +67,9 @@ enum Command {
     /// Recommends an index kind and maintenance scheme per attribute for a described or
     /// recorded workload, with the study's cost model (docs/advise.md).
     Advise(advise::AdviseArgs),
+    /// A Redis-protocol server over a database: strings, hashes and RedisJSON documents for
+    /// any Redis client (docs/server.md). Stops cleanly on Ctrl-C or SIGTERM.
+    Serve(serve::ServeArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -146,6 +150,7 @@ fn main() -> ExitCode {
         Command::Stats(args) => docs::stats(&args),
         Command::Study(args) => study::study(&args),
         Command::Advise(args) => advise::run(&args),
+        Command::Serve(args) => serve::serve(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -10,6 +10,7 @@ use crate::kind::query::{Hit, QueryResult, SearchOutput, SearchRequest};
 use crate::kind::within::WithinRequest;
 use crate::kind::{Collection, Index};
 use crate::value::{AttrType, AttrValue};
+use sift_lsm::ReadOptions;
 
 impl Database {
     /// The live version of one document.
@@ -25,6 +26,34 @@ impl Database {
             seq: entry.seq,
             doc: envelope.doc().to_vec(),
         }))
+    }
+
+    /// A page of a full scan: the live documents with primary key `>= from`, in key order, at
+    /// most `limit`, read from one snapshot. The next page starts just after the last key
+    /// returned (its bytes with a 0 byte appended).
+    pub fn scan(&self, collection: &str, from: &[u8], limit: usize) -> Result<Vec<Hit>> {
+        let collection = self.collection_arc(collection)?;
+        let options = ReadOptions {
+            lower_bound: Some(from.to_vec()),
+            // A scan passes over the collection once: it should not evict the hot blocks.
+            skip_cache_fill: true,
+            ..ReadOptions::default()
+        };
+        let mut iter = self.engine.iter(&collection.primary, options)?;
+        iter.seek(from)?;
+        let mut hits = Vec::with_capacity(limit.min(1024));
+        while iter.valid() && hits.len() < limit {
+            let pk = iter.key();
+            let envelope = EnvelopeRef::decode(iter.value())
+                .map_err(|e| collection.corrupt_document(pk, &e))?;
+            hits.push(Hit {
+                pk: pk.to_vec(),
+                seq: iter.seq(),
+                doc: envelope.doc().to_vec(),
+            });
+            iter.next()?;
+        }
+        Ok(hits)
     }
 
     /// LOOKUP(index, value, K): the documents whose attribute equals `value`, newest first,

@@ -429,6 +429,15 @@ impl Db {
     pub fn write(&self, batch: WriteBatch, options: &WriteOptions) -> Result<SeqNo> {
         self.inner.write_batch(batch, options.sync)
     }
+    /// Makes every write acknowledged so far durable: fdatasyncs the logs closed by memtable
+    /// switches and the active log. For "sync once a second" policies (`sift serve --fsync
+    /// everysec`): writes without [`WriteOptions::sync`] are in the operating system once
+    /// acknowledged (they survive the process, not the machine) until this runs. Writers wait
+    /// for the sync (it holds the commit lock); the presync thread keeps what is left to sync
+    /// under `WAL_PRESYNC_BYTES`.
+    pub fn sync_wal(&self) -> Result<()> {
+        self.inner.sync_wal()
+    }
     /// The checks every write applies to its batch before committing it: each tree exists,
     /// and every key and value is within `key_bytes_max` / `value_bytes_max`. A
     /// [`Db::write_sequenced`] builder that acts on its batch (queues work for the sequence

@@ -241,6 +241,31 @@ impl DbInner {
         self.commit_locked(&mut wal, batches, sync, None)
     }
 
+    /// [`crate::Db::sync_wal`]: under the commit lock, so no append races the sync and a
+    /// failed sync stops writes like a failed synced commit does.
+    pub(crate) fn sync_wal(&self) -> Result<()> {
+        self.check_open()?;
+        let mut wal = self.lock_commit();
+        let synced = (|| {
+            if !self.closed_logs.lock().is_empty() {
+                self.sync_closed_logs(ClosedLogSyncer::Writer)?;
+            }
+            let writer = wal
+                .as_mut()
+                .ok_or_else(|| Error::Closed("no write-ahead log open".into()))?;
+            writer.sync()
+        })();
+        if let Err(e) = synced {
+            if !matches!(e, Error::Closed(_)) {
+                let mut state = self.state.lock();
+                self.set_bg_error(&mut state, &e);
+            }
+            return Err(e);
+        }
+        EngineCounters::add(&self.counters.wal_syncs, 1);
+        Ok(())
+    }
+
     /// The leader-only commit of a `Sequenced` writer.
     fn commit_sequenced(&self, sync: bool, build: BatchBuilder<'_>) -> Result<SeqNo> {
         self.make_room_for_write(false)?;

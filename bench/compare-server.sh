@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Compares `sift serve` with Debian's in-memory `redis-server` under `redis-benchmark`.
+#
+#   bench/compare-server.sh [--requests N] [--clients C] [--pipeline P] [--rounds R] [--fsync POLICY]
+#
+# Installs redis-server and redis-tools if missing and builds `sift` in release. Each round
+# starts both servers on loopback ports (Redis without persistence: `--save "" --appendonly no`;
+# Sift with `--fsync POLICY`, default everysec, on a fresh database), runs
+# `redis-benchmark -t set,get,hset -P P -c C -n N` against each, the server order alternating
+# per round, and records requests per second. At the end: the median per server and test and
+# the ratio Sift / Redis, as a table and as one JSON line per test:
+#   {"test": "SET", "sift_requests_per_sec": ..., "redis_requests_per_sec": ..., "ratio": ...}
+# Results and server logs are kept in target/compare-server/<time>/.
+# HGET has no redis-benchmark test of its own; `hset` covers hashes' write path.
+set -euo pipefail
+
+requests=1000000
+clients=50
+pipeline=16
+rounds=3
+fsync=everysec
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --requests) requests="$2"; shift 2 ;;
+        --clients) clients="$2"; shift 2 ;;
+        --pipeline) pipeline="$2"; shift 2 ;;
+        --rounds) rounds="$2"; shift 2 ;;
+        --fsync) fsync="$2"; shift 2 ;;
+        -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "compare-server: unknown option $1 (see --help)" >&2; exit 2 ;;
+    esac
+done
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/null; then
+    echo "compare-server: installing redis-server and redis-tools" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y redis-server redis-tools >/dev/null 2>&1 \
+        || { apt-get update -qq && apt-get install -y redis-server redis-tools >/dev/null; }
+fi
+cargo build --release --quiet -p sift-cli
+sift_bin="$repo/target/release/sift"
+
+work="$repo/target/compare-server/$(date +%Y%m%d-%H%M%S)"
+mkdir -p "$work"
+results="$work/results.csv"
+echo "round,server,test,requests_per_sec" >"$results"
+echo "compare-server: $requests requests, $clients clients, pipeline $pipeline, $rounds rounds, sift --fsync $fsync; results in $work" >&2
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+wait_for() {
+    local port="$1"
+    for _ in $(seq 1 600); do
+        if [[ "$(redis-cli -p "$port" PING 2>/dev/null)" == PONG ]]; then return 0; fi
+        sleep 0.1
+    done
+    echo "compare-server: nothing answers on port $port" >&2
+    return 1
+}
+
+run_server() {
+    local server="$1" round="$2" port pid
+    port="$(free_port)"
+    if [[ "$server" == sift ]]; then
+        rm -rf "$work/db-$round"
+        "$sift_bin" serve --db "$work/db-$round" --port "$port" --fsync "$fsync" 2>"$work/sift-$round.log" &
+    else
+        redis-server --port "$port" --save "" --appendonly no --daemonize no >"$work/redis-$round.log" 2>&1 &
+    fi
+    pid=$!
+    wait_for "$port"
+    redis-benchmark -p "$port" -t set,get,hset -P "$pipeline" -c "$clients" -n "$requests" -r 100000 --csv \
+        >"$work/$server-$round.csv"
+    kill -TERM "$pid"
+    wait "$pid" || true
+    # "SET","123456.78",... (newer redis-benchmark adds latency columns)
+    tail -n +2 "$work/$server-$round.csv" | tr -d '"' | awk -F, -v r="$round" -v s="$server" \
+        '{ print r "," s "," $1 "," $2 }' >>"$results"
+}
+
+for round in $(seq 1 "$rounds"); do
+    if (( round % 2 == 1 )); then order=(sift redis); else order=(redis sift); fi
+    for server in "${order[@]}"; do
+        echo "compare-server: round $round, $server" >&2
+        run_server "$server" "$round"
+    done
+done
+
+python3 - "$results" <<'PY'
+import csv, json, statistics, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+tests = sorted({row["test"] for row in rows})
+print(f"{'test':<8} {'sift req/s':>14} {'redis req/s':>14} {'sift/redis':>10}")
+for test in tests:
+    median = {}
+    for server in ("sift", "redis"):
+        values = [float(r["requests_per_sec"]) for r in rows if r["test"] == test and r["server"] == server]
+        median[server] = statistics.median(values) if values else None
+    ratio = median["sift"] / median["redis"] if median["sift"] and median["redis"] else None
+    shown = f"{ratio:.2f}" if ratio else "-"
+    print(f"{test:<8} {median['sift'] or 0:>14.0f} {median['redis'] or 0:>14.0f} {shown:>10}")
+    print(json.dumps({"test": test, "sift_requests_per_sec": median["sift"],
+                      "redis_requests_per_sec": median["redis"], "ratio": ratio}))
+PY

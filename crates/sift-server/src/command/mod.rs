@@ -1,0 +1,178 @@
+//! The command table and dispatch: name lookup, arity, authentication, then the handler.
+//! One file per command group, like Redis's `t_string.c`, `t_hash.c`, ….
+
+mod connection;
+mod hashes;
+mod json;
+mod keys;
+mod server;
+mod strings;
+
+use bytes::Bytes;
+use sift_resp::Reply;
+
+use crate::keyspace::KeyspaceError;
+use crate::session::{Client, Shared};
+
+/// A command's implementation: the arguments include the command name at index 0.
+pub(crate) type Handler = fn(&Shared, &mut Client, &[Bytes]) -> Reply;
+
+/// One command of the table.
+pub(crate) struct Command {
+    /// Lowercase, as `COMMAND` lists it.
+    pub name: &'static str,
+    /// Redis's convention: `n` exactly n arguments with the name, `-n` at least n.
+    pub arity: i64,
+    /// Changes data.
+    pub write: bool,
+    /// Allowed before authentication.
+    pub no_auth: bool,
+    /// Redis's command group (`COMMAND DOCS`).
+    pub group: &'static str,
+    /// One line for `COMMAND DOCS`.
+    pub summary: &'static str,
+    pub handler: Handler,
+}
+
+/// Every command Sift serves, by group.
+pub(crate) fn table() -> &'static [Command] {
+    static TABLE: std::sync::OnceLock<Vec<Command>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut table = Vec::new();
+        table.extend(connection::commands());
+        table.extend(server::commands());
+        table.extend(keys::commands());
+        table.extend(strings::commands());
+        table.extend(hashes::commands());
+        table.extend(json::commands());
+        table
+    })
+}
+
+/// The command named `name` (any case).
+pub(crate) fn lookup(name: &[u8]) -> Option<&'static Command> {
+    table()
+        .iter()
+        .find(|command| name.eq_ignore_ascii_case(command.name.as_bytes()))
+}
+
+/// Runs one request and returns its reply.
+pub(crate) fn execute(shared: &Shared, client: &mut Client, arguments: &[Bytes]) -> Reply {
+    let name = &arguments[0];
+    let command = lookup(name);
+    let needs_auth = client.needs_auth(shared);
+    if needs_auth && !command.is_some_and(|command| command.no_auth) {
+        return Reply::error("NOAUTH Authentication required.");
+    }
+    let Some(command) = command else {
+        return unknown_command(arguments);
+    };
+    let count = arguments.len() as i64;
+    if (command.arity > 0 && count != command.arity)
+        || (command.arity < 0 && count < -command.arity)
+    {
+        return wrong_arity(command.name);
+    }
+    (command.handler)(shared, client, arguments)
+}
+
+fn unknown_command(arguments: &[Bytes]) -> Reply {
+    let mut quoted = String::new();
+    for argument in arguments[1..].iter().take(16) {
+        quoted.push('\'');
+        quoted.push_str(&truncated(argument));
+        quoted.push_str("' ");
+    }
+    Reply::error(format!(
+        "ERR unknown command '{}', with args beginning with: {quoted}",
+        truncated(&arguments[0])
+    ))
+}
+
+/// At most 128 bytes of an argument, as text, for an error message.
+pub(crate) fn truncated(argument: &[u8]) -> String {
+    String::from_utf8_lossy(&argument[..argument.len().min(128)]).into_owned()
+}
+
+pub(crate) fn wrong_arity(name: &str) -> Reply {
+    Reply::error(format!(
+        "ERR wrong number of arguments for '{name}' command"
+    ))
+}
+
+pub(crate) fn syntax_error() -> Reply {
+    Reply::error("ERR syntax error")
+}
+
+pub(crate) fn not_an_integer() -> Reply {
+    Reply::error("ERR value is not an integer or out of range")
+}
+
+/// An integer argument as Redis parses one.
+pub(crate) fn parse_integer(argument: &[u8]) -> Option<i64> {
+    let text = std::str::from_utf8(argument).ok()?;
+    if text.starts_with('+') || (text.len() > 1 && text.starts_with('0')) || text.starts_with("-0")
+    {
+        return None;
+    }
+    text.parse().ok()
+}
+
+/// Whether `argument` is `word`, ignoring case.
+pub(crate) fn is(argument: &[u8], word: &str) -> bool {
+    argument.eq_ignore_ascii_case(word.as_bytes())
+}
+
+/// The reply for a keyspace error. Storage failures are logged: the client gets their
+/// message, never a panic or a dropped connection.
+pub(crate) fn keyspace_error(error: KeyspaceError) -> Reply {
+    match error {
+        KeyspaceError::WrongType => Reply::error(error.to_string()),
+        KeyspaceError::Database(database) => {
+            tracing::error!(error = %database, "storage error");
+            Reply::error(format!("ERR storage error: {database}"))
+        }
+        other => Reply::error(format!("ERR {other}")),
+    }
+}
+
+/// `Result<Reply, KeyspaceError>` → the reply either way.
+pub(crate) fn reply_of(result: Result<Reply, KeyspaceError>) -> Reply {
+    result.unwrap_or_else(keyspace_error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_command_is_found_in_any_case_and_names_are_unique() {
+        let names: Vec<&str> = table().iter().map(|command| command.name).collect();
+        let mut unique = names.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), names.len(), "duplicate command names");
+        for name in names {
+            assert!(lookup(name.to_uppercase().as_bytes()).is_some(), "{name}");
+            assert_eq!(name, name.to_lowercase(), "names are lowercase");
+        }
+    }
+
+    #[test]
+    fn integers_parse_as_redis_parses_them() {
+        assert_eq!(parse_integer(b"42"), Some(42));
+        assert_eq!(parse_integer(b"-7"), Some(-7));
+        assert_eq!(parse_integer(b"0"), Some(0));
+        for bad in [
+            &b"+1"[..],
+            b"01",
+            b"-0",
+            b"1.0",
+            b" 1",
+            b"",
+            b"99999999999999999999",
+        ] {
+            assert_eq!(parse_integer(bad), None, "{}", String::from_utf8_lossy(bad));
+        }
+    }
+}

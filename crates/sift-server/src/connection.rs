@@ -1,0 +1,166 @@
+//! One client connection: read requests, run them in order, write the replies.
+//!
+//! Every complete request already received is run before the next read, and the replies of
+//! a pipeline go out together. Memory per client is bounded: an incomplete request by the
+//! decoder's limits, replies by `reply_buffer_bytes` — past it the server writes to the
+//! client before it runs anything more, so a client that never reads stops being read (and
+//! is disconnected after `reply_stall_timeout`).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use sift_resp::{encode_reply, Reply, RequestDecoder};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_util::sync::CancellationToken;
+
+use crate::command;
+use crate::config::FsyncPolicy;
+use crate::session::{Client, ServerStats, Shared};
+
+/// Bytes asked of the socket per read.
+const READ_CHUNK_BYTES: usize = 16 * 1024;
+
+/// Why a connection ended early.
+enum Closed {
+    /// The peer went away, an I/O error, or a write stalled: nothing more can be sent.
+    Gone,
+}
+
+/// Serves one client until it quits, disconnects, breaks the protocol, idles out, or the
+/// server shuts down (after the requests already received are answered).
+pub(crate) async fn serve(
+    shared: Arc<Shared>,
+    mut stream: TcpStream,
+    address: SocketAddr,
+    shutdown: CancellationToken,
+) {
+    let mut client = Client::new(shared.new_client_id(), address);
+    tracing::debug!(client = client.id, %address, "connected");
+    let mut decoder = RequestDecoder::new(shared.config.request_limits);
+    let mut input = BytesMut::with_capacity(READ_CHUNK_BYTES);
+    let mut output = BytesMut::with_capacity(READ_CHUNK_BYTES);
+    let outcome = loop {
+        match run_received(
+            &shared,
+            &mut client,
+            &mut decoder,
+            &mut input,
+            &mut output,
+            &mut stream,
+        )
+        .await
+        {
+            Ok(true) => {}
+            Ok(false) | Err(Closed::Gone) => break "closed",
+        }
+        if shutdown.is_cancelled() {
+            break "server shutting down";
+        }
+        input.reserve(READ_CHUNK_BYTES);
+        let read = tokio::select! {
+            () = shutdown.cancelled() => break "server shutting down",
+            read = read_with_idle_timeout(&shared, &mut stream, &mut input) => read,
+        };
+        match read {
+            Some(0) => break "peer closed",
+            Some(bytes) => ServerStats::add(&shared.stats.total_net_input_bytes, bytes as u64),
+            None => break "idle or read error",
+        }
+    };
+    tracing::debug!(client = client.id, %address, outcome, "disconnected");
+}
+
+async fn read_with_idle_timeout(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    input: &mut BytesMut,
+) -> Option<usize> {
+    let read = stream.read_buf(input);
+    match shared.config.idle_timeout {
+        None => read.await.ok(),
+        Some(limit) => {
+            let result = tokio::time::timeout(limit, read).await;
+            if result.is_err() {
+                ServerStats::add(&shared.stats.idle_disconnects, 1);
+            }
+            result.ok().and_then(Result::ok)
+        }
+    }
+}
+
+/// Runs every complete request in `input` and sends the replies. `Ok(false)`: the
+/// connection must close (QUIT, or a protocol error that was answered).
+async fn run_received(
+    shared: &Shared,
+    client: &mut Client,
+    decoder: &mut RequestDecoder,
+    input: &mut BytesMut,
+    output: &mut BytesMut,
+    stream: &mut TcpStream,
+) -> Result<bool, Closed> {
+    let mut keep_open = true;
+    loop {
+        let request = match decoder.decode_request(input) {
+            Ok(Some(request)) => request,
+            Ok(None) => break,
+            Err(error) => {
+                ServerStats::add(&shared.stats.protocol_errors, 1);
+                tracing::debug!(client = client.id, %error, "protocol error");
+                encode_reply(
+                    &Reply::error(format!("ERR {error}")),
+                    client.protocol,
+                    output,
+                );
+                keep_open = false;
+                break;
+            }
+        };
+        let reply = if shared.config.fsync == FsyncPolicy::Always {
+            // A synced write holds this thread for a disk sync: let the runtime move the
+            // other connections of this worker elsewhere meanwhile.
+            tokio::task::block_in_place(|| command::execute(shared, client, &request.arguments))
+        } else {
+            command::execute(shared, client, &request.arguments)
+        };
+        ServerStats::add(&shared.stats.total_commands_processed, 1);
+        if reply.is_error() {
+            ServerStats::add(&shared.stats.total_error_replies, 1);
+        }
+        encode_reply(&reply, client.protocol, output);
+        if client.closing {
+            keep_open = false;
+            break;
+        }
+        if output.len() >= shared.config.reply_buffer_bytes {
+            send(shared, stream, output).await?;
+        }
+    }
+    send(shared, stream, output).await?;
+    Ok(keep_open)
+}
+
+/// Writes `output` to the client, giving up after `reply_stall_timeout`.
+async fn send(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    output: &mut BytesMut,
+) -> Result<(), Closed> {
+    if output.is_empty() {
+        return Ok(());
+    }
+    let bytes = output.len() as u64;
+    match tokio::time::timeout(shared.config.reply_stall_timeout, stream.write_all(output)).await {
+        Ok(Ok(())) => {
+            ServerStats::add(&shared.stats.total_net_output_bytes, bytes);
+            output.clear();
+            Ok(())
+        }
+        Ok(Err(_)) => Err(Closed::Gone),
+        Err(_) => {
+            ServerStats::add(&shared.stats.reply_stall_disconnects, 1);
+            Err(Closed::Gone)
+        }
+    }
+}
