@@ -29,6 +29,14 @@ pub enum ServerError {
         /// What failed.
         source: KeyspaceError,
     },
+    /// A task of the server ended abnormally (a panic in it, or the runtime going away).
+    #[error("{context}: {reason}")]
+    Task {
+        /// What the task was doing.
+        context: String,
+        /// Why it ended.
+        reason: String,
+    },
     /// Binding the address or another socket error.
     #[error("{context}: {source}")]
     Io {
@@ -63,11 +71,16 @@ impl RunningServer {
     pub async fn wait(self) -> Result<(), ServerError> {
         match self.finished.await {
             Ok(result) => result,
-            Err(error) => Err(ServerError::Io {
-                context: "the server task failed".to_owned(),
-                source: std::io::Error::other(error.to_string()),
-            }),
+            Err(error) => Err(task_failed("serving clients")(error)),
         }
+    }
+}
+
+/// The error for a task that did not finish normally while doing `context`.
+fn task_failed(context: &'static str) -> impl FnOnce(tokio::task::JoinError) -> ServerError {
+    move |error| ServerError::Task {
+        context: context.to_owned(),
+        reason: error.to_string(),
     }
 }
 
@@ -83,10 +96,7 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     let db_dir = config.db_dir.clone();
     let keyspace = tokio::task::spawn_blocking(move || Keyspace::open(&db_dir, options))
         .await
-        .map_err(|error| ServerError::Io {
-            context: "opening the database".to_owned(),
-            source: std::io::Error::other(error.to_string()),
-        })?
+        .map_err(task_failed("opening the database"))?
         .map_err(|source| ServerError::Database {
             dir: dir.clone(),
             source,
@@ -177,18 +187,16 @@ async fn accept_loop(
         syncer.stop();
     }
     let Ok(shared) = Arc::try_unwrap(shared) else {
-        // Every connection task has ended, so nothing else holds it.
-        return Err(ServerError::Config(
-            "internal: the server state is still shared".to_owned(),
-        ));
+        // Every connection task and the fsync thread have ended, so nothing else holds it.
+        return Err(ServerError::Task {
+            context: "closing the database".to_owned(),
+            reason: "the server state is still held by a task".to_owned(),
+        });
     };
     let database = shared.keyspace.into_database();
     tokio::task::spawn_blocking(move || database.close())
         .await
-        .map_err(|error| ServerError::Io {
-            context: "closing the database".to_owned(),
-            source: std::io::Error::other(error.to_string()),
-        })?
+        .map_err(task_failed("closing the database"))?
         .map_err(|source| ServerError::Database {
             dir,
             source: KeyspaceError::Database(source),

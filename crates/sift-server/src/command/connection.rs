@@ -7,44 +7,43 @@ use super::{is, parse_integer, syntax_error, truncated, wrong_arity, Command};
 use crate::session::{Client, Shared};
 
 pub(super) fn commands() -> Vec<Command> {
-    let command = |name, arity, no_auth, summary, handler| Command {
-        name,
-        arity,
-        write: false,
-        no_auth,
-        group: "connection",
-        summary,
-        handler,
-    };
     vec![
-        command(
+        Command::reads(
+            "connection",
             "ping",
             -1,
-            false,
             "Returns the server's liveliness response.",
             ping,
         ),
-        command("echo", 2, false, "Returns the given string.", echo),
-        command(
+        Command::reads("connection", "echo", 2, "Returns the given string.", echo),
+        Command::reads(
+            "connection",
             "hello",
             -1,
-            true,
             "Handshakes with the server: protocol, authentication, name.",
             hello,
-        ),
-        command("auth", -2, true, "Authenticates the connection.", auth),
-        command(
+        )
+        .before_auth(),
+        Command::reads(
+            "connection",
+            "auth",
+            -2,
+            "Authenticates the connection.",
+            auth,
+        )
+        .before_auth(),
+        Command::reads(
+            "connection",
             "select",
             2,
-            false,
             "Changes the selected database (Sift has only database 0).",
             select,
         ),
-        command("quit", -1, true, "Closes the connection.", quit),
-        command(
+        Command::reads("connection", "quit", -1, "Closes the connection.", quit).before_auth(),
+        Command::reads(
+            "connection",
             "client",
             -2,
-            false,
             "Connection management: ID, SETNAME, GETNAME, SETINFO.",
             client,
         ),

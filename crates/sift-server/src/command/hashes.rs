@@ -10,40 +10,31 @@ use crate::keyspace::{KeyspaceError, Update, Value};
 use crate::session::{Client, Shared};
 
 pub(super) fn commands() -> Vec<Command> {
-    let command = |name, arity, write, summary, handler| Command {
-        name,
-        arity,
-        write,
-        no_auth: false,
-        group: "hash",
-        summary,
-        handler,
-    };
     vec![
-        command(
+        Command::writes(
+            "hash",
             "hset",
             -4,
-            true,
             "Sets fields of a hash; returns how many were new.",
             hset,
         ),
-        command("hget", 3, false, "The value of a hash field.", hget),
-        command("hmget", -3, false, "The values of hash fields.", hmget),
-        command(
+        Command::reads("hash", "hget", 3, "The value of a hash field.", hget),
+        Command::reads("hash", "hmget", -3, "The values of hash fields.", hmget),
+        Command::reads(
+            "hash",
             "hgetall",
             2,
-            false,
             "Every field and value of a hash.",
             hgetall,
         ),
-        command(
+        Command::writes(
+            "hash",
             "hdel",
             -3,
-            true,
             "Deletes hash fields; returns how many existed.",
             hdel,
         ),
-        command("hlen", 2, false, "The number of fields of a hash.", hlen),
+        Command::reads("hash", "hlen", 2, "The number of fields of a hash.", hlen),
     ]
 }
 

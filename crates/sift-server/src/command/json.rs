@@ -11,41 +11,32 @@ use crate::keyspace::{KeyspaceError, Update, Value};
 use crate::session::{Client, Shared};
 
 pub(super) fn commands() -> Vec<Command> {
-    let command = |name, arity, write, summary, handler| Command {
-        name,
-        arity,
-        write,
-        no_auth: false,
-        group: "json",
-        summary,
-        handler,
-    };
     vec![
-        command(
+        Command::writes(
+            "json",
             "json.set",
             -4,
-            true,
             "Stores a JSON document at the root: JSON.SET key $ json [NX | XX].",
             json_set,
         ),
-        command(
+        Command::reads(
+            "json",
             "json.get",
             -2,
-            false,
             "Values of a JSON document at paths: JSON.GET key [path ...].",
             json_get,
         ),
-        command(
+        Command::writes(
+            "json",
             "json.del",
             -2,
-            true,
             "Deletes a JSON document (root path only).",
             json_del,
         ),
-        command(
+        Command::reads(
+            "json",
             "json.mget",
             -3,
-            false,
             "The value at one path of several documents: JSON.MGET key [key ...] path.",
             json_mget,
         ),

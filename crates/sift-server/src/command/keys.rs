@@ -12,55 +12,46 @@ use crate::session::{Client, Shared};
 const KEYS_PAGE: usize = 4096;
 
 pub(super) fn commands() -> Vec<Command> {
-    let command = |name, arity, write, summary, handler| Command {
-        name,
-        arity,
-        write,
-        no_auth: false,
-        group: "generic",
-        summary,
-        handler,
-    };
     vec![
-        command(
+        Command::writes(
+            "generic",
             "del",
             -2,
-            true,
             "Deletes keys; returns how many existed.",
             del,
         ),
-        command(
+        Command::writes(
+            "generic",
             "unlink",
             -2,
-            true,
             "Deletes keys (as DEL: Sift frees space in compactions anyway).",
             del,
         ),
-        command(
+        Command::reads(
+            "generic",
             "exists",
             -2,
-            false,
             "Counts the given keys that exist.",
             exists,
         ),
-        command(
+        Command::reads(
+            "generic",
             "type",
             2,
-            false,
             "The type of the value at a key.",
             type_command,
         ),
-        command(
+        Command::reads(
+            "generic",
             "scan",
             -2,
-            false,
             "Iterates the keys: SCAN cursor [MATCH pattern] [COUNT n] [TYPE type].",
             scan,
         ),
-        command(
+        Command::reads(
+            "generic",
             "keys",
             2,
-            false,
             "Every key matching a pattern (reads the whole keyspace; prefer SCAN).",
             keys,
         ),

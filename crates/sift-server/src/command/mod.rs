@@ -34,6 +34,49 @@ pub(crate) struct Command {
     pub handler: Handler,
 }
 
+impl Command {
+    /// A command that only reads.
+    pub(crate) fn reads(
+        group: &'static str,
+        name: &'static str,
+        arity: i64,
+        summary: &'static str,
+        handler: Handler,
+    ) -> Command {
+        Command {
+            name,
+            arity,
+            write: false,
+            no_auth: false,
+            group,
+            summary,
+            handler,
+        }
+    }
+
+    /// A command that changes data.
+    pub(crate) fn writes(
+        group: &'static str,
+        name: &'static str,
+        arity: i64,
+        summary: &'static str,
+        handler: Handler,
+    ) -> Command {
+        Command {
+            write: true,
+            ..Command::reads(group, name, arity, summary, handler)
+        }
+    }
+
+    /// Allowed before the client authenticates.
+    pub(crate) fn before_auth(self) -> Command {
+        Command {
+            no_auth: true,
+            ..self
+        }
+    }
+}
+
 /// Every command Sift serves, by group.
 pub(crate) fn table() -> &'static [Command] {
     static TABLE: std::sync::OnceLock<Vec<Command>> = std::sync::OnceLock::new();

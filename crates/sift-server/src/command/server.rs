@@ -7,48 +7,39 @@ use super::{is, keyspace_error, syntax_error, table, truncated, Command};
 use crate::session::{Client, Shared};
 
 pub(super) fn commands() -> Vec<Command> {
-    let command = |name, arity, write, summary, handler| Command {
-        name,
-        arity,
-        write,
-        no_auth: false,
-        group: "server",
-        summary,
-        handler,
-    };
     vec![
-        command(
+        Command::reads(
+            "server",
             "command",
             -1,
-            false,
             "Details about the commands: COMMAND, COUNT, DOCS, INFO, LIST.",
             command_command,
         ),
-        command(
+        Command::reads(
+            "server",
             "info",
             -1,
-            false,
             "Server, clients, stats, keyspace and Sift engine information.",
             info,
         ),
-        command(
+        Command::reads(
+            "server",
             "dbsize",
             1,
-            false,
             "The number of keys (kept exactly, O(1)).",
             dbsize,
         ),
-        command(
+        Command::writes(
+            "server",
             "flushdb",
             -1,
-            true,
             "Deletes every key (ASYNC and SYNC both run synchronously).",
             flushdb,
         ),
-        command(
+        Command::writes(
+            "server",
             "flushall",
             -1,
-            true,
             "Deletes every key (Sift has one database).",
             flushdb,
         ),

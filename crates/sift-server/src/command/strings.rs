@@ -8,28 +8,19 @@ use crate::keyspace::{KeyspaceError, Update, Value};
 use crate::session::{Client, Shared};
 
 pub(super) fn commands() -> Vec<Command> {
-    let command = |name, arity, write, summary, handler| Command {
-        name,
-        arity,
-        write,
-        no_auth: false,
-        group: "string",
-        summary,
-        handler,
-    };
     vec![
-        command("get", 2, false, "The string value of a key.", get),
-        command(
+        Command::reads("string", "get", 2, "The string value of a key.", get),
+        Command::writes(
+            "string",
             "set",
             -3,
-            true,
             "Sets a key to a string: SET key value [NX | XX] [GET] (no expiry).",
             set,
         ),
-        command(
+        Command::reads(
+            "string",
             "mget",
             -2,
-            false,
             "The string values of keys (nil for missing keys and other types).",
             mget,
         ),
