@@ -399,3 +399,61 @@ fn redis_cli_talks_to_sift_serve() {
     assert!(text.contains("hello") && text.contains('2'), "{text}");
     server.kill_9();
 }
+
+/// A virtual environment with redis-py in `target/`, made once; `None` if it cannot be made.
+fn redis_py_python() -> Option<std::path::PathBuf> {
+    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("redis-py-venv");
+    let python = venv.join("bin/python");
+    let ready = |python: &Path| {
+        Command::new(python)
+            .args(["-c", "import redis"])
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if ready(&python) {
+        return Some(python);
+    }
+    let made = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .status()
+        .is_ok_and(|s| s.success());
+    let installed = made
+        && Command::new(venv.join("bin/pip"))
+            .args(["install", "--quiet", "redis>=5"])
+            .status()
+            .is_ok_and(|s| s.success());
+    (installed && ready(&python)).then_some(python)
+}
+
+#[test]
+fn redis_py_helpers_agree_with_a_model() {
+    let required = std::env::var("SIFT_REQUIRE_REAL_CLIENTS").is_ok_and(|v| v == "1");
+    let Some(python) = redis_py_python() else {
+        assert!(
+            !required,
+            "could not install redis-py into a virtual environment (python3 -m venv, pip)"
+        );
+        eprintln!("SKIPPED: redis-py could not be installed (python3 -m venv, pip install redis)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("db"), &[]);
+    let operations =
+        std::env::var("SIFT_SERVER_MODEL_OPERATIONS").unwrap_or_else(|_| "2000".to_owned());
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/redis_py/model.py");
+    for seed in ["1", "2"] {
+        let out = Command::new(&python)
+            .arg(&script)
+            .args([&server.port.to_string(), seed, &operations])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "redis-py model, seed {seed}:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    server.kill_9();
+}

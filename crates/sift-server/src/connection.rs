@@ -9,7 +9,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use sift_resp::{encode_reply, Reply, RequestDecoder};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -100,45 +100,72 @@ async fn run_received(
     output: &mut BytesMut,
     stream: &mut TcpStream,
 ) -> Result<bool, Closed> {
-    let mut keep_open = true;
+    let mut requests = Vec::new();
+    let mut protocol_error = None;
     loop {
-        let request = match decoder.decode_request(input) {
-            Ok(Some(request)) => request,
+        match decoder.decode_request(input) {
+            Ok(Some(request)) => requests.push(request.arguments),
             Ok(None) => break,
             Err(error) => {
                 ServerStats::add(&shared.stats.protocol_errors, 1);
                 tracing::debug!(client = client.id, %error, "protocol error");
-                encode_reply(
-                    &Reply::error(format!("ERR {error}")),
-                    client.protocol,
-                    output,
-                );
-                keep_open = false;
+                protocol_error = Some(Reply::error(format!("ERR {error}")));
                 break;
             }
-        };
-        let reply = if shared.config.fsync == FsyncPolicy::Always {
-            // A synced write holds this thread for a disk sync: let the runtime move the
-            // other connections of this worker elsewhere meanwhile.
-            tokio::task::block_in_place(|| command::execute(shared, client, &request.arguments))
-        } else {
-            command::execute(shared, client, &request.arguments)
-        };
-        ServerStats::add(&shared.stats.total_commands_processed, 1);
-        if reply.is_error() {
-            ServerStats::add(&shared.stats.total_error_replies, 1);
         }
-        encode_reply(&reply, client.protocol, output);
+    }
+    let mut next = 0;
+    while next < requests.len() {
+        // A run of plain SETs (a pipeline of writes) is stored as one batch.
+        let run = if client.needs_auth(shared) {
+            1
+        } else {
+            requests[next..]
+                .iter()
+                .take_while(|arguments| command::is_plain_set(arguments))
+                .count()
+                .max(1)
+        };
+        let batch = &requests[next..next + run];
+        next += run;
+        let replies = run_blocking(shared, || {
+            if run > 1 {
+                let requests: Vec<&[Bytes]> = batch.iter().map(Vec::as_slice).collect();
+                command::set_many(shared, &requests)
+            } else {
+                vec![command::execute(shared, client, &batch[0])]
+            }
+        });
+        ServerStats::add(&shared.stats.total_commands_processed, replies.len() as u64);
+        for reply in &replies {
+            if reply.is_error() {
+                ServerStats::add(&shared.stats.total_error_replies, 1);
+            }
+            encode_reply(reply, client.protocol, output);
+        }
         if client.closing {
-            keep_open = false;
-            break;
+            send(shared, stream, output).await?;
+            return Ok(false);
         }
         if output.len() >= shared.config.reply_buffer_bytes {
             send(shared, stream, output).await?;
         }
     }
+    if let Some(reply) = &protocol_error {
+        encode_reply(reply, client.protocol, output);
+    }
     send(shared, stream, output).await?;
-    Ok(keep_open)
+    Ok(protocol_error.is_none())
+}
+
+/// Runs `work` (commands on the engine). With `--fsync always` a write holds its thread for a
+/// disk sync: the runtime moves this worker's other connections elsewhere meanwhile.
+fn run_blocking<T>(shared: &Shared, work: impl FnOnce() -> T) -> T {
+    if shared.config.fsync == FsyncPolicy::Always {
+        tokio::task::block_in_place(work)
+    } else {
+        work()
+    }
 }
 
 /// Writes `output` to the client, giving up after `reply_stall_timeout`.

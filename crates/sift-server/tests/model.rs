@@ -413,6 +413,40 @@ fn run(seed: u64, operations: usize) {
                     "{context}: DBSIZE after restart"
                 );
             }
+            92..=94 if rng.gen_bool(0.7) => {
+                // A pipeline of plain SETs (stored as one batch), with repeated keys and an
+                // unstorable one among them; then the count must still be exact.
+                let mut wire = Vec::new();
+                let mut expected = Vec::new();
+                for _ in 0..rng.gen_range(2..12) {
+                    let k = if rng.gen_bool(0.1) {
+                        Vec::new()
+                    } else {
+                        key(&mut rng)
+                    };
+                    let v = value(&mut rng);
+                    wire.extend_from_slice(&common::Client::encode(&[b"SET", &k, &v]));
+                    if k.is_empty() {
+                        expected.push(Reply::Error("ERR Sift does not store the empty key".into()));
+                    } else {
+                        expected.push(Reply::Status("OK".into()));
+                        model.insert(k, Model::String(v));
+                    }
+                }
+                client.send_raw(&wire);
+                for (index, expected) in expected.into_iter().enumerate() {
+                    assert_eq!(
+                        client.read_reply(),
+                        Some(expected),
+                        "{context}: pipelined SET {index}"
+                    );
+                }
+                assert_eq!(
+                    client.command(&[b"DBSIZE"]),
+                    Reply::Integer(model.len() as i64),
+                    "{context}: DBSIZE after a pipeline"
+                );
+            }
             92 => {
                 if rng.gen_bool(0.2) {
                     assert_eq!(

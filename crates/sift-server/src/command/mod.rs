@@ -8,6 +8,8 @@ mod keys;
 mod server;
 mod strings;
 
+pub(crate) use strings::{is_plain_set, set_many};
+
 use bytes::Bytes;
 use sift_resp::Reply;
 

@@ -96,3 +96,27 @@ fn set(shared: &Shared, _: &mut Client, arguments: &[Bytes]) -> Reply {
         Ok((Update::Put(value), old))
     }))
 }
+
+/// Whether a request is a plain `SET key value` (no option): such requests, when a client
+/// pipelines several, are stored as one engine batch ([`set_many`]).
+pub(crate) fn is_plain_set(arguments: &[Bytes]) -> bool {
+    arguments.len() == 3 && is(&arguments[0], "SET")
+}
+
+/// The replies of consecutive plain SETs, stored as one batch.
+pub(crate) fn set_many(shared: &Shared, requests: &[&[Bytes]]) -> Vec<Reply> {
+    let entries: Vec<(&[u8], Value)> = requests
+        .iter()
+        .map(|arguments| (arguments[1].as_ref(), Value::String(arguments[2].clone())))
+        .collect();
+    match shared.keyspace.put_many(&entries) {
+        Ok(outcomes) => outcomes
+            .into_iter()
+            .map(|outcome| outcome.map_or_else(keyspace_error, |()| Reply::ok()))
+            .collect(),
+        Err(error) => {
+            let reply = keyspace_error(error);
+            vec![reply; requests.len()]
+        }
+    }
+}

@@ -198,6 +198,61 @@ impl Keyspace {
         Ok(result)
     }
 
+    /// Stores each (key, value) whatever was there, in order, as ONE engine batch (a pipeline
+    /// of SETs): the outer error is the batch's (nothing was stored); the inner ones are the
+    /// entries refused before it (unstorable key, too large), which are left out of it.
+    pub fn put_many(
+        &self,
+        entries: &[(&[u8], Value)],
+    ) -> Result<Vec<Result<(), KeyspaceError>>, KeyspaceError> {
+        let mut outcomes: Vec<Result<(), KeyspaceError>> = Vec::with_capacity(entries.len());
+        let mut documents: Vec<(&str, Vec<u8>)> = Vec::with_capacity(entries.len());
+        for (key, value) in entries {
+            let checked = storable_key(key).and_then(|text| {
+                let document = record::encode(text, value);
+                if document.len() > MAX_DOCUMENT_BYTES {
+                    return Err(KeyspaceError::TooLarge {
+                        length_bytes: document.len(),
+                        limit_bytes: MAX_DOCUMENT_BYTES,
+                    });
+                }
+                Ok((text, document))
+            });
+            match checked {
+                Ok(document) => {
+                    documents.push(document);
+                    outcomes.push(Ok(()));
+                }
+                Err(error) => outcomes.push(Err(error)),
+            }
+        }
+        if documents.is_empty() {
+            return Ok(outcomes);
+        }
+        let keys: Vec<&str> = documents.iter().map(|(key, _)| *key).collect();
+        let _guard = self.locks.lock(&keys);
+        // New keys, for the count: absent now and not already written earlier in the batch.
+        let mut created: Vec<&str> = Vec::new();
+        for key in &keys {
+            if !created.contains(key)
+                && self
+                    .database
+                    .get(KEYS_COLLECTION, key.as_bytes())?
+                    .is_none()
+            {
+                created.push(key);
+            }
+        }
+        let ops: Vec<WriteOp<'_>> = documents
+            .iter()
+            .map(|(_, document)| WriteOp::Put(document))
+            .collect();
+        self.database.write(KEYS_COLLECTION, &ops)?;
+        self.key_count
+            .fetch_add(created.len() as u64, Ordering::Relaxed);
+        Ok(outcomes)
+    }
+
     /// Deletes the keys that exist, in one batch; returns how many there were.
     pub fn delete_many(&self, keys: &[Bytes]) -> Result<i64, KeyspaceError> {
         let storable: Vec<&str> = keys
