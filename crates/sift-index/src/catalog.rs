@@ -1,6 +1,7 @@
 //! The persisted catalog: collections and their indexes, stored as JSON records in the engine
 //! tree `sift.catalog` (layout: `docs/format/index-encodings.md`, section "Catalog").
 
+use crate::conversion::ValueConversion;
 use crate::error::{IndexError, Result};
 use crate::value::AttrType;
 use serde::{Deserialize, Serialize};
@@ -214,6 +215,11 @@ pub struct IndexSpec {
     pub bloom_bits_per_key: Option<u32>,
     /// No two live documents may share a value (composite or eager, sync-full only).
     pub unique: bool,
+    /// Only documents whose primary key starts with one of these are indexed (a partial
+    /// index, as RediSearch's `PREFIX`); empty: every document.
+    pub key_prefixes: Vec<String>,
+    /// How the attribute's JSON value becomes the index value.
+    pub conversion: ValueConversion,
 }
 
 impl IndexSpec {
@@ -260,6 +266,19 @@ impl IndexSpec {
             _ => {}
         }
         self.check_next_options()?;
+        if let Some(required) = self.conversion.required_type() {
+            if required != self.attr_type {
+                return Err(format!(
+                    "this value conversion makes {required} values, but the index is declared {}",
+                    self.attr_type
+                ));
+            }
+        }
+        if self.key_prefixes.iter().any(String::is_empty) {
+            return Err(invalid(
+                "a key prefix must not be empty (leave the prefixes out to index every document)",
+            ));
+        }
         match (self.kind, self.bloom_bits_per_key) {
             (IndexKind::Embedded, Some(bits)) if bits == 0 || bits > BLOOM_BITS_PER_KEY_MAX => {
                 return Err(invalid(&format!(
@@ -347,7 +366,19 @@ impl IndexSpec {
             validation: None,
             bloom_bits_per_key: None,
             unique: false,
+            key_prefixes: Vec::new(),
+            conversion: ValueConversion::Json,
         }
+    }
+    /// Indexes only the documents whose primary key starts with one of `prefixes`.
+    pub fn with_key_prefixes(mut self, prefixes: Vec<String>) -> IndexSpec {
+        self.key_prefixes = prefixes;
+        self
+    }
+    /// How the attribute's JSON value becomes the index value (`ValueConversion`).
+    pub fn with_conversion(mut self, conversion: ValueConversion) -> IndexSpec {
+        self.conversion = conversion;
+        self
     }
     /// Bloom filter bits per key (`embedded` only).
     pub fn with_bloom_bits_per_key(mut self, bits_per_key: u32) -> IndexSpec {
@@ -439,6 +470,12 @@ pub struct IndexRecord {
     /// Writes giving a value that another live document holds are rejected.
     #[serde(default)]
     pub unique: bool,
+    /// Only documents whose primary key starts with one of these are indexed (empty: all).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub key_prefixes: Vec<String>,
+    /// How the attribute's JSON value becomes the index value.
+    #[serde(default, skip_serializing_if = "ValueConversion::is_json")]
+    pub conversion: ValueConversion,
 }
 
 impl IndexRecord {

@@ -17,6 +17,7 @@
 
 use serde_json::Value;
 
+use crate::conversion::ValueConversion;
 use crate::envelope::{put_attr, Envelope, ENVELOPE_MAGIC, ENVELOPE_VERSION};
 use crate::error::{IndexError, Result, MAX_DOCUMENT_BYTES, MAX_PRIMARY_KEY_BYTES};
 use crate::path::AttrPath;
@@ -38,6 +39,47 @@ pub struct IndexedAttribute {
     pub path: AttrPath,
     /// The type its index declares.
     pub attr_type: AttrType,
+    /// How its JSON value becomes the index value.
+    pub conversion: ValueConversion,
+    /// Only documents whose primary key starts with one of these carry it (empty: all).
+    pub key_prefixes: Vec<Vec<u8>>,
+}
+
+impl IndexedAttribute {
+    /// The attribute `id` at `path`, read as `attr_type` reads JSON, in every document.
+    pub fn new(id: u32, path: AttrPath, attr_type: AttrType) -> IndexedAttribute {
+        IndexedAttribute {
+            id,
+            path,
+            attr_type,
+            conversion: ValueConversion::Json,
+            key_prefixes: Vec::new(),
+        }
+    }
+
+    /// The same attribute converted by `conversion`, in the documents whose primary key
+    /// starts with one of `key_prefixes` (empty: all).
+    pub fn with_source(
+        mut self,
+        conversion: ValueConversion,
+        key_prefixes: &[String],
+    ) -> IndexedAttribute {
+        self.conversion = conversion;
+        self.key_prefixes = key_prefixes
+            .iter()
+            .map(|prefix| prefix.as_bytes().to_vec())
+            .collect();
+        self
+    }
+
+    /// Whether documents with primary key `pk` carry this attribute.
+    pub fn covers_key(&self, pk: &[u8]) -> bool {
+        self.key_prefixes.is_empty()
+            || self
+                .key_prefixes
+                .iter()
+                .any(|prefix| pk.starts_with(prefix))
+    }
 }
 
 /// What to do with an attribute whose value does not fit its declared type.
@@ -199,6 +241,9 @@ impl DocumentParser {
             let Some(json_value) = value else {
                 continue;
             };
+            if !attribute.covers_key(&pk) {
+                continue;
+            }
             if json_value.is_null() {
                 continue;
             }
@@ -273,6 +318,11 @@ impl DocumentParser {
 #[inline]
 fn attr_value(kept: &Kept<'_>, attribute: &IndexedAttribute) -> Result<AttrValue> {
     let path = attribute.path.as_str();
+    if !attribute.conversion.is_json() {
+        return attribute
+            .conversion
+            .convert(&kept.to_value(), attribute.attr_type, path);
+    }
     match kept {
         // An integer for an int or time attribute (an id, epoch milliseconds): `from_json`'s
         // answer, without its call (or a `Value`).
@@ -323,16 +373,8 @@ mod tests {
         DocumentParser::new(
             AttrPath::parse("id").unwrap(),
             vec![
-                IndexedAttribute {
-                    id: 2,
-                    path: AttrPath::parse("user.id").unwrap(),
-                    attr_type: AttrType::Int,
-                },
-                IndexedAttribute {
-                    id: 1,
-                    path: AttrPath::parse("/created").unwrap(),
-                    attr_type: AttrType::Time,
-                },
+                IndexedAttribute::new(2, AttrPath::parse("user.id").unwrap(), AttrType::Int),
+                IndexedAttribute::new(1, AttrPath::parse("/created").unwrap(), AttrType::Time),
             ],
         )
         .unwrap()
@@ -390,11 +432,7 @@ mod tests {
         ] {
             let parser = DocumentParser::new(
                 AttrPath::parse("id").unwrap(),
-                vec![IndexedAttribute {
-                    id: 3,
-                    path: path.clone(),
-                    attr_type,
-                }],
+                vec![IndexedAttribute::new(3, path.clone(), attr_type)],
             )
             .unwrap();
             for (pk, value) in numbers.iter().zip(numbers.iter().rev()) {
@@ -544,10 +582,8 @@ mod tests {
                 .iter()
                 .zip(attr_types)
                 .enumerate()
-                .map(|(i, (path, attr_type))| IndexedAttribute {
-                    id: i as u32 + 1,
-                    path: AttrPath::parse(path).unwrap(),
-                    attr_type,
+                .map(|(i, (path, attr_type))| {
+                    IndexedAttribute::new(i as u32 + 1, AttrPath::parse(path).unwrap(), attr_type)
                 })
                 .collect::<Vec<_>>()
         };
@@ -652,11 +688,7 @@ mod tests {
 
     #[test]
     fn duplicate_ids_rejected() {
-        let attribute = IndexedAttribute {
-            id: 1,
-            path: AttrPath::parse("a").unwrap(),
-            attr_type: AttrType::Int,
-        };
+        let attribute = IndexedAttribute::new(1, AttrPath::parse("a").unwrap(), AttrType::Int);
         let err = DocumentParser::new(
             AttrPath::parse("id").unwrap(),
             vec![attribute.clone(), attribute],

@@ -70,6 +70,8 @@ fn record(kind: IndexKind, attr_type: AttrType) -> IndexRecord {
         validation: None,
         bloom_bits_per_key: None,
         unique: false,
+        key_prefixes: Vec::new(),
+        conversion: crate::ValueConversion::Json,
     }
 }
 
@@ -84,10 +86,12 @@ fn parser() -> DocumentParser {
     ]
     .into_iter()
     .enumerate()
-    .map(|(i, (path, attr_type))| IndexedAttribute {
-        id: i as u32 + 1,
-        path: AttrPath::parse(path).expect("a valid path"),
-        attr_type,
+    .map(|(i, (path, attr_type))| {
+        IndexedAttribute::new(
+            i as u32 + 1,
+            AttrPath::parse(path).expect("a valid path"),
+            attr_type,
+        )
     })
     .collect();
     DocumentParser::new(AttrPath::parse("id").expect("a valid path"), attributes)

@@ -137,6 +137,7 @@ mod async_index;
 mod attr_type;
 mod catalog;
 mod composite;
+mod conversion;
 mod database;
 mod deferred;
 mod document;
@@ -168,6 +169,7 @@ pub use catalog::{
     CollectionRecord, IndexKind, IndexRecord, IndexSpec, IndexState, Maintenance, SplitDelta,
     Validation,
 };
+pub use conversion::ValueConversion;
 pub use database::{
     BackfillProgress, CollectionInfo, Database, DatabaseOptions, OpenTimings, ProgressCallback,
     WriteOp,

@@ -162,11 +162,7 @@ fn random_garbage_and_bit_flips_never_panic() {
 // ---- document parser -----------------------------------------------------------------------
 
 fn attribute(id: u32, path: &str, attr_type: AttrType) -> IndexedAttribute {
-    IndexedAttribute {
-        id,
-        path: AttrPath::parse(path).unwrap(),
-        attr_type,
-    }
+    IndexedAttribute::new(id, AttrPath::parse(path).unwrap(), attr_type)
 }
 
 fn tweet_parser() -> DocumentParser {

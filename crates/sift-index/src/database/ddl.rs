@@ -12,7 +12,7 @@ use crate::catalog::{
 use crate::envelope::EnvelopeRef;
 use crate::error::{IndexError, Result};
 use crate::kind::Backfill;
-use crate::kind::{Catalog, Collection, Index};
+use crate::kind::{attribute_reader, Catalog, Collection, Index};
 use crate::path::AttrPath;
 use sift_lsm::{ReadOptions, WriteBatch};
 use std::sync::Arc;
@@ -21,8 +21,15 @@ impl Database {
     /// The index of a record in state `building`: its kind, with its tree created.
     pub(super) fn new_index(&self, collection: &Collection, record: IndexRecord) -> Result<Index> {
         let path = AttrPath::parse(&record.path)?;
-        let kind = self.kind_for(&record, &path, collection.primary.id(), Phase::Create)?;
-        Ok(Index { record, path, kind })
+        let reader = attribute_reader(&record, &path, &collection.record.pk_path)?;
+        let kind = self.kind_for(
+            &record,
+            &path,
+            &reader,
+            collection.primary.id(),
+            Phase::Create,
+        )?;
+        Ok(Index::new(record, path, kind, reader))
     }
 
     /// Back-fills, then records the index as ready.
@@ -244,6 +251,8 @@ impl Database {
             validation: spec.validation,
             bloom_bits_per_key: spec.bloom_bits_per_key,
             unique: spec.unique,
+            key_prefixes: spec.key_prefixes.clone(),
+            conversion: spec.conversion,
         };
         if record.maintenance.is_async() {
             // Until a watermark is written, a crash replays from the creation point.

@@ -7,6 +7,7 @@ use super::Database;
 use crate::catalog::{index_key, IndexKind, IndexRecord, Maintenance};
 use crate::composite::Composite;
 use crate::deferred::DeferredComposite;
+use crate::document::DocumentParser;
 use crate::eager::Eager;
 use crate::embedded::Embedded;
 use crate::error::{IndexError, Result};
@@ -33,6 +34,7 @@ impl Database {
         &self,
         record: &IndexRecord,
         path: &AttrPath,
+        reader: &DocumentParser,
         primary: TreeId,
         phase: Phase,
     ) -> Result<Arc<dyn SecondaryIndex>> {
@@ -57,7 +59,7 @@ impl Database {
                 Lazy::tree_options,
             )?)),
             (IndexKind::Memory, _) => Arc::new(MemoryIndex::default()),
-            (IndexKind::Embedded, _) => Arc::new(Embedded::new(record, path, &self.embedded)),
+            (IndexKind::Embedded, _) => Arc::new(Embedded::new(record, reader, &self.embedded)),
             (IndexKind::SstLocal | IndexKind::Next, _) => Arc::new(Next::new(&self.next, primary)),
         })
     }

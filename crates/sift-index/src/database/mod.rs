@@ -213,10 +213,13 @@ impl Database {
     ) -> Result<DocumentParser> {
         let attributes = indexes
             .iter()
-            .map(|index| IndexedAttribute {
-                id: index.record.attr_id,
-                path: index.path.clone(),
-                attr_type: index.record.attr_type,
+            .map(|index| {
+                IndexedAttribute::new(
+                    index.record.attr_id,
+                    index.path.clone(),
+                    index.record.attr_type,
+                )
+                .with_source(index.record.conversion, &index.record.key_prefixes)
             })
             .collect();
         Ok(

@@ -10,7 +10,7 @@ use crate::catalog::{
 };
 use crate::deferred::{DeferredObserver, DeferredRegistry};
 use crate::error::{IndexError, Result};
-use crate::kind::{Catalog, Collection, Index};
+use crate::kind::{attribute_reader, Catalog, Collection, Index};
 use crate::memory::snapshot::{self, MemoryIndexOrigin};
 use crate::memory::MemoryIndex;
 use crate::next::collector::NextCollectorFactory;
@@ -269,8 +269,15 @@ impl Database {
 
     fn open_ready_index(&self, collection: &Collection, record: IndexRecord) -> Result<Index> {
         let path = AttrPath::parse(&record.path)?;
-        let kind = self.kind_for(&record, &path, collection.primary.id(), Phase::Open)?;
-        let index = Index { record, path, kind };
+        let reader = attribute_reader(&record, &path, &collection.record.pk_path)?;
+        let kind = self.kind_for(
+            &record,
+            &path,
+            &reader,
+            collection.primary.id(),
+            Phase::Open,
+        )?;
+        let index = Index::new(record, path, kind, reader);
         if let Some(memory) = index.state::<MemoryIndex>() {
             match snapshot::restore(
                 self.file_system.as_ref(),

@@ -15,8 +15,8 @@
 //! skip what they know nothing about.
 
 use super::EmbeddedIndex;
-use crate::encoding::encode_value_to_vec;
 use crate::envelope::EnvelopeRef;
+use crate::kind::encoded_value;
 use crate::value::AttrValue;
 use sift_lsm::extension::{
     BlockPropertyCollector, BlockPropertyCollectorFactory, CollectorEntry, FinishedBlock,
@@ -482,19 +482,7 @@ fn collected_value<'a>(
     seq: SeqNo,
 ) -> Option<std::borrow::Cow<'a, [u8]>> {
     let attr = &index.attr;
-    if let Some(encoded) = envelope.attr_encoded(attr.attr_id) {
-        return Some(std::borrow::Cow::Borrowed(encoded));
-    }
-    if seq > attr.first_seq {
-        return None;
-    }
-    let document: serde_json::Value = serde_json::from_slice(envelope.doc()).ok()?;
-    let json = attr.path.lookup(&document)?;
-    if json.is_null() {
-        return None;
-    }
-    let value = AttrValue::from_json(json, attr.attr_type, attr.path.as_str()).ok()?;
-    Some(std::borrow::Cow::Owned(encode_value_to_vec(&value)))
+    encoded_value(attr.attr_id, attr.first_seq, &attr.reader, envelope, seq)
 }
 
 impl BlockPropertyCollector for EmbeddedCollector {
@@ -868,6 +856,7 @@ pub fn find_attr(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::document::{DocumentParser, IndexedAttribute};
     use crate::embedded::{CollectedAttr, EmbeddedIndex};
     use crate::envelope::Envelope;
     use crate::path::AttrPath;
@@ -879,8 +868,15 @@ mod tests {
             attr_id,
             bloom_bits_per_key: bits,
             first_seq: 0,
-            path: AttrPath::parse("v").unwrap(),
-            attr_type: AttrType::Int,
+            reader: DocumentParser::new(
+                AttrPath::parse("id").unwrap(),
+                vec![IndexedAttribute::new(
+                    attr_id,
+                    AttrPath::parse("v").unwrap(),
+                    AttrType::Int,
+                )],
+            )
+            .unwrap(),
         }))
     }
 

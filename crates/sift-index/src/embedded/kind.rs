@@ -4,11 +4,11 @@
 
 use super::{start, CollectedAttr, EmbeddedIndex, EmbeddedRegistry};
 use crate::catalog::IndexRecord;
+use crate::document::DocumentParser;
 use crate::error::Result;
 use crate::kind::query::{Query, SearchOutput, SearchRequest};
 use crate::kind::write::{Change, WriteContext};
 use crate::kind::{Collection, Index, SecondaryIndex};
-use crate::path::AttrPath;
 use sift_lsm::{Db, SeqNo};
 use std::any::Any;
 use std::sync::Arc;
@@ -25,7 +25,7 @@ impl Embedded {
     /// Not yet collected nor filled: [`SecondaryIndex::build_without_scan`] starts it.
     pub(crate) fn new(
         record: &IndexRecord,
-        path: &AttrPath,
+        reader: &DocumentParser,
         registry: &Arc<EmbeddedRegistry>,
     ) -> Embedded {
         Embedded {
@@ -33,8 +33,7 @@ impl Embedded {
                 attr_id: record.attr_id,
                 bloom_bits_per_key: record.bloom_bits_per_key(),
                 first_seq: record.first_seq,
-                path: path.clone(),
-                attr_type: record.attr_type,
+                reader: reader.clone(),
             })),
             registry: Arc::clone(registry),
         }

@@ -21,11 +21,10 @@ mod kind;
 pub mod memtable;
 pub mod query;
 
+use crate::document::DocumentParser;
 use crate::envelope::EnvelopeRef;
 use crate::error::Result;
 use crate::kind::Index;
-use crate::path::AttrPath;
-use crate::value::AttrType;
 use memtable::MemtableMap;
 use parking_lot::RwLock;
 use sift_lsm::extension::{ChangeReason, VersionChange, VersionListener};
@@ -43,8 +42,8 @@ pub struct CollectedAttr {
     /// Versions `<=` this lacking the attribute in their envelope predate the index: their
     /// value is in the JSON only.
     pub first_seq: SeqNo,
-    pub path: AttrPath,
-    pub attr_type: AttrType,
+    /// Reads the attribute from the JSON of those versions (`Index::reader`).
+    pub reader: DocumentParser,
 }
 
 /// A table's data blocks by decreasing largest sequence number (`(seq_max, ordinal)`), so a

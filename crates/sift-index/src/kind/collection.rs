@@ -6,12 +6,11 @@
 
 use super::SecondaryIndex;
 use crate::catalog::{CollectionRecord, IndexRecord};
-use crate::document::DocumentParser;
+use crate::document::{DocumentParser, IndexedAttribute};
 use crate::encoding::encode_value_to_vec;
 use crate::envelope::EnvelopeRef;
 use crate::error::{IndexError, Result};
 use crate::path::AttrPath;
-use crate::value::AttrValue;
 use sift_lsm::{SeqNo, Tree};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -19,39 +18,48 @@ use std::sync::Arc;
 
 /// The encoded value of an index's attribute in a stored document version written at `seq`,
 /// or `None` if the version does not carry it. Versions written before the index existed lack
-/// the attribute in their envelope; their JSON is parsed instead (a value that does not
-/// convert to the index type counts as absent).
+/// the attribute in their envelope; their JSON is read instead by `reader` (the index's
+/// one-attribute parser: the same path, conversion and key prefixes as writes; a value that
+/// does not convert counts as absent).
 #[inline]
 pub(crate) fn encoded_value<'a>(
-    record: &IndexRecord,
-    path: &AttrPath,
+    attr_id: u32,
+    first_seq: SeqNo,
+    reader: &DocumentParser,
     envelope: &EnvelopeRef<'a>,
     seq: SeqNo,
 ) -> Option<Cow<'a, [u8]>> {
-    if let Some(encoded) = envelope.attr_encoded(record.attr_id) {
+    if let Some(encoded) = envelope.attr_encoded(attr_id) {
         return Some(Cow::Borrowed(encoded));
     }
-    if seq > record.first_seq {
+    if seq > first_seq {
         return None;
     }
-    value_from_json(record, path, envelope)
+    value_from_json(reader, envelope)
 }
 
 /// [`encoded_value`] of a version older than the index (rare: out of line).
 #[cold]
 #[inline(never)]
 fn value_from_json<'a>(
-    record: &IndexRecord,
-    path: &AttrPath,
+    reader: &DocumentParser,
     envelope: &EnvelopeRef<'a>,
 ) -> Option<Cow<'a, [u8]>> {
-    let document: serde_json::Value = serde_json::from_slice(envelope.doc()).ok()?;
-    let json = path.lookup(&document)?;
-    if json.is_null() {
-        return None;
-    }
-    let value = AttrValue::from_json(json, record.attr_type, path.as_str()).ok()?;
-    Some(Cow::Owned(encode_value_to_vec(&value)))
+    let parsed = reader.parse(envelope.doc()).ok()?;
+    let (_, value) = parsed.envelope.attrs.first()?;
+    Some(Cow::Owned(encode_value_to_vec(value)))
+}
+
+/// The parser that reads one index's attribute from a document's JSON (for versions written
+/// before the index existed), with the collection's primary-key path for key prefixes.
+pub(crate) fn attribute_reader(
+    record: &IndexRecord,
+    path: &AttrPath,
+    pk_path: &str,
+) -> Result<DocumentParser> {
+    let attribute = IndexedAttribute::new(record.attr_id, path.clone(), record.attr_type)
+        .with_source(record.conversion, &record.key_prefixes);
+    DocumentParser::new(AttrPath::parse(pk_path)?, vec![attribute])
 }
 
 /// An index in use.
@@ -61,9 +69,26 @@ pub(crate) struct Index {
     pub(crate) path: AttrPath,
     /// What the kind keeps (tree, map, registry handle) and does.
     pub(crate) kind: Arc<dyn SecondaryIndex>,
+    /// Reads the attribute from the JSON of versions older than the index.
+    pub(crate) reader: DocumentParser,
 }
 
 impl Index {
+    /// The index of `record`, with its `attribute_reader`.
+    pub(crate) fn new(
+        record: IndexRecord,
+        path: AttrPath,
+        kind: Arc<dyn SecondaryIndex>,
+        reader: DocumentParser,
+    ) -> Index {
+        Index {
+            record,
+            path,
+            kind,
+            reader,
+        }
+    }
+
     /// The encoded value of this index's attribute in a stored document version written at
     /// `seq` ([`encoded_value`]).
     #[inline]
@@ -72,7 +97,13 @@ impl Index {
         envelope: &EnvelopeRef<'a>,
         seq: SeqNo,
     ) -> Option<Cow<'a, [u8]>> {
-        encoded_value(&self.record, &self.path, envelope, seq)
+        encoded_value(
+            self.record.attr_id,
+            self.record.first_seq,
+            &self.reader,
+            envelope,
+            seq,
+        )
     }
 
     pub(crate) fn stand_alone_tree(&self) -> Result<&Tree> {

@@ -13,7 +13,7 @@ pub(crate) mod unique;
 pub(crate) mod within;
 pub(crate) mod write;
 
-pub(crate) use collection::{Catalog, Collection, Index};
+pub(crate) use collection::{attribute_reader, encoded_value, Catalog, Collection, Index};
 
 use crate::catalog::{IndexRecord, Maintenance};
 use crate::error::{IndexError, Result};

@@ -117,13 +117,20 @@ pub(crate) fn check_no_duplicates(
     record: &IndexRecord,
     path: &AttrPath,
 ) -> Result<()> {
+    let reader = super::collection::attribute_reader(record, path, &collection.record.pk_path)?;
     let mut holders: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
     let mut iter = engine.iter(&collection.primary, ReadOptions::default())?;
     iter.seek_to_first()?;
     while iter.valid() {
         let envelope = EnvelopeRef::decode(iter.value())
             .map_err(|e| collection.corrupt_document(iter.key(), &e))?;
-        if let Some(value) = encoded_value(record, path, &envelope, iter.seq()) {
+        if let Some(value) = encoded_value(
+            record.attr_id,
+            record.first_seq,
+            &reader,
+            &envelope,
+            iter.seq(),
+        ) {
             if let Some(other) = holders.insert(value.to_vec(), iter.key().to_vec()) {
                 let shown = match violation(record, &value) {
                     IndexError::UniqueViolation { value, .. } => value,

@@ -360,6 +360,8 @@ mod tests {
             validation: None,
             bloom_bits_per_key: None,
             unique: false,
+            key_prefixes: Vec::new(),
+            conversion: crate::ValueConversion::Json,
         }
     }
 

@@ -66,9 +66,9 @@ impl SecondaryIndex for Next {
         engine: &Db,
         collection: &Collection,
     ) -> Result<()> {
-        let state = self
-            .registry
-            .register(engine, &collection.primary, &index.record)?;
+        let state =
+            self.registry
+                .register(engine, &collection.primary, &index.record, &index.reader)?;
         // Called once per index (at its creation, or when it is opened).
         let _ = self.state.set(state);
         Ok(())

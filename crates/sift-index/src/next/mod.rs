@@ -45,6 +45,7 @@ pub(crate) use kind::Next;
 pub use crate::catalog::{SplitDelta, Validation};
 
 use crate::catalog::IndexKind;
+use crate::document::DocumentParser;
 use crate::embedded::memtable::MemtableMap;
 use crate::encoding::{decode_value, encode_value_to_vec};
 use crate::envelope::EnvelopeRef;
@@ -69,7 +70,8 @@ use std::sync::Arc;
 pub(crate) struct AttributeSpec {
     pub attr_id: u32,
     pub attr_type: AttrType,
-    pub path: AttrPath,
+    /// Reads the attribute from the JSON of versions older than the index (`Index::reader`).
+    pub reader: DocumentParser,
     /// Versions at or below this may lack the attribute in their envelope (see `lib.rs`).
     pub first_seq: SeqNo,
     pub split: Option<SplitDelta>,
@@ -83,19 +85,7 @@ pub(crate) fn encoded_attribute<'a>(
     envelope: &EnvelopeRef<'a>,
     seq: SeqNo,
 ) -> Option<Cow<'a, [u8]>> {
-    if let Some(encoded) = envelope.attr_encoded(spec.attr_id) {
-        return Some(Cow::Borrowed(encoded));
-    }
-    if seq > spec.first_seq {
-        return None;
-    }
-    let document: serde_json::Value = serde_json::from_slice(envelope.doc()).ok()?;
-    let json = spec.path.lookup(&document)?;
-    if json.is_null() {
-        return None;
-    }
-    let value = AttrValue::from_json(json, spec.attr_type, spec.path.as_str()).ok()?;
-    Some(Cow::Owned(encode_value_to_vec(&value)))
+    crate::kind::encoded_value(spec.attr_id, spec.first_seq, &spec.reader, envelope, seq)
 }
 
 /// The point of an encoded geo value (`None` if it is not a canonical geo encoding).

@@ -14,6 +14,7 @@ use super::{
 };
 use crate::catalog::Validation;
 use crate::catalog::{IndexKind, IndexRecord};
+use crate::document::DocumentParser;
 use crate::embedded::memtable::MemtableMap;
 use crate::envelope::EnvelopeRef;
 use crate::error::{IndexError, Result};
@@ -106,11 +107,12 @@ impl Registry {
         engine: &Db,
         primary: &Tree,
         record: &IndexRecord,
+        reader: &DocumentParser,
     ) -> Result<Arc<NextIndexState>> {
         let spec = AttributeSpec {
             attr_id: record.attr_id,
             attr_type: record.attr_type,
-            path: AttrPath::parse(&record.path)?,
+            reader: reader.clone(),
             first_seq: record.first_seq,
             split: record.split_delta,
             block_bytes: self.block_bytes,
