@@ -51,7 +51,7 @@ fn expected(model: &Model, lo: f64, hi: f64) -> Vec<String> {
                 .map(|_| (id, *order))
         })
         .collect();
-    hits.sort_by(|a, b| b.1.cmp(&a.1));
+    hits.sort_by_key(|hit| std::cmp::Reverse(hit.1));
     hits.into_iter().map(|(id, _)| id.clone()).collect()
 }
 

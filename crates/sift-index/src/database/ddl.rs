@@ -22,13 +22,7 @@ impl Database {
     pub(super) fn new_index(&self, collection: &Collection, record: IndexRecord) -> Result<Index> {
         let path = AttrPath::parse(&record.path)?;
         let reader = attribute_reader(&record, &path, &collection.record.pk_path)?;
-        let kind = self.kind_for(
-            &record,
-            &path,
-            &reader,
-            collection.primary.id(),
-            Phase::Create,
-        )?;
+        let kind = self.kind_for(&record, &reader, collection.primary.id(), Phase::Create)?;
         Ok(Index::new(record, path, kind, reader))
     }
 

@@ -15,7 +15,6 @@ use crate::kind::{missing_tree, SecondaryIndex};
 use crate::lazy::Lazy;
 use crate::memory::MemoryIndex;
 use crate::next::Next;
-use crate::path::AttrPath;
 use sift_lsm::{Tree, TreeId, TreeOptions};
 use std::sync::Arc;
 
@@ -33,7 +32,6 @@ impl Database {
     pub(super) fn kind_for(
         &self,
         record: &IndexRecord,
-        path: &AttrPath,
         reader: &DocumentParser,
         primary: TreeId,
         phase: Phase,

@@ -270,13 +270,7 @@ impl Database {
     fn open_ready_index(&self, collection: &Collection, record: IndexRecord) -> Result<Index> {
         let path = AttrPath::parse(&record.path)?;
         let reader = attribute_reader(&record, &path, &collection.record.pk_path)?;
-        let kind = self.kind_for(
-            &record,
-            &path,
-            &reader,
-            collection.primary.id(),
-            Phase::Open,
-        )?;
+        let kind = self.kind_for(&record, &reader, collection.primary.id(), Phase::Open)?;
         let index = Index::new(record, path, kind, reader);
         if let Some(memory) = index.state::<MemoryIndex>() {
             match snapshot::restore(

@@ -17,7 +17,6 @@
 use super::EmbeddedIndex;
 use crate::envelope::EnvelopeRef;
 use crate::kind::encoded_value;
-use crate::value::AttrValue;
 use sift_lsm::extension::{
     BlockPropertyCollector, BlockPropertyCollectorFactory, CollectorEntry, FinishedBlock,
     TableCollectorOutput, TableContext,
@@ -858,9 +857,11 @@ mod tests {
     use super::*;
     use crate::document::{DocumentParser, IndexedAttribute};
     use crate::embedded::{CollectedAttr, EmbeddedIndex};
+    use crate::encoding::encode_value_to_vec;
     use crate::envelope::Envelope;
     use crate::path::AttrPath;
     use crate::value::AttrType;
+    use crate::value::AttrValue;
     use sift_lsm::extension::BlockHandle;
 
     fn index(attr_id: u32, bits: u32) -> Arc<EmbeddedIndex> {

@@ -18,7 +18,6 @@ use crate::document::DocumentParser;
 use crate::embedded::memtable::MemtableMap;
 use crate::envelope::EnvelopeRef;
 use crate::error::{IndexError, Result};
-use crate::path::AttrPath;
 use crate::value::AttrType;
 use parking_lot::{Mutex, RwLock};
 use sift_lsm::extension::ComponentView;
