@@ -322,15 +322,18 @@ fn kill_9_with_fsync_always_loses_no_acknowledged_write() {
     }
 }
 
+/// A real client is missing: a failure under `SIFT_REQUIRE_REAL_CLIENTS=1` (CI installs them),
+/// otherwise a visible skip.
+fn skip_unless_required(why: &str) {
+    let required = std::env::var("SIFT_REQUIRE_REAL_CLIENTS").is_ok_and(|v| v == "1");
+    assert!(!required, "{why}");
+    eprintln!("SKIPPED: {why}");
+}
+
 #[test]
 fn redis_cli_talks_to_sift_serve() {
-    let required = std::env::var("SIFT_REQUIRE_REAL_CLIENTS").is_ok_and(|v| v == "1");
     if Command::new("redis-cli").arg("--version").output().is_err() {
-        assert!(
-            !required,
-            "redis-cli is not installed (apt-get install redis-tools)"
-        );
-        eprintln!("SKIPPED: redis-cli is not installed (apt-get install redis-tools)");
+        skip_unless_required("redis-cli is not installed (apt-get install redis-tools)");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -428,13 +431,10 @@ fn redis_py_python() -> Option<std::path::PathBuf> {
 
 #[test]
 fn redis_py_helpers_agree_with_a_model() {
-    let required = std::env::var("SIFT_REQUIRE_REAL_CLIENTS").is_ok_and(|v| v == "1");
     let Some(python) = redis_py_python() else {
-        assert!(
-            !required,
-            "could not install redis-py into a virtual environment (python3 -m venv, pip)"
+        skip_unless_required(
+            "redis-py could not be installed (python3 -m venv, pip install redis)",
         );
-        eprintln!("SKIPPED: redis-py could not be installed (python3 -m venv, pip install redis)");
         return;
     };
     let dir = tempfile::tempdir().unwrap();

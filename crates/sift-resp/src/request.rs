@@ -43,11 +43,6 @@ impl RequestDecoder {
         }
     }
 
-    /// The limits this decoder enforces.
-    pub fn limits(&self) -> RequestLimits {
-        self.limits
-    }
-
     /// The next complete request at the front of `buffer`, removing its bytes; `None` when
     /// more bytes are needed. Empty requests (`*0`, blank inline lines) are skipped, as Redis
     /// skips them. After an error the connection must be closed: the decoder's position is

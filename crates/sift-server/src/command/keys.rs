@@ -70,9 +70,9 @@ fn del(shared: &Shared, _: &mut Client, arguments: &[Bytes]) -> Reply {
 fn exists(shared: &Shared, _: &mut Client, arguments: &[Bytes]) -> Reply {
     let mut count = 0;
     for key in &arguments[1..] {
-        match shared.keyspace.get(key) {
-            Ok(Some(_)) => count += 1,
-            Ok(None) => {}
+        match shared.keyspace.contains(key) {
+            Ok(true) => count += 1,
+            Ok(false) => {}
             Err(error) => return keyspace_error(error),
         }
     }

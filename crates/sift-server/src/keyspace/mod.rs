@@ -149,6 +149,17 @@ impl Keyspace {
         self.read(key)
     }
 
+    /// Whether `key` exists, without decoding its value (EXISTS).
+    pub fn contains(&self, key: &[u8]) -> Result<bool, KeyspaceError> {
+        let Ok(key) = storable_key(key) else {
+            return Ok(false);
+        };
+        Ok(self
+            .database
+            .get(KEYS_COLLECTION, key.as_bytes())?
+            .is_some())
+    }
+
     fn read(&self, key: &str) -> Result<Option<Value>, KeyspaceError> {
         let Some(hit) = self.database.get(KEYS_COLLECTION, key.as_bytes())? else {
             return Ok(None);
