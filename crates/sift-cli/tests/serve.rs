@@ -1,5 +1,6 @@
 //! `sift serve` as a user runs it: protected mode, SIGTERM, `kill -9` under pipelined
-//! writes with `--fsync always`, and `redis-cli` against it.
+//! writes with `--fsync always` (every acknowledged document found through its search index
+//! after the restart), `redis-cli` and redis-py against it.
 //!
 //! `SIFT_SERVE_KILLS` sets the number of kills (default 3). The `redis-cli` test needs Debian's
 //! `redis-tools`; without it the test says so and passes, unless `SIFT_REQUIRE_REAL_CLIENTS=1`
@@ -238,10 +239,49 @@ fn kill_9_with_fsync_always_loses_no_acknowledged_write() {
     for kill in 0..=kills {
         let server = Server::start(&db, &["--fsync", "always"]);
         let mut check = Connection::open(server.port);
+        if kill == 0 {
+            // Search indexes over the hashes and the JSON documents: after every kill, each
+            // acknowledged document must be found through them.
+            for create in [
+                &[
+                    "FT.CREATE",
+                    "kh",
+                    "ON",
+                    "HASH",
+                    "PREFIX",
+                    "1",
+                    "h",
+                    "SCHEMA",
+                    "field",
+                    "TAG",
+                ][..],
+                &[
+                    "FT.CREATE",
+                    "kj",
+                    "ON",
+                    "JSON",
+                    "PREFIX",
+                    "1",
+                    "j",
+                    "SCHEMA",
+                    "$.v",
+                    "AS",
+                    "v",
+                    "TAG",
+                ],
+            ] {
+                let arguments: Vec<&[u8]> = create.iter().map(|word| word.as_bytes()).collect();
+                check.send(&arguments).unwrap();
+                assert_eq!(check.reply().unwrap(), "+OK");
+            }
+        }
         for (key, value) in &expected {
             let found = read_back(&mut check, key);
             let found = (found != "(nil)").then_some(found);
             assert_eq!(&found, value, "restart {kill}: key {key}");
+            if let Some(value) = value {
+                assert_indexed(&mut check, key, value, kill);
+            }
         }
         if kill == kills {
             server.kill_9();
@@ -314,10 +354,41 @@ fn kill_9_with_fsync_always_loses_no_acknowledged_write() {
                 values.contains(&found),
                 "after kill {kill}: key {key} holds {found:?}, expected one of {values:?}"
             );
+            if let Some(value) = &found {
+                assert_indexed(&mut check, &key, value, kill);
+            }
             expected.insert(key, found);
         }
         server.kill_9();
     }
+}
+
+/// A hash (`h…`) or JSON (`j…`) key holding `value` is the one hit of its search index's tag
+/// query (every value is written once, so no other key holds it).
+fn assert_indexed(connection: &mut Connection, key: &str, value: &str, kill: usize) {
+    let (index, query) = match &key[..1] {
+        "h" => ("kh", format!("@field:{{{value}}}")),
+        "j" => ("kj", format!("@v:{{{value}}}")),
+        _ => return,
+    };
+    connection
+        .send(&[
+            b"FT.SEARCH",
+            index.as_bytes(),
+            query.as_bytes(),
+            b"NOCONTENT",
+        ])
+        .unwrap();
+    let header = connection.reply().unwrap();
+    let total = connection.reply().unwrap();
+    let hits: Vec<String> = (0..header.trim_start_matches('*').parse::<usize>().unwrap() - 1)
+        .map(|_| connection.reply().unwrap())
+        .collect();
+    assert_eq!(
+        (total.as_str(), hits),
+        (":1", vec![key.to_owned()]),
+        "after kill {kill}: {key} = {value} through index {index}"
+    );
 }
 
 /// A real client is missing: a failure under `SIFT_REQUIRE_REAL_CLIENTS=1` (CI installs them),
@@ -454,4 +525,33 @@ fn redis_py_helpers_agree_with_a_model() {
         );
     }
     server.kill_9();
+}
+
+#[test]
+fn redis_py_search_helpers_agree_with_a_model() {
+    let Some(python) = redis_py_python() else {
+        skip_unless_required(
+            "redis-py could not be installed (python3 -m venv, pip install redis)",
+        );
+        return;
+    };
+    let operations =
+        std::env::var("SIFT_SEARCH_MODEL_OPERATIONS").unwrap_or_else(|_| "600".to_owned());
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/redis_py/search.py");
+    for seed in ["1", "2"] {
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start(&dir.path().join("db"), &[]);
+        let out = Command::new(&python)
+            .arg(&script)
+            .args([&server.port.to_string(), seed, &operations])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "redis-py search model, seed {seed}:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        server.kill_9();
+    }
 }

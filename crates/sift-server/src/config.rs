@@ -67,6 +67,9 @@ pub struct ServerConfig {
     pub reply_buffer_bytes: usize,
     /// Threads serving clients (each runs commands on the engine directly).
     pub worker_threads: usize,
+    /// The engine's memtable size (`None`: the engine's default, 64 MiB). Small values make
+    /// flushes and compactions frequent (tests).
+    pub memtable_bytes_max: Option<usize>,
 }
 
 impl ServerConfig {
@@ -84,6 +87,7 @@ impl ServerConfig {
             reply_stall_timeout: Duration::from_mins(1),
             reply_buffer_bytes: 64 * 1024,
             worker_threads: std::thread::available_parallelism().map_or(2, |n| n.get().max(2)),
+            memtable_bytes_max: None,
         }
     }
 

@@ -128,7 +128,7 @@ async fn run_received(
         };
         let batch = &requests[next..next + run];
         next += run;
-        let replies = run_blocking(shared, || {
+        let replies = run_blocking(shared, &batch[0], || {
             if run > 1 {
                 let requests: Vec<&[Bytes]> = batch.iter().map(Vec::as_slice).collect();
                 command::set_many(shared, &requests)
@@ -158,10 +158,17 @@ async fn run_received(
     Ok(protocol_error.is_none())
 }
 
-/// Runs `work` (commands on the engine). With `--fsync always` a write holds its thread for a
-/// disk sync: the runtime moves this worker's other connections elsewhere meanwhile.
-fn run_blocking<T>(shared: &Shared, work: impl FnOnce() -> T) -> T {
-    if shared.config.fsync == FsyncPolicy::Always {
+/// Runs `work` (commands on the engine). Work that can hold its thread for long moves this
+/// worker's other connections elsewhere first (`block_in_place`): with `--fsync always` a
+/// write waits for a disk sync; FT.* commands scan and query; while a search index is
+/// back-filled, writes wait for it.
+fn run_blocking<T>(shared: &Shared, first: &[Bytes], work: impl FnOnce() -> T) -> T {
+    let long = shared.config.fsync == FsyncPolicy::Always
+        || shared.search.is_building()
+        || first
+            .first()
+            .is_some_and(|name| name.len() > 3 && name[..3].eq_ignore_ascii_case(b"FT."));
+    if long {
         tokio::task::block_in_place(work)
     } else {
         work()

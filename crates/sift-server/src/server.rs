@@ -12,6 +12,7 @@ use crate::config::{FsyncPolicy, ServerConfig};
 use crate::connection;
 use crate::durability::EverySecond;
 use crate::keyspace::{Keyspace, KeyspaceError};
+use crate::search::{SearchError, SearchIndexes};
 use crate::session::{ServerStats, Shared};
 
 /// Why the server could not start or stop cleanly.
@@ -89,18 +90,31 @@ fn task_failed(context: &'static str) -> impl FnOnce(tokio::task::JoinError) -> 
 pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     config.validate().map_err(ServerError::Config)?;
     let dir = config.db_dir.display().to_string();
-    let options = DatabaseOptions {
+    let mut options = DatabaseOptions {
         sync_writes: config.fsync == FsyncPolicy::Always,
         ..DatabaseOptions::default()
     };
+    if let Some(bytes) = config.memtable_bytes_max {
+        options.engine.memtable_bytes_max = bytes;
+    }
     let db_dir = config.db_dir.clone();
-    let keyspace = tokio::task::spawn_blocking(move || Keyspace::open(&db_dir, options))
-        .await
-        .map_err(task_failed("opening the database"))?
-        .map_err(|source| ServerError::Database {
-            dir: dir.clone(),
-            source,
+    let (keyspace, search) = tokio::task::spawn_blocking(move || {
+        let keyspace = Arc::new(Keyspace::open(&db_dir, options)?);
+        let search = SearchIndexes::open(&keyspace).map_err(|error| match error {
+            SearchError::Keyspace(error) => error,
+            SearchError::Refused(reason) => KeyspaceError::Damaged {
+                key: "search indexes".to_owned(),
+                reason,
+            },
         })?;
+        Ok::<_, KeyspaceError>((keyspace, search))
+    })
+    .await
+    .map_err(task_failed("opening the database"))?
+    .map_err(|source| ServerError::Database {
+        dir: dir.clone(),
+        source,
+    })?;
     let listener = TcpListener::bind(config.address())
         .await
         .map_err(|source| ServerError::Io {
@@ -112,7 +126,7 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
         source,
     })?;
     let fsync = config.fsync;
-    let shared = Arc::new(Shared::new(keyspace, config, address.port()));
+    let shared = Arc::new(Shared::new(keyspace, search, config, address.port()));
     let syncer = match fsync {
         FsyncPolicy::EverySecond => Some(EverySecond::start(Arc::clone(&shared)).map_err(
             |source| ServerError::Io {
@@ -193,7 +207,19 @@ async fn accept_loop(
             reason: "the server state is still held by a task".to_owned(),
         });
     };
-    let database = shared.keyspace.into_database();
+    // A search index build holds the keyspace: stop it between two fields (the next open
+    // resumes it).
+    let search = shared.search;
+    tokio::task::spawn_blocking(move || search.stop())
+        .await
+        .map_err(task_failed("stopping the search index builds"))?;
+    let Ok(keyspace) = Arc::try_unwrap(shared.keyspace) else {
+        return Err(ServerError::Task {
+            context: "closing the database".to_owned(),
+            reason: "the keyspace is still held by a search index build".to_owned(),
+        });
+    };
+    let database = keyspace.into_database();
     tokio::task::spawn_blocking(move || database.close())
         .await
         .map_err(task_failed("closing the database"))?

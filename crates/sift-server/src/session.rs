@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -10,6 +11,7 @@ use sift_resp::Protocol;
 
 use crate::config::ServerConfig;
 use crate::keyspace::Keyspace;
+use crate::search::SearchIndexes;
 
 /// Counters for INFO's `stats` and `clients` sections.
 #[derive(Debug, Default)]
@@ -40,7 +42,9 @@ impl ServerStats {
 /// What every connection's commands share.
 #[derive(Debug)]
 pub struct Shared {
-    pub keyspace: Keyspace,
+    /// Shared with the search indexes' build threads.
+    pub keyspace: Arc<Keyspace>,
+    pub search: SearchIndexes,
     pub config: ServerConfig,
     pub stats: ServerStats,
     pub started: Instant,
@@ -50,9 +54,15 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(keyspace: Keyspace, config: ServerConfig, port: u16) -> Shared {
+    pub fn new(
+        keyspace: Arc<Keyspace>,
+        search: SearchIndexes,
+        config: ServerConfig,
+        port: u16,
+    ) -> Shared {
         Shared {
             keyspace,
+            search,
             config,
             stats: ServerStats::default(),
             started: Instant::now(),

@@ -5,6 +5,7 @@ mod connection;
 mod hashes;
 mod json;
 mod keys;
+mod search;
 mod server;
 mod strings;
 
@@ -12,6 +13,8 @@ pub(crate) use strings::{is_plain_set, set_many};
 
 use bytes::Bytes;
 use sift_resp::Reply;
+
+use sift_index::IndexError;
 
 use crate::keyspace::KeyspaceError;
 use crate::session::{Client, Shared};
@@ -90,6 +93,7 @@ pub(crate) fn table() -> &'static [Command] {
         table.extend(strings::commands());
         table.extend(hashes::commands());
         table.extend(json::commands());
+        table.extend(search::commands());
         table
     })
 }
@@ -173,6 +177,16 @@ pub(crate) fn is(argument: &[u8], word: &str) -> bool {
 pub(crate) fn keyspace_error(error: KeyspaceError) -> Reply {
     match error {
         KeyspaceError::WrongType => Reply::error(error.to_string()),
+        KeyspaceError::Database(
+            rejected @ (IndexError::InvalidValue { .. }
+            | IndexError::WrongType { .. }
+            | IndexError::NotANumber { .. }
+            | IndexError::StringTooLong { .. }
+            | IndexError::InvalidGeo { .. }),
+        ) => Reply::error(format!(
+            "ERR a search index covering this key refused the value, and nothing was stored \
+             (Sift indexes every covered field or refuses the write): {rejected}"
+        )),
         KeyspaceError::Database(database) => {
             tracing::error!(error = %database, "storage error");
             Reply::error(format!("ERR storage error: {database}"))
