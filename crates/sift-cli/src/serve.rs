@@ -39,6 +39,10 @@ pub struct ServeArgs {
     /// Threads serving clients (default: the number of CPUs, at least 2).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// The engine's block cache (k, m, g suffixes). Reads of documents that are not in it
+    /// go to the files (through the OS page cache); size it to the data that queries touch.
+    #[arg(long, default_value = "256m", value_parser = parse_bytes)]
+    pub cache: usize,
 }
 
 fn parse_fsync(text: &str) -> Result<FsyncPolicy, String> {
@@ -83,6 +87,7 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
     if let Some(threads) = args.threads {
         config.worker_threads = threads;
     }
+    config.block_cache_bytes = Some(args.cache);
     sift_server::run(config).map_err(|error| error.to_string())
 }
 

@@ -70,6 +70,8 @@ pub struct ServerConfig {
     /// The engine's memtable size (`None`: the engine's default, 64 MiB). Small values make
     /// flushes and compactions frequent (tests).
     pub memtable_bytes_max: Option<usize>,
+    /// The engine's block cache (`None`: the engine's default, 32 MiB).
+    pub block_cache_bytes: Option<usize>,
 }
 
 impl ServerConfig {
@@ -88,6 +90,7 @@ impl ServerConfig {
             reply_buffer_bytes: 64 * 1024,
             worker_threads: std::thread::available_parallelism().map_or(2, |n| n.get().max(2)),
             memtable_bytes_max: None,
+            block_cache_bytes: None,
         }
     }
 

@@ -97,6 +97,9 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
     if let Some(bytes) = config.memtable_bytes_max {
         options.engine.memtable_bytes_max = bytes;
     }
+    if let Some(bytes) = config.block_cache_bytes {
+        options.engine.block_cache_bytes = bytes;
+    }
     let db_dir = config.db_dir.clone();
     let (keyspace, search) = tokio::task::spawn_blocking(move || {
         let keyspace = Arc::new(Keyspace::open(&db_dir, options)?);

@@ -6,7 +6,6 @@
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
-use serde_json::Value as Json;
 use sift_index::{AttrValue, Database, GeoBox, Hit, IndexError, SeqNo};
 
 use super::definition::{Definition, Membership};
@@ -67,10 +66,7 @@ pub fn run(
         if !definition.covers_key(&hit.pk) {
             continue;
         }
-        let Ok(record) = serde_json::from_slice::<Json>(&hit.doc) else {
-            continue;
-        };
-        let Membership::Member(values) = definition.member_values(&record) else {
+        let Membership::Member(values) = definition.member_values_of(&hit.doc) else {
             continue;
         };
         let holds = query.clauses.iter().all(|clause| {
@@ -230,10 +226,7 @@ pub fn census(database: &Database, definition: &Definition) -> Result<Census, In
     let mut census = Census::default();
     for_each_covered_page(database, definition, |page| {
         for hit in page {
-            let Ok(record) = serde_json::from_slice::<Json>(&hit.doc) else {
-                continue;
-            };
-            match definition.member_values(&record) {
+            match definition.member_values_of(&hit.doc) {
                 Membership::Member(_) => census.documents += 1,
                 Membership::Failed(reason) => {
                     census.failures += 1;
