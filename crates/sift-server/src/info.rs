@@ -114,6 +114,7 @@ fn fields(shared: &Shared, section: &str) -> Vec<(&'static str, String)> {
         }
         "sift" => {
             let engine = shared.keyspace.database().engine().stats();
+            let search = shared.search.all();
             vec![
                 ("engine_writes", engine.writes.to_string()),
                 ("engine_write_groups", engine.write_groups.to_string()),
@@ -135,6 +136,24 @@ fn fields(shared: &Shared, section: &str) -> Vec<(&'static str, String)> {
                     engine.blocks_read_from_cache.to_string(),
                 ),
                 ("engine_bytes_written", engine.bytes_written.to_string()),
+                ("search_indexes", search.len().to_string()),
+                (
+                    "search_indexes_indexing",
+                    search
+                        .iter()
+                        .filter(|index| !index.is_ready())
+                        .count()
+                        .to_string(),
+                ),
+                (
+                    "secondary_indexes",
+                    shared
+                        .keyspace
+                        .database()
+                        .collection(crate::keyspace::KEYS_COLLECTION)
+                        .map_or(0, |info| info.indexes.len())
+                        .to_string(),
+                ),
             ]
         }
         _ => Vec::new(),

@@ -965,3 +965,65 @@ fn ft_commands_refuse_what_sift_does_not_support_and_answer_redis_error_texts() 
     drop(client);
     server.stop();
 }
+
+#[test]
+fn an_index_created_on_existing_data_reports_its_progress_and_answers_exactly_meanwhile() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path(), small_memtable);
+    let mut client = server.client();
+    let documents = 20_000u32;
+    // Pipelined writes: one engine batch per run of plain SETs does not apply to HSET, so
+    // send them in pipelined groups to keep the load quick.
+    for start in (0..documents).step_by(500) {
+        let mut requests = Vec::new();
+        for i in start..(start + 500).min(documents) {
+            let (key, price) = (format!("doc:{i}"), (i % 100).to_string());
+            requests.extend(Client::encode(&[
+                b"HSET",
+                key.as_bytes(),
+                b"price",
+                price.as_bytes(),
+            ]));
+        }
+        client.send_raw(&requests);
+        for _ in start..(start + 500).min(documents) {
+            assert_eq!(client.read_reply(), Some(Reply::Integer(1)));
+        }
+    }
+    let created = client.words("FT.CREATE idx ON HASH PREFIX 1 doc: SCHEMA price NUMERIC");
+    assert_eq!(created, Reply::Status("OK".into()));
+    let mut last_fraction = 0.0f64;
+    let mut polls_while_indexing = 0;
+    loop {
+        // Exact whatever the build's state: 200 documents have each price.
+        let reply = client.command(&[b"FT.SEARCH", b"idx", b"@price:[7 7]", b"LIMIT", b"0", b"0"]);
+        let Reply::Array(items) = reply else {
+            panic!("FT.SEARCH failed: {reply:?}");
+        };
+        assert_eq!(items, [Reply::Integer(200)]);
+        let Reply::Array(info) = client.words("FT.INFO idx") else {
+            panic!("FT.INFO failed");
+        };
+        let value = |name: &str| {
+            info.chunks(2)
+                .find(|pair| pair[0] == Reply::bulk(name))
+                .map(|pair| pair[1].clone())
+                .unwrap()
+        };
+        let fraction: f64 = value("percent_indexed").text().parse().unwrap();
+        assert!(
+            (0.0..=1.0).contains(&fraction) && fraction >= last_fraction,
+            "percent_indexed went from {last_fraction} to {fraction}"
+        );
+        last_fraction = fraction;
+        if value("indexing") == Reply::Integer(0) {
+            eprintln!("{polls_while_indexing} polls while indexing");
+            assert!((fraction - 1.0).abs() < f64::EPSILON, "{fraction}");
+            assert_eq!(value("num_docs"), Reply::Integer(i64::from(documents)));
+            break;
+        }
+        polls_while_indexing += 1;
+    }
+    drop(client);
+    server.stop();
+}
