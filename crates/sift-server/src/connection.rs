@@ -117,7 +117,7 @@ async fn run_received(
     let mut next = 0;
     while next < requests.len() {
         // A run of plain SETs (a pipeline of writes) is stored as one batch.
-        let run = if client.needs_auth(shared) {
+        let run = if client.needs_auth(shared) || client.transaction.is_some() {
             1
         } else {
             requests[next..]
@@ -160,14 +160,16 @@ async fn run_received(
 
 /// Runs `work` (commands on the engine). Work that can hold its thread for long moves this
 /// worker's other connections elsewhere first (`block_in_place`): with `--fsync always` a
-/// write waits for a disk sync; FT.* commands scan and query; while a search index is
+/// write waits for a disk sync; FT.* commands scan and query; EXEC runs a whole transaction
+/// (and may wait for every other command to finish); while a search index is
 /// back-filled, writes wait for it.
 fn run_blocking<T>(shared: &Shared, first: &[Bytes], work: impl FnOnce() -> T) -> T {
     let long = shared.config.fsync == FsyncPolicy::Always
         || shared.search.is_building()
-        || first
-            .first()
-            .is_some_and(|name| name.len() > 3 && name[..3].eq_ignore_ascii_case(b"FT."));
+        || first.first().is_some_and(|name| {
+            (name.len() > 3 && name[..3].eq_ignore_ascii_case(b"FT."))
+                || name.eq_ignore_ascii_case(b"EXEC")
+        });
     if long {
         tokio::task::block_in_place(work)
     } else {

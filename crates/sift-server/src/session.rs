@@ -50,6 +50,9 @@ pub struct Shared {
     pub started: Instant,
     /// The port actually bound (differs from the configured one when that was 0).
     pub port: u16,
+    /// Every command holds the shared side while it runs; EXEC holds the exclusive side, so no
+    /// command of another client runs inside a transaction.
+    pub transactions: parking_lot::RwLock<()>,
     next_client_id: AtomicU64,
 }
 
@@ -67,6 +70,7 @@ impl Shared {
             stats: ServerStats::default(),
             started: Instant::now(),
             port,
+            transactions: parking_lot::RwLock::new(()),
             next_client_id: AtomicU64::new(1),
         }
     }
@@ -88,6 +92,20 @@ pub struct Client {
     pub authenticated: bool,
     /// Set by QUIT: close after this reply.
     pub closing: bool,
+    /// Between MULTI and EXEC/DISCARD: the queued commands.
+    pub transaction: Option<Transaction>,
+}
+
+/// The commands queued by MULTI.
+#[derive(Debug, Default)]
+pub struct Transaction {
+    /// In order, each with its name first.
+    pub commands: Vec<Vec<Bytes>>,
+    /// Their total size, bounded by the request limit.
+    pub bytes: usize,
+    /// Why EXEC must refuse (a queued command was unknown, had the wrong arity, or the queue
+    /// grew too large).
+    pub failed: Option<String>,
 }
 
 impl Client {
@@ -101,6 +119,7 @@ impl Client {
             protocol: Protocol::Resp2,
             authenticated: false,
             closing: false,
+            transaction: None,
         }
     }
 

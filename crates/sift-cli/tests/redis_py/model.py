@@ -96,11 +96,18 @@ for step in range(operations):
         for x in keys:
             model.pop(x, None)
     elif op == 7:
-        pipe = r.pipeline(transaction=False)
+        # redis-py's default pipeline is a MULTI/EXEC transaction.
+        transaction = rng.random() < 0.5
+        pipe = r.pipeline(transaction=transaction)
         keys = [key() for _ in range(5)]
         for x in keys:
             pipe.exists(x)
-        assert pipe.execute() == [int(x in model) for x in keys], where
+        written = f"p{rng.randrange(1000)}"
+        target = key()
+        pipe.set(target, written)
+        expected = [int(x in model) for x in keys] + [True]
+        assert pipe.execute() == expected, where
+        model[target] = ("string", written)
     elif op == 8:
         assert r.dbsize() == len(model), where
         assert sorted(r.scan_iter(match="user:*", count=3)) == sorted(x for x in model if x.startswith("user:")), where

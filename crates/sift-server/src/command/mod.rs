@@ -8,6 +8,7 @@ mod keys;
 mod search;
 mod server;
 mod strings;
+mod transactions;
 
 pub(crate) use strings::{is_plain_set, set_many};
 
@@ -94,6 +95,7 @@ pub(crate) fn table() -> &'static [Command] {
         table.extend(hashes::commands());
         table.extend(json::commands());
         table.extend(search::commands());
+        table.extend(transactions::commands());
         table
     })
 }
@@ -114,15 +116,43 @@ pub(crate) fn execute(shared: &Shared, client: &mut Client, arguments: &[Bytes])
         return Reply::error("NOAUTH Authentication required.");
     }
     let Some(command) = command else {
-        return unknown_command(arguments);
+        return refused_in_transaction(client, unknown_command(arguments));
     };
     let count = arguments.len() as i64;
     if (command.arity > 0 && count != command.arity)
         || (command.arity < 0 && count < -command.arity)
     {
-        return wrong_arity(command.name);
+        return refused_in_transaction(client, wrong_arity(command.name));
     }
+    if let Some(transaction) = &mut client.transaction {
+        if !transactions::runs_inside_multi(command.name) {
+            let bytes: usize = arguments.iter().map(|argument| argument.len() + 16).sum();
+            transaction.bytes = transaction.bytes.saturating_add(bytes);
+            if transaction.bytes > shared.config.request_limits.request_bytes_max {
+                let reply = Reply::error(format!(
+                    "ERR the transaction holds more than {} bytes of queued commands",
+                    shared.config.request_limits.request_bytes_max
+                ));
+                return refused_in_transaction(client, reply);
+            }
+            transaction.commands.push(arguments.to_vec());
+            return Reply::Status("QUEUED".to_owned());
+        }
+    }
+    if command.name == "exec" {
+        // Takes the exclusive side itself.
+        return (command.handler)(shared, client, arguments);
+    }
+    let _shared_side = shared.transactions.read();
     (command.handler)(shared, client, arguments)
+}
+
+/// An error for a command given inside MULTI also dooms the transaction (EXECABORT).
+fn refused_in_transaction(client: &mut Client, reply: Reply) -> Reply {
+    if let (Some(transaction), Reply::Error(text)) = (&mut client.transaction, &reply) {
+        transaction.failed.get_or_insert_with(|| text.clone());
+    }
+    reply
 }
 
 fn unknown_command(arguments: &[Bytes]) -> Reply {

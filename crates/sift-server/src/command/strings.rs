@@ -105,6 +105,7 @@ pub(crate) fn is_plain_set(arguments: &[Bytes]) -> bool {
 
 /// The replies of consecutive plain SETs, stored as one batch.
 pub(crate) fn set_many(shared: &Shared, requests: &[&[Bytes]]) -> Vec<Reply> {
+    let _shared_side = shared.transactions.read();
     let entries: Vec<(&[u8], Value)> = requests
         .iter()
         .map(|arguments| (arguments[1].as_ref(), Value::String(arguments[2].clone())))
