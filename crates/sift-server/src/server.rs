@@ -118,12 +118,19 @@ pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
         dir: dir.clone(),
         source,
     })?;
-    let listener = TcpListener::bind(config.address())
-        .await
-        .map_err(|source| ServerError::Io {
-            context: format!("binding {}", config.address()),
-            source,
-        })?;
+    let listener = match TcpListener::bind(config.address()).await {
+        Ok(listener) => listener,
+        Err(source) => {
+            // The index builds started at open hold the keyspace: stop them before failing.
+            tokio::task::spawn_blocking(move || search.stop())
+                .await
+                .map_err(task_failed("stopping the search index builds"))?;
+            return Err(ServerError::Io {
+                context: format!("binding {}", config.address()),
+                source,
+            });
+        }
+    };
     let address = listener.local_addr().map_err(|source| ServerError::Io {
         context: "reading the bound address".to_owned(),
         source,

@@ -888,6 +888,21 @@ fn ft_commands_refuse_what_sift_does_not_support_and_answer_redis_error_texts() 
         ),
         ("FT.CREATE other ON HASH SCORE 1", "No schema found"),
         (
+            "FT.CREATE other ON JSON SCHEMA $[\"\"] AS a NUMERIC",
+            "Invalid field",
+        ),
+        // A count option as the last word (once an overflow in the count check).
+        ("FT.CREATE other ON HASH PREFIX", "Bad arguments for PREFIX"),
+        (
+            "FT.CREATE other ON HASH STOPWORDS",
+            "Bad arguments for STOPWORDS",
+        ),
+        ("FT.SEARCH idx * RETURN", "Bad arguments for RETURN"),
+        ("FT.SEARCH idx * PARAMS 3 a b", "Bad arguments for PARAMS"),
+        ("FT.SEARCH idx * RETURN 3 n", "Bad arguments for RETURN"),
+        ("FT.SEARCH idx * FILTER n 1", "FILTER needs"),
+        ("FT.SEARCH idx * GEOFILTER g 1 2 3", "GEOFILTER needs"),
+        (
             "FT.CREATE other SCHEMA g GEO SIFT.MAINTENANCE deferred",
             "deferred",
         ),
@@ -978,19 +993,24 @@ fn an_index_created_on_existing_data_reports_its_progress_and_answers_exactly_me
         let mut requests = Vec::new();
         for i in start..(start + 500).min(documents) {
             let (key, price) = (format!("doc:{i}"), (i % 100).to_string());
+            let color = ["red", "blue"][i as usize % 2];
             requests.extend(Client::encode(&[
                 b"HSET",
                 key.as_bytes(),
                 b"price",
                 price.as_bytes(),
+                b"color",
+                color.as_bytes(),
             ]));
         }
         client.send_raw(&requests);
         for _ in start..(start + 500).min(documents) {
-            assert_eq!(client.read_reply(), Some(Reply::Integer(1)));
+            assert_eq!(client.read_reply(), Some(Reply::Integer(2)));
         }
     }
-    let created = client.words("FT.CREATE idx ON HASH PREFIX 1 doc: SCHEMA price NUMERIC");
+    // Two fields, built one after the other: progress must not step back between them.
+    let created =
+        client.words("FT.CREATE idx ON HASH PREFIX 1 doc: SCHEMA price NUMERIC color TAG");
     assert_eq!(created, Reply::Status("OK".into()));
     let mut last_fraction = 0.0f64;
     let mut polls_while_indexing = 0;
@@ -1024,6 +1044,55 @@ fn an_index_created_on_existing_data_reports_its_progress_and_answers_exactly_me
         }
         polls_while_indexing += 1;
     }
+    drop(client);
+    server.stop();
+}
+
+#[test]
+fn a_query_of_several_tags_never_misses_a_key_that_moves_between_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path(), |_| {});
+    let mut client = server.client();
+    let keys = 200;
+    for i in 0..keys {
+        let key = format!("m:{i}");
+        assert_eq!(
+            client.command(&[b"HSET", key.as_bytes(), b"t", b"a"]),
+            Reply::Integer(1)
+        );
+    }
+    assert_eq!(
+        client.words("FT.CREATE idx ON HASH PREFIX 1 m: SCHEMA t TAG"),
+        Reply::Status("OK".into())
+    );
+    wait_built(&mut client, "idx");
+    let address = server.address;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer_stop = std::sync::Arc::clone(&stop);
+    // Every key always holds tag a or b; the writer moves them back and forth.
+    let writer = std::thread::spawn(move || {
+        let mut writer = Client::connect(address);
+        let mut round = 0usize;
+        while !writer_stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let key = format!("m:{}", round % keys);
+            let tag: &[u8] = if (round / keys).is_multiple_of(2) {
+                b"b"
+            } else {
+                b"a"
+            };
+            assert_eq!(
+                writer.command(&[b"HSET", key.as_bytes(), b"t", tag]),
+                Reply::Integer(0)
+            );
+            round += 1;
+        }
+    });
+    for _ in 0..300 {
+        let reply = client.command(&[b"FT.SEARCH", b"idx", b"@t:{a | b}", b"LIMIT", b"0", b"0"]);
+        assert_eq!(reply, Reply::Array(vec![Reply::Integer(keys as i64)]));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
     drop(client);
     server.stop();
 }

@@ -128,7 +128,7 @@ fn parse_create(arguments: &[Bytes]) -> Result<Definition, Reply> {
         } else if is(option, "PREFIX") {
             let count = count_of(
                 arguments.get(position),
-                arguments.len() - position - 1,
+                arguments.len().saturating_sub(position + 1),
                 "PREFIX",
             )?;
             for prefix in &arguments[position + 1..position + 1 + count] {
@@ -160,7 +160,7 @@ fn parse_create(arguments: &[Bytes]) -> Result<Definition, Reply> {
         } else if is(option, "STOPWORDS") {
             let count = count_of(
                 arguments.get(position),
-                arguments.len() - position - 1,
+                arguments.len().saturating_sub(position + 1),
                 "STOPWORDS",
             )?;
             position += 1 + count;
@@ -557,6 +557,12 @@ fn ft_search(shared: &Shared, client: &mut Client, arguments: &[Bytes]) -> Reply
             Ok(filter) => parsed.clauses.extend(filter.clauses),
             Err(reason) => return Reply::error(reason),
         }
+    }
+    if parsed.clauses.len() > query::MAX_CLAUSES {
+        return Reply::error(format!(
+            "Sift answers at most {} clauses in one query (FILTER and GEOFILTER included)",
+            query::MAX_CLAUSES
+        ));
     }
     let order = match &options.sort {
         None => Order::Newest,

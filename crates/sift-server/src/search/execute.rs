@@ -57,31 +57,41 @@ pub fn run(
     } else {
         None
     };
-    let candidates = match driver {
-        Some(clause) => driven(database, definition, clause)?,
-        None => scanned(database, definition)?,
-    };
     let mut matches = Vec::new();
-    for hit in candidates {
-        if !definition.covers_key(&hit.pk) {
-            continue;
-        }
-        let Membership::Member(values) = definition.member_values_of(&hit.doc) else {
-            continue;
-        };
-        let holds = query.clauses.iter().all(|clause| {
-            values[clause.field]
-                .as_ref()
-                .is_some_and(|value| clause.predicate.matches(value))
-        });
-        if holds {
-            matches.push(Match {
-                key: hit.pk,
-                seq: hit.seq,
-                doc: hit.doc,
-                values,
+    let mut keep_matches = |hits: Vec<Hit>| {
+        for hit in hits {
+            if !definition.covers_key(&hit.pk) {
+                continue;
+            }
+            let Membership::Member(values) = definition.member_values_of(&hit.doc) else {
+                continue;
+            };
+            let holds = query.clauses.iter().all(|clause| {
+                values[clause.field]
+                    .as_ref()
+                    .is_some_and(|value| clause.predicate.matches(value))
             });
+            if holds {
+                matches.push(Match {
+                    key: hit.pk,
+                    seq: hit.seq,
+                    doc: hit.doc,
+                    values,
+                });
+            }
         }
+    };
+    match driver
+        .map(|clause| driven(database, definition, clause))
+        .transpose()?
+    {
+        Some(Some(candidates)) => keep_matches(candidates),
+        // No driver, or writes kept changing the data under a query of several lookups: a
+        // scan, a page at a time (only matches are kept).
+        Some(None) | None => for_each_covered_page(database, definition, |page| {
+            keep_matches(page);
+            Ok::<(), IndexError>(())
+        })?,
     }
     match order {
         Order::Newest => matches.sort_by_key(|hit| std::cmp::Reverse(hit.seq)),
@@ -117,63 +127,67 @@ fn choose_driver(clauses: &[Clause]) -> Option<&Clause> {
     })
 }
 
+/// Rounds of lookups a query of several lookups tries before it scans instead.
+const CONSISTENT_ROUNDS: usize = 4;
+
 /// The candidates of one clause, from its Sift index (a superset of its matches among the
-/// index's members).
+/// index's members); `None` when writes kept changing the data under a clause that needs
+/// several lookups (several tags, two boxes across the antimeridian): each lookup reads its
+/// own snapshot, so a key that moved from one tag to another between them would be missed.
 fn driven(
     database: &Database,
     definition: &Definition,
     clause: &Clause,
-) -> Result<Vec<Hit>, IndexError> {
+) -> Result<Option<Vec<Hit>>, IndexError> {
     let index = &definition.fields[clause.field].sift_index;
-    let mut results = Vec::new();
-    match &clause.predicate {
-        Predicate::Tags(tags) => {
-            for tag in tags {
-                let value = AttrValue::String(tag.clone());
-                results.push(database.lookup(KEYS_COLLECTION, index, &value, None)?);
+    for _ in 0..CONSISTENT_ROUNDS {
+        let before = database.engine().latest_sequence();
+        let mut results = Vec::new();
+        match &clause.predicate {
+            Predicate::Tags(tags) => {
+                for tag in tags {
+                    let value = AttrValue::String(tag.clone());
+                    results.push(database.lookup(KEYS_COLLECTION, index, &value, None)?);
+                }
+            }
+            Predicate::Range { lo, hi, .. } => {
+                if lo > hi {
+                    return Ok(Some(Vec::new()));
+                }
+                let (Ok(lo), Ok(hi)) = (AttrValue::float(*lo), AttrValue::float(*hi)) else {
+                    return Ok(Some(Vec::new()));
+                };
+                results.push(database.range(KEYS_COLLECTION, index, &lo, &hi, None)?);
+            }
+            Predicate::Radius { lon, lat, meters } => {
+                for (min_lon, min_lat, max_lon, max_lat) in covering_boxes(*lon, *lat, *meters) {
+                    let geo_box = GeoBox::new(min_lon, min_lat, max_lon, max_lat)?;
+                    results.push(database.within(KEYS_COLLECTION, index, &geo_box, None)?);
+                }
             }
         }
-        Predicate::Range { lo, hi, .. } => {
-            if lo > hi {
-                return Ok(Vec::new());
-            }
-            let (Ok(lo), Ok(hi)) = (AttrValue::float(*lo), AttrValue::float(*hi)) else {
-                return Ok(Vec::new());
-            };
-            results.push(database.range(KEYS_COLLECTION, index, &lo, &hi, None)?);
+        if results.len() == 1 {
+            return Ok(Some(
+                results.pop().map(|result| result.hits).unwrap_or_default(),
+            ));
         }
-        Predicate::Radius { lon, lat, meters } => {
-            for (min_lon, min_lat, max_lon, max_lat) in covering_boxes(*lon, *lat, *meters) {
-                let geo_box = GeoBox::new(min_lon, min_lat, max_lon, max_lat)?;
-                results.push(database.within(KEYS_COLLECTION, index, &geo_box, None)?);
+        if database.engine().latest_sequence() != before {
+            continue;
+        }
+        // Nothing was written meanwhile: the lookups saw one state. A key is in at most one
+        // (one tag per field, disjoint boxes), but keep each once anyway.
+        let mut newest: HashMap<Vec<u8>, Hit> = HashMap::new();
+        for hit in results.into_iter().flat_map(|result| result.hits) {
+            match newest.get(&hit.pk) {
+                Some(kept) if kept.seq >= hit.seq => {}
+                _ => {
+                    newest.insert(hit.pk.clone(), hit);
+                }
             }
         }
+        return Ok(Some(newest.into_values().collect()));
     }
-    if results.len() == 1 {
-        return Ok(results.pop().map(|result| result.hits).unwrap_or_default());
-    }
-    // Several queries (several tags, two boxes) read different snapshots: keep each key's
-    // newest version once.
-    let mut newest: HashMap<Vec<u8>, Hit> = HashMap::new();
-    for hit in results.into_iter().flat_map(|result| result.hits) {
-        match newest.get(&hit.pk) {
-            Some(kept) if kept.seq >= hit.seq => {}
-            _ => {
-                newest.insert(hit.pk.clone(), hit);
-            }
-        }
-    }
-    Ok(newest.into_values().collect())
-}
-
-/// Every key under the index's prefixes.
-fn scanned(database: &Database, definition: &Definition) -> Result<Vec<Hit>, IndexError> {
-    let mut hits = Vec::new();
-    for_each_covered_page(database, definition, |page| {
-        hits.extend(page);
-        Ok::<(), IndexError>(())
-    })?;
-    Ok(hits)
+    Ok(None)
 }
 
 /// Calls `visit` with every stored key under the index's prefixes, a page at a time, in key

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use parking_lot::{Mutex, RwLock};
-use sift_index::{IndexError, IndexKind, IndexState, Maintenance};
+use sift_index::{AttrPath, IndexError, IndexKind, IndexState, Maintenance, MAX_PRIMARY_KEY_BYTES};
 
 use crate::keyspace::{Keyspace, KeyspaceError, KEYS_COLLECTION};
 use definition::{Definition, FieldType, SEARCH_COLLECTION, SEARCH_NAME_FIELD};
@@ -202,6 +202,18 @@ impl SearchIndexes {
         if self.indexes.read().contains_key(&definition.name) {
             return Err(SearchError::Refused("Index already exists".to_owned()));
         }
+        if definition.name.is_empty() || definition.name.len() > MAX_PRIMARY_KEY_BYTES {
+            return Err(SearchError::Refused(format!(
+                "an index name must be 1 to {MAX_PRIMARY_KEY_BYTES} bytes"
+            )));
+        }
+        for field in &definition.fields {
+            // Checked now: a definition whose field index cannot be created would be stored
+            // and fail at every build.
+            AttrPath::parse(&field.pointer()).map_err(|error| {
+                SearchError::Refused(format!("Invalid field '{}': {error}", field.identifier))
+            })?;
+        }
         definition.id = self.next_id.fetch_add(1, Ordering::Relaxed);
         for (position, field) in definition.fields.iter_mut().enumerate() {
             field.sift_index = format!("ft.{}.{position}", definition.id);
@@ -360,7 +372,9 @@ fn build(keyspace: &Keyspace, index: &SearchIndex, stopping: &AtomicBool) {
                 return;
             }
         }
-        index.progress.lock().fields_ready = position + 1;
+        let mut progress = index.progress.lock();
+        progress.fields_ready = position + 1;
+        progress.documents_done = 0;
     }
     index.progress.lock().state = BuildState::Ready;
     tracing::info!(index = %definition.name, "search index ready");
