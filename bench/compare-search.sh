@@ -57,17 +57,7 @@ uids=$(( documents / 10 > 0 ? documents / 10 : 1 ))
 width=$(( 100 * 1000000 / documents ))
 echo "compare-search: $documents documents, $seconds s per query test, $rounds rounds, $clients clients, pipeline $pipeline; results in $work" >&2
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-wait_for() {
-    local port="$1"
-    for _ in $(seq 1 600); do
-        if [[ "$(redis-cli -p "$port" PING 2>/dev/null)" == PONG ]]; then return 0; fi
-        sleep 0.1
-    done
-    echo "compare-search: nothing answers on port $port" >&2
-    return 1
-}
+source "$repo/bench/server-common.sh"
 
 record() { echo "$1,$2,$3,$4" >>"$results"; }
 

@@ -50,17 +50,7 @@ results="$work/results.csv"
 echo "round,server,test,requests_per_sec" >"$results"
 echo "compare-server: $requests requests, $clients clients, pipeline $pipeline, $rounds rounds, sift --fsync $fsync; results in $work" >&2
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-wait_for() {
-    local port="$1"
-    for _ in $(seq 1 600); do
-        if [[ "$(redis-cli -p "$port" PING 2>/dev/null)" == PONG ]]; then return 0; fi
-        sleep 0.1
-    done
-    echo "compare-server: nothing answers on port $port" >&2
-    return 1
-}
+source "$repo/bench/server-common.sh"
 
 run_server() {
     local server="$1" round="$2" port pid

@@ -498,37 +498,9 @@ fn redis_py_python() -> Option<std::path::PathBuf> {
     (installed && ready(&python)).then_some(python)
 }
 
-#[test]
-fn redis_py_helpers_agree_with_a_model() {
-    let Some(python) = redis_py_python() else {
-        skip_unless_required(
-            "redis-py could not be installed (python3 -m venv, pip install redis)",
-        );
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(&dir.path().join("db"), &[]);
-    let operations =
-        std::env::var("SIFT_SERVER_MODEL_OPERATIONS").unwrap_or_else(|_| "2000".to_owned());
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/redis_py/model.py");
-    for seed in ["1", "2"] {
-        let out = Command::new(&python)
-            .arg(&script)
-            .args([&server.port.to_string(), seed, &operations])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "redis-py model, seed {seed}:\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    server.kill_9();
-}
-
-#[test]
-fn redis_py_search_helpers_agree_with_a_model() {
+/// Runs `tests/redis_py/<script>` with seeds 1 and 2, each against a fresh server, with the
+/// operation count from `operations_variable` (else `default_operations`).
+fn run_redis_py_script(script: &str, operations_variable: &str, default_operations: &str) {
     let Some(python) = redis_py_python() else {
         skip_unless_required(
             "redis-py could not be installed (python3 -m venv, pip install redis)",
@@ -536,22 +508,34 @@ fn redis_py_search_helpers_agree_with_a_model() {
         return;
     };
     let operations =
-        std::env::var("SIFT_SEARCH_MODEL_OPERATIONS").unwrap_or_else(|_| "600".to_owned());
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/redis_py/search.py");
+        std::env::var(operations_variable).unwrap_or_else(|_| default_operations.to_owned());
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/redis_py")
+        .join(script);
     for seed in ["1", "2"] {
         let dir = tempfile::tempdir().unwrap();
         let server = Server::start(&dir.path().join("db"), &[]);
         let out = Command::new(&python)
-            .arg(&script)
+            .arg(&path)
             .args([&server.port.to_string(), seed, &operations])
             .output()
             .unwrap();
         assert!(
             out.status.success(),
-            "redis-py search model, seed {seed}:\n{}{}",
+            "redis-py {script}, seed {seed}:\n{}{}",
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
         server.kill_9();
     }
+}
+
+#[test]
+fn redis_py_helpers_agree_with_a_model() {
+    run_redis_py_script("model.py", "SIFT_SERVER_MODEL_OPERATIONS", "2000");
+}
+
+#[test]
+fn redis_py_search_helpers_agree_with_a_model() {
+    run_redis_py_script("search.py", "SIFT_SEARCH_MODEL_OPERATIONS", "600");
 }

@@ -453,23 +453,30 @@ fn send(client: &mut Client, words: &[String]) -> Reply {
     client.command(&arguments)
 }
 
+/// FT.INFO of `name` (RESP2: a flat list of names and values).
+fn info(client: &mut Client, name: &str) -> Vec<Reply> {
+    match send(client, &["FT.INFO".into(), name.into()]) {
+        Reply::Array(items) => items,
+        other => panic!("FT.INFO {name}: {other:?}"),
+    }
+}
+
+/// The value of `field` in an FT.INFO reply.
+fn info_field(items: &[Reply], field: &str) -> Option<Reply> {
+    items
+        .chunks(2)
+        .find(|pair| pair[0] == Reply::bulk(field))
+        .map(|pair| pair[1].clone())
+}
+
 /// Waits until FT.INFO says the index is built.
 fn wait_built(client: &mut Client, name: &str) {
     let started = Instant::now();
     loop {
-        let info = send(client, &["FT.INFO".into(), name.into()]);
-        let Reply::Array(items) = info else {
-            panic!("FT.INFO {name}: {info:?}");
-        };
-        let indexing = items
-            .chunks(2)
-            .find(|pair| pair[0] == Reply::bulk("indexing"))
-            .map(|pair| pair[1].clone());
-        if indexing == Some(Reply::Integer(0)) {
-            let failed = items
-                .chunks(2)
-                .any(|pair| pair[0] == Reply::bulk("sift_build_error"));
-            assert!(!failed, "build of {name} failed: {items:?}");
+        let items = info(client, name);
+        if info_field(&items, "indexing") == Some(Reply::Integer(0)) {
+            let failed = info_field(&items, "sift_build_error");
+            assert!(failed.is_none(), "build of {name} failed: {items:?}");
             return;
         }
         assert!(
@@ -828,16 +835,8 @@ fn ft_search_answers_match_a_brute_force_model_across_builds_drops_and_restarts(
             );
         } else {
             for index in run.existing.clone() {
-                let info = send(&mut client, &["FT.INFO".into(), index.name.into()]);
-                let Reply::Array(items) = info else {
-                    panic!("{info:?}")
-                };
-                let number = |name: &str| {
-                    items
-                        .chunks(2)
-                        .find(|pair| pair[0] == Reply::bulk(name))
-                        .map(|pair| pair[1].clone())
-                };
+                let items = info(&mut client, index.name);
+                let number = |name: &str| info_field(&items, name);
                 let members = run
                     .model
                     .iter()
@@ -1021,15 +1020,8 @@ fn an_index_created_on_existing_data_reports_its_progress_and_answers_exactly_me
             panic!("FT.SEARCH failed: {reply:?}");
         };
         assert_eq!(items, [Reply::Integer(200)]);
-        let Reply::Array(info) = client.words("FT.INFO idx") else {
-            panic!("FT.INFO failed");
-        };
-        let value = |name: &str| {
-            info.chunks(2)
-                .find(|pair| pair[0] == Reply::bulk(name))
-                .map(|pair| pair[1].clone())
-                .unwrap()
-        };
+        let items = info(&mut client, "idx");
+        let value = |name: &str| info_field(&items, name).unwrap();
         let fraction: f64 = value("percent_indexed").text().parse().unwrap();
         assert!(
             (0.0..=1.0).contains(&fraction) && fraction >= last_fraction,
