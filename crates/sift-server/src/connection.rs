@@ -160,15 +160,19 @@ async fn run_received(
 
 /// Runs `work` (commands on the engine). Work that can hold its thread for long moves this
 /// worker's other connections elsewhere first (`block_in_place`): with `--fsync always` a
-/// write waits for a disk sync; FT.* commands scan and query; EXEC runs a whole transaction
-/// (and may wait for every other command to finish); while a search index is
-/// back-filled, writes wait for it.
+/// write waits for a disk sync; FT.INFO scans an index's prefixes, FT.CREATE and FT.DROPINDEX
+/// may wait for a back-fill or delete many keys; EXEC runs a whole transaction (and may wait
+/// for every other command to finish); while a search index is back-filled, writes wait for
+/// it. FT.SEARCH runs in place like other reads: handing the worker over per query cost 11%
+/// of range-query throughput and doubled its tail latency (`bench/compare-search.sh`), and a
+/// long one leaves the worker's queued connections to the other workers to steal.
 fn run_blocking<T>(shared: &Shared, first: &[Bytes], work: impl FnOnce() -> T) -> T {
     let long = shared.config.fsync == FsyncPolicy::Always
         || shared.search.is_building()
         || first.first().is_some_and(|name| {
-            (name.len() > 3 && name[..3].eq_ignore_ascii_case(b"FT."))
-                || name.eq_ignore_ascii_case(b"EXEC")
+            [&b"FT.INFO"[..], b"FT.CREATE", b"FT.DROPINDEX", b"EXEC"]
+                .iter()
+                .any(|long| name.eq_ignore_ascii_case(long))
         });
     if long {
         tokio::task::block_in_place(work)
