@@ -77,14 +77,15 @@ impl AttrPath {
         &self.segments
     }
 
+    /// The path of these object keys, whatever text they hold (a key with `.` or `/` too),
+    /// within the path limits; it reads as its JSON Pointer form.
+    pub fn from_segments<S: AsRef<str>>(segments: &[S]) -> Result<AttrPath> {
+        AttrPath::parse(&pointer_of(segments))
+    }
+
     /// The canonical JSON Pointer form (`/user/id`), with `~` and `/` escaped.
     pub fn to_pointer(&self) -> String {
-        let mut pointer = String::new();
-        for segment in &self.segments {
-            pointer.push('/');
-            pointer.push_str(&segment.replace('~', "~0").replace('/', "~1"));
-        }
-        pointer
+        pointer_of(&self.segments)
     }
 
     /// The value at this path, or `None` if some segment is missing (or steps into a scalar).
@@ -97,6 +98,16 @@ impl AttrPath {
                 _ => None,
             })
     }
+}
+
+/// `/a/b` for segments `a`, `b`, with `~` and `/` escaped (RFC 6901).
+fn pointer_of<S: AsRef<str>>(segments: &[S]) -> String {
+    let mut pointer = String::new();
+    for segment in segments {
+        pointer.push('/');
+        pointer.push_str(&segment.as_ref().replace('~', "~0").replace('/', "~1"));
+    }
+    pointer
 }
 
 fn unescape_pointer_segment(raw: &str) -> std::result::Result<String, String> {
@@ -167,6 +178,16 @@ impl Hash for AttrPath {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_path_from_any_keys_reads_those_keys() {
+        let path = AttrPath::from_segments(&["h", "price/usd.x~1"]).expect("valid keys");
+        assert_eq!(path.segments(), ["h", "price/usd.x~1"]);
+        assert_eq!(path.as_str(), "/h/price~1usd.x~01");
+        let document = json!({"h": {"price/usd.x~1": 7, "price": {"usd": 1}}});
+        assert_eq!(path.lookup(&document), Some(&json!(7)));
+        assert!(AttrPath::from_segments(&["h", ""]).is_err());
+    }
 
     #[test]
     fn both_spellings_name_the_same_path() {

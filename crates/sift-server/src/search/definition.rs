@@ -4,7 +4,11 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
-use sift_index::{AttrType, AttrValue, IndexKind, IndexSpec, Maintenance, ValueConversion};
+use std::sync::OnceLock;
+
+use sift_index::{
+    AttrPath, AttrType, AttrValue, IndexKind, IndexSpec, Maintenance, ValueConversion,
+};
 
 /// The collection that holds one document per search index.
 pub const SEARCH_COLLECTION: &str = "redis.search";
@@ -133,6 +137,9 @@ pub struct Field {
     /// Where the value sits in the stored record, as path segments (`["h", FIELD]`,
     /// `["j", "a", "b"]`).
     pub segments: Vec<String>,
+    /// `segments` as a path, made once (every query candidate reads through it).
+    #[serde(skip)]
+    pub path: OnceLock<Option<AttrPath>>,
 }
 
 impl Field {
@@ -141,21 +148,20 @@ impl Field {
         self.kind.parse().unwrap_or(IndexKind::Composite)
     }
 
-    /// The JSON Pointer of the value in the stored record (`/h/price`).
-    pub fn pointer(&self) -> String {
-        let mut pointer = String::new();
-        for segment in &self.segments {
-            pointer.push('/');
-            pointer.push_str(&segment.replace('~', "~0").replace('/', "~1"));
-        }
-        pointer
+    /// The path of the value in the stored record (`/h/price`), as the field's Sift index
+    /// reads it; `None` if the path is beyond the index layer's limits (FT.CREATE refuses it).
+    pub fn path(&self) -> Option<&AttrPath> {
+        self.path
+            .get_or_init(|| AttrPath::from_segments(&self.segments).ok())
+            .as_ref()
     }
 
     /// The value of this field in a stored record: `None` when absent (or JSON null),
     /// `Some(Err)` when present but not readable as the field's type (RediSearch counts such a
     /// document as an indexing failure and leaves it out of the index).
     pub fn value_in(&self, record: &Json, key_type: KeyType) -> Option<Result<AttrValue, String>> {
-        let json = record.pointer(&self.pointer())?;
+        // Read as the field's Sift index reads it (`AttrPath::lookup`).
+        let json = self.path()?.lookup(record)?;
         if json.is_null() {
             return None;
         }
@@ -230,7 +236,7 @@ impl Definition {
         let field = &self.fields[position];
         let mut spec = IndexSpec::new(
             &field.sift_index,
-            &field.pointer(),
+            field.path().map_or("", AttrPath::as_str),
             field.search_type.attr_type(),
             field.index_kind(),
         )
@@ -405,6 +411,7 @@ mod tests {
                 maintenance: "sync-full".to_owned(),
                 sift_index: "ft.1.0".to_owned(),
                 segments: identifier_segments(identifier, on).expect("valid identifier"),
+                path: OnceLock::new(),
             }],
         }
     }

@@ -210,7 +210,7 @@ impl SearchIndexes {
         for field in &definition.fields {
             // Checked now: a definition whose field index cannot be created would be stored
             // and fail at every build.
-            AttrPath::parse(&field.pointer()).map_err(|error| {
+            AttrPath::from_segments(&field.segments).map_err(|error| {
                 SearchError::Refused(format!("Invalid field '{}': {error}", field.identifier))
             })?;
         }

@@ -436,6 +436,7 @@ mod tests {
             maintenance: "sync-full".to_owned(),
             sift_index: format!("ft.1.{name}"),
             segments: identifier_segments(name, KeyType::Hash).expect("valid"),
+            path: std::sync::OnceLock::new(),
         };
         Definition {
             name: "idx".to_owned(),
