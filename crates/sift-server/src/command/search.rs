@@ -350,8 +350,8 @@ fn parse_field(arguments: &[Bytes], start: usize, on: KeyType) -> Result<(Field,
             alias,
             search_type,
             sortable,
-            kind: kind.name().to_owned(),
-            maintenance: maintenance.name().to_owned(),
+            kind,
+            maintenance,
             sift_index: String::new(),
             path: std::sync::OnceLock::new(),
             segments,
@@ -795,9 +795,9 @@ fn ft_info(shared: &Shared, _: &mut Client, arguments: &[Bytes]) -> Reply {
             }
             attribute.extend([
                 bulk("SIFT.KIND"),
-                bulk(&field.kind),
+                bulk(field.kind.name()),
                 bulk("SIFT.MAINTENANCE"),
-                bulk(&field.maintenance),
+                bulk(field.maintenance.name()),
             ]);
             Reply::Array(attribute)
         })
@@ -814,9 +814,9 @@ fn ft_info(shared: &Shared, _: &mut Client, arguments: &[Bytes]) -> Reply {
                 bulk("sift_index"),
                 bulk(&field.sift_index),
                 bulk("kind"),
-                bulk(&field.kind),
+                bulk(field.kind.name()),
                 bulk("maintenance"),
-                bulk(&field.maintenance),
+                bulk(field.maintenance.name()),
                 bulk("state"),
                 bulk(if ready { "ready" } else { "building" }),
             ])

@@ -129,9 +129,9 @@ pub struct Field {
     /// `SORTABLE` was given (every field can be sorted by in Sift; kept for FT.INFO).
     pub sortable: bool,
     /// The Sift index kind behind it.
-    pub kind: String,
+    pub kind: IndexKind,
     /// Its maintenance scheme.
-    pub maintenance: String,
+    pub maintenance: Maintenance,
     /// The name of the Sift index in the collection `redis.keys`.
     pub sift_index: String,
     /// Where the value sits in the stored record, as path segments (`["h", FIELD]`,
@@ -143,11 +143,6 @@ pub struct Field {
 }
 
 impl Field {
-    /// The Sift index kind.
-    pub fn index_kind(&self) -> IndexKind {
-        self.kind.parse().unwrap_or(IndexKind::Composite)
-    }
-
     /// The path of the value in the stored record (`/h/price`), as the field's Sift index
     /// reads it; `None` if the path is beyond the index layer's limits (FT.CREATE refuses it).
     pub fn path(&self) -> Option<&AttrPath> {
@@ -234,18 +229,15 @@ impl Definition {
     /// The Sift index spec of field `position`.
     pub fn index_spec(&self, position: usize) -> IndexSpec {
         let field = &self.fields[position];
-        let mut spec = IndexSpec::new(
+        IndexSpec::new(
             &field.sift_index,
             field.path().map_or("", AttrPath::as_str),
             field.search_type.attr_type(),
-            field.index_kind(),
+            field.kind,
         )
         .with_key_prefixes(self.prefixes.clone())
-        .with_conversion(field.search_type.conversion(self.on));
-        if let Ok(maintenance) = field.maintenance.parse::<Maintenance>() {
-            spec = spec.with_maintenance(maintenance);
-        }
-        spec
+        .with_conversion(field.search_type.conversion(self.on))
+        .with_maintenance(field.maintenance)
     }
 
     /// Whether a stored record (of a covered key) belongs to the index, and if so the values
@@ -407,8 +399,8 @@ mod tests {
                 alias: "f".to_owned(),
                 search_type,
                 sortable: false,
-                kind: "composite".to_owned(),
-                maintenance: "sync-full".to_owned(),
+                kind: IndexKind::Composite,
+                maintenance: Maintenance::SyncFull,
                 sift_index: "ft.1.0".to_owned(),
                 segments: identifier_segments(identifier, on).expect("valid identifier"),
                 path: OnceLock::new(),

@@ -224,7 +224,7 @@ impl SearchIndexes {
             let maintenance = spec.checked_maintenance().map_err(|reason| {
                 SearchError::Refused(format!("field '{}': {reason}", field.alias))
             })?;
-            let kind = field.index_kind();
+            let kind = field.kind;
             if field.search_type == FieldType::Geo
                 && !matches!(
                     kind,
@@ -247,9 +247,7 @@ impl SearchIndexes {
                     field.alias
                 )));
             }
-            maintenance
-                .name()
-                .clone_into(&mut definition.fields[position].maintenance);
+            definition.fields[position].maintenance = maintenance;
         }
         keyspace
             .database()
