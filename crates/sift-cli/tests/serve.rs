@@ -473,7 +473,14 @@ fn redis_cli_talks_to_sift_serve() {
 }
 
 /// A virtual environment with redis-py in `target/`, made once; `None` if it cannot be made.
+/// Made under a process-wide once-lock: two tests creating the same venv at once each saw
+/// the other's half-made environment (CI on 84d3bde: `No module named 'redis'`).
 fn redis_py_python() -> Option<std::path::PathBuf> {
+    static PYTHON: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    PYTHON.get_or_init(make_redis_py_venv).clone()
+}
+
+fn make_redis_py_venv() -> Option<std::path::PathBuf> {
     let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("redis-py-venv");
     let python = venv.join("bin/python");
     let ready = |python: &Path| {

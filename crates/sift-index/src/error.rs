@@ -341,6 +341,13 @@ pub enum IndexError {
         /// The idle timeout, in seconds.
         idle_seconds: u64,
     },
+
+    /// A session handle was attached to a database other than the one that started it.
+    #[error("session {id} belongs to another database")]
+    ForeignSession {
+        /// The session's id.
+        id: u64,
+    },
 }
 
 impl From<UnknownAttrType> for IndexError {

@@ -188,6 +188,6 @@ pub use next::{
     SecondaryBlocksReport,
 };
 pub use path::AttrPath;
-pub use session::{Session, SessionConsistency, SessionQueryResult};
+pub use session::{Session, SessionConsistency, SessionHandle, SessionQueryResult};
 pub use sift_lsm::SeqNo;
 pub use value::{AttrType, AttrValue};

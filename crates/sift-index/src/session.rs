@@ -90,10 +90,15 @@ impl Session<'_> {
         Ok(())
     }
 
-    /// Drops overlay entries whose update is applied; ends a fallback whose writes all are.
-    fn prune(&self, inner: &mut SessionInner) {
+    /// The sequence number through which asynchronous index updates are applied now.
+    fn indexed_watermark(&self) -> SeqNo {
         let visible = self.database.engine.latest_sequence();
-        let indexed = self.database.async_index.core.indexed_through(visible);
+        self.database.async_index.core.indexed_through(visible)
+    }
+
+    /// Drops overlay entries whose update is applied through `indexed`; ends a fallback
+    /// whose writes all are.
+    fn prune(inner: &mut SessionInner, indexed: SeqNo) {
         if inner.fallback_until.is_some_and(|until| until <= indexed) {
             inner.fallback_until = None;
         }
@@ -170,7 +175,7 @@ impl Session<'_> {
             return Ok(results);
         }
         let mut inner = self.state.inner.lock();
-        self.prune(&mut inner);
+        Self::prune(&mut inner, self.indexed_watermark());
         let name: Arc<str> = Arc::from(collection_name);
         for ((pk, values), seq) in tracked.into_iter().zip(&results) {
             let Some(seq) = *seq else { continue };
@@ -219,8 +224,18 @@ impl Session<'_> {
         limit: Option<usize>,
     ) -> Result<SessionQueryResult> {
         self.touch()?;
+        // Taken before the query's snapshot: an overlay entry may only be dropped if its
+        // update is in the index the query read (one applied during the query is not).
+        let indexed = self.indexed_watermark();
         let result = self.database.lookup(collection, index, value, limit)?;
-        self.merge(collection, index, value_bounds(value), limit, result)
+        self.merge(
+            collection,
+            index,
+            value_bounds(value),
+            limit,
+            result,
+            indexed,
+        )
     }
 
     /// [`Database::range`](crate::Database::range) that sees this session's writes.
@@ -233,6 +248,7 @@ impl Session<'_> {
         limit: Option<usize>,
     ) -> Result<SessionQueryResult> {
         self.touch()?;
+        let indexed = self.indexed_watermark();
         let result = self.database.range(collection, index, lo, hi, limit)?;
         self.merge(
             collection,
@@ -240,6 +256,7 @@ impl Session<'_> {
             checked_range_bounds(lo, hi)?,
             limit,
             result,
+            indexed,
         )
     }
 
@@ -251,6 +268,7 @@ impl Session<'_> {
         (start, end): (Vec<u8>, Option<Vec<u8>>),
         limit: Option<usize>,
         result: QueryResult,
+        indexed_before_query: SeqNo,
     ) -> Result<SessionQueryResult> {
         let collection = self.database.collection_arc(collection_name)?;
         let index = collection.index(index_name)?;
@@ -258,7 +276,7 @@ impl Session<'_> {
         let QueryResult { mut hits, stats } = result;
         let (consistency, candidates) = {
             let mut inner = self.state.inner.lock();
-            self.prune(&mut inner);
+            Self::prune(&mut inner, indexed_before_query);
             match index.record.maintenance {
                 Maintenance::AsyncSession if inner.fallback_until.is_none() => {}
                 Maintenance::AsyncSession | Maintenance::AsyncSimple => {
@@ -326,7 +344,7 @@ impl Session<'_> {
     /// Whether queries on `async-session` indexes currently read this session's writes.
     pub fn consistency(&self) -> SessionConsistency {
         let mut inner = self.state.inner.lock();
-        self.prune(&mut inner);
+        Self::prune(&mut inner, self.indexed_watermark());
         if inner.fallback_until.is_some() {
             SessionConsistency::Eventual
         } else {
@@ -341,6 +359,29 @@ impl Session<'_> {
 
     /// Ends the session, releasing its overlay.
     pub fn end(self) {}
+
+    /// A handle that keeps this session alive without borrowing the database, for owners
+    /// that cannot hold a borrow across calls (a language binding, a server connection).
+    /// [`Database::attach_session`] turns it back into a `Session`.
+    pub fn handle(&self) -> SessionHandle {
+        SessionHandle {
+            state: Arc::clone(&self.state),
+        }
+    }
+}
+
+/// A session detached from the borrow of its database ([`Session::handle`]). Its overlay
+/// lives as long as any handle or `Session` of it does.
+#[derive(Debug, Clone)]
+pub struct SessionHandle {
+    state: Arc<SessionState>,
+}
+
+impl SessionHandle {
+    /// The session's id (unique per database).
+    pub fn id(&self) -> u64 {
+        self.state.id
+    }
 }
 
 #[allow(dead_code)]
@@ -372,5 +413,26 @@ impl Database {
             database: self,
             state,
         }
+    }
+
+    /// The session `handle` was taken from, for this database's calls. A handle of another
+    /// database's session is refused: its overlay describes another database's documents.
+    pub fn attach_session(&self, handle: &SessionHandle) -> Result<Session<'_>> {
+        let registered = self
+            .async_index
+            .core
+            .sessions
+            .lock()
+            .iter()
+            .any(|weak| std::ptr::eq(weak.as_ptr(), Arc::as_ptr(&handle.state)));
+        if !registered {
+            return Err(IndexError::ForeignSession {
+                id: handle.state.id,
+            });
+        }
+        Ok(Session {
+            database: self,
+            state: Arc::clone(&handle.state),
+        })
     }
 }

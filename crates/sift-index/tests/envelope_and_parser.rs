@@ -430,3 +430,40 @@ fn store_unindexed_policy_keeps_the_document_without_the_bad_attribute() {
         Err(IndexError::MissingPrimaryKey { .. })
     ));
 }
+
+/// `Database::check_document` gives the key a put would store under, or the error the put
+/// would return, and writes nothing either way.
+#[test]
+fn check_document_agrees_with_put_and_writes_nothing() {
+    use sift_index::{Database, DatabaseOptions, IndexKind, IndexSpec};
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path(), DatabaseOptions::default()).unwrap();
+    db.create_collection("tweets", "id").unwrap();
+    db.create_index(
+        "tweets",
+        IndexSpec::new("by_user", "user.id", AttrType::Int, IndexKind::Composite),
+    )
+    .unwrap();
+    let sequence_before = db.engine().latest_sequence();
+    assert_eq!(
+        db.check_document("tweets", br#"{"id": 42, "user": {"id": 7}}"#)
+            .unwrap(),
+        b"42"
+    );
+    for bad in [
+        &br#"{"id": "t1", "user": {"id": "seven"}}"#[..],
+        br#"{"user": {"id": 7}}"#,
+        br#"[1, 2]"#,
+        br#"{"id": "t1""#,
+    ] {
+        let checked = db.check_document("tweets", bad).unwrap_err().to_string();
+        let put = db.put("tweets", bad).unwrap_err().to_string();
+        assert_eq!(checked, put, "{}", String::from_utf8_lossy(bad));
+    }
+    assert!(matches!(
+        db.check_document("nope", b"{}"),
+        Err(IndexError::UnknownCollection { .. })
+    ));
+    assert_eq!(db.engine().latest_sequence(), sequence_before);
+    assert!(db.get("tweets", b"42").unwrap().is_none());
+}

@@ -68,6 +68,15 @@ impl Database {
         self.apply_locked(&collection, prepared)
     }
 
+    /// Checks `json` as a put into `collection` would, without writing: the primary key it
+    /// would be stored under, or the error the put would return (a unique index's check
+    /// aside: that one depends on the documents stored when the write happens). For callers
+    /// that must say which document of a refused batch was bad.
+    pub fn check_document(&self, collection: &str, json: &[u8]) -> Result<Vec<u8>> {
+        let collection = self.collection_arc(collection)?;
+        collection.parser.parse_stored(json).map(|(pk, _)| pk)
+    }
+
     fn prepare(collection: &Collection, ops: &[WriteOp<'_>]) -> Result<Vec<Prepared>> {
         ops.iter()
             .map(|op| match op {

@@ -1,0 +1,345 @@
+//! `sift_lsm.Database` and `sift_lsm.Session`: an open database shared by every object made
+//! from it, and read-your-writes sessions.
+//!
+//! Every engine call runs without the GIL, under a read lock of the database slot; `close`
+//! takes the write lock, so it waits for calls in flight and every later call raises
+//! `DatabaseClosed`. Objects are `frozen` (no `&mut self`), so they can be shared between
+//! threads.
+
+use crate::collection::Collection;
+use crate::errors::{
+    to_python, CollectionNotFound, DatabaseClosed, InvalidArgument, SessionExpired,
+};
+use crate::json::json_to_python;
+use parking_lot::{Mutex, RwLock};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use sift_index::{Database as Engine, DatabaseOptions, Session as EngineSession, SessionHandle};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The open database behind a `Database` and every collection and session made from it.
+pub struct Shared {
+    database: RwLock<Option<Engine>>,
+    path: String,
+}
+
+impl Shared {
+    /// Runs `work` on the open database, with the GIL released.
+    pub fn run<T: Send>(
+        &self,
+        py: Python<'_>,
+        work: impl FnOnce(&Engine) -> sift_index::Result<T> + Send,
+    ) -> PyResult<T> {
+        py.detach(|| {
+            let guard = self.database.read();
+            let database = guard.as_ref().ok_or_else(|| self.closed())?;
+            work(database).map_err(|error| to_python(&error))
+        })
+    }
+
+    /// Runs `work` through the session `slot` holds, with the GIL released.
+    pub fn run_in_session<T: Send>(
+        &self,
+        py: Python<'_>,
+        slot: &SessionSlot,
+        work: impl FnOnce(&EngineSession<'_>) -> sift_index::Result<T> + Send,
+    ) -> PyResult<T> {
+        let handle = slot.handle()?;
+        self.run(py, move |database| {
+            let session = database.attach_session(&handle)?;
+            work(&session)
+        })
+    }
+
+    fn closed(&self) -> PyErr {
+        DatabaseClosed::new_err(format!("database {} is closed", self.path))
+    }
+
+    /// The database's directory, as given to `open`.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+}
+
+/// The session a session-bound collection writes and reads through; empty once ended.
+pub struct SessionSlot {
+    handle: Mutex<Option<SessionHandle>>,
+}
+
+impl SessionSlot {
+    fn handle(&self) -> PyResult<SessionHandle> {
+        self.handle
+            .lock()
+            .clone()
+            .ok_or_else(|| SessionExpired::new_err("the session was ended; start a new one"))
+    }
+}
+
+/// An open Sift database: a directory of collections of JSON documents and their secondary
+/// indexes. Use it as a context manager, or call `close()`.
+#[pyclass(module = "sift_lsm", frozen)]
+pub struct Database {
+    shared: Arc<Shared>,
+}
+
+/// Opens (creating if missing) the database in directory `path`.
+///
+/// `memtable_bytes` and `block_cache_bytes` size the engine's write buffer and block cache;
+/// `sync_writes=True` makes every write durable (fdatasync of the log) before it returns.
+#[pyfunction]
+#[pyo3(signature = (path, *, memtable_bytes=None, block_cache_bytes=None, sync_writes=false))]
+pub fn open(
+    py: Python<'_>,
+    path: std::path::PathBuf,
+    memtable_bytes: Option<u64>,
+    block_cache_bytes: Option<u64>,
+    sync_writes: bool,
+) -> PyResult<Database> {
+    let mut options = DatabaseOptions::default();
+    if let Some(bytes) = memtable_bytes {
+        if bytes < 4096 {
+            return Err(InvalidArgument::new_err(format!(
+                "memtable_bytes={bytes} is too small (at least 4096)"
+            )));
+        }
+        options.engine.memtable_bytes_max = bytes as usize;
+    }
+    if let Some(bytes) = block_cache_bytes {
+        options.engine.block_cache_bytes = bytes as usize;
+    }
+    options.sync_writes = sync_writes;
+    let display = path.display().to_string();
+    let database = py
+        .detach(|| Engine::open(&path, options))
+        .map_err(|error| to_python(&error))?;
+    Ok(Database {
+        shared: Arc::new(Shared {
+            database: RwLock::new(Some(database)),
+            path: display,
+        }),
+    })
+}
+
+#[pymethods]
+impl Database {
+    /// The collection `name`. If it does not exist it is created, keyed by the field
+    /// `primary_key` (required then); if it exists, a `primary_key` that differs is an error.
+    #[pyo3(signature = (name, primary_key=None))]
+    fn collection(
+        &self,
+        py: Python<'_>,
+        name: String,
+        primary_key: Option<String>,
+    ) -> PyResult<Collection> {
+        let requested = primary_key.clone();
+        let lookup_name = name.clone();
+        let found = self.shared.run(py, move |database| {
+            match database.collection(&lookup_name) {
+                Ok(info) => Ok(Some(info.record.pk_path)),
+                Err(sift_index::IndexError::UnknownCollection { .. }) => match requested {
+                    Some(pk) => database
+                        .create_collection(&lookup_name, &pk)
+                        .map(|info| Some(info.record.pk_path)),
+                    None => Ok(None),
+                },
+                Err(error) => Err(error),
+            }
+        })?;
+        let Some(pk_path) = found else {
+            return Err(CollectionNotFound::new_err(format!(
+                "unknown collection `{name}`: pass primary_key=\"field\" to create it"
+            )));
+        };
+        if let Some(requested) = primary_key {
+            if requested != pk_path
+                && requested.trim_start_matches('/') != pk_path.trim_start_matches('/')
+            {
+                return Err(InvalidArgument::new_err(format!(
+                    "collection `{name}` is keyed by `{pk_path}`, not `{requested}`"
+                )));
+            }
+        }
+        Ok(Collection::new(
+            Arc::clone(&self.shared),
+            name,
+            pk_path,
+            None,
+        ))
+    }
+
+    /// The names of the collections, sorted.
+    fn collections(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        let mut names = self.shared.run(py, |database| {
+            Ok(database
+                .collections()
+                .into_iter()
+                .map(|info| info.record.name)
+                .collect::<Vec<_>>())
+        })?;
+        names.sort();
+        Ok(names)
+    }
+
+    /// A session: collections taken from it (`session.collection(name)`) read their own
+    /// writes on `async-session` indexes. Use it as a context manager, or call `end()`.
+    fn session(&self, py: Python<'_>) -> PyResult<Session> {
+        let handle = self
+            .shared
+            .run(py, |database| Ok(database.session().handle()))?;
+        Ok(Session {
+            shared: Arc::clone(&self.shared),
+            slot: Arc::new(SessionSlot {
+                handle: Mutex::new(Some(handle)),
+            }),
+        })
+    }
+
+    /// Waits until asynchronous indexes have applied every write made so far. Returns
+    /// False if `timeout` (seconds) passed first; with no timeout, waits as long as needed.
+    #[pyo3(signature = (timeout=None))]
+    fn wait_until_indexed(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<bool> {
+        let timeout = match timeout {
+            Some(seconds) if !(seconds.is_finite() && seconds >= 0.0) => {
+                return Err(InvalidArgument::new_err(format!(
+                    "timeout={seconds} must be a finite number of seconds >= 0"
+                )))
+            }
+            Some(seconds) => Some(Duration::from_secs_f64(seconds)),
+            None => None,
+        };
+        self.shared
+            .run(py, move |database| database.wait_until_indexed_for(timeout))
+    }
+
+    /// Writes the memtables to files (what a restart would otherwise replay from the log).
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        self.shared.run(py, Engine::flush)
+    }
+
+    /// Compacts every tree fully (slow on large databases; for benchmarks and tests).
+    fn compact(&self, py: Python<'_>) -> PyResult<()> {
+        self.shared.run(py, Engine::compact_all)
+    }
+
+    /// Engine and index statistics: counters, files per level, asynchronous index lag, and
+    /// each collection's indexes.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let json = self
+            .shared
+            .run(py, |database| Ok(crate::stats::stats_json(database)))?;
+        let value = json_to_python(py, json.as_bytes())?;
+        Ok(value.cast_into::<PyDict>()?)
+    }
+
+    /// Closes the database: waits for calls in progress in other threads, stops background
+    /// work and syncs. Every later call raises `DatabaseClosed`. Closing twice is allowed.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let database = py.detach(|| self.shared.database.write().take());
+        match database {
+            Some(database) => py
+                .detach(move || database.close())
+                .map_err(|error| to_python(&error)),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether `close()` was called.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.shared.database.read().is_none()
+    }
+
+    /// The directory given to `open`.
+    #[getter]
+    fn path(&self) -> &str {
+        self.shared.path()
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
+    }
+
+    fn __repr__(&self) -> String {
+        let state = if self.closed() { "closed" } else { "open" };
+        format!("<sift_lsm.Database {:?} ({state})>", self.shared.path)
+    }
+}
+
+/// A client session (Diff-Index's read-your-writes): its collections' queries see the
+/// session's own writes on `async-session` indexes before the background workers apply them.
+#[pyclass(module = "sift_lsm", frozen)]
+pub struct Session {
+    shared: Arc<Shared>,
+    slot: Arc<SessionSlot>,
+}
+
+#[pymethods]
+impl Session {
+    /// The collection `name` (which must exist), reading and writing through this session.
+    fn collection(&self, py: Python<'_>, name: String) -> PyResult<Collection> {
+        self.slot.handle()?;
+        let lookup_name = name.clone();
+        let pk_path = self.shared.run(py, move |database| {
+            database
+                .collection(&lookup_name)
+                .map(|info| info.record.pk_path)
+        })?;
+        Ok(Collection::new(
+            Arc::clone(&self.shared),
+            name,
+            pk_path,
+            Some(Arc::clone(&self.slot)),
+        ))
+    }
+
+    /// Whether the session's queries currently read its own writes (`"read-your-writes"`),
+    /// or fell back to `"eventual"` because its overlay outgrew its memory cap.
+    #[getter]
+    fn consistency(&self, py: Python<'_>) -> PyResult<&'static str> {
+        self.shared.run_in_session(py, &self.slot, |session| {
+            Ok(consistency_name(session.consistency()))
+        })
+    }
+
+    /// Ends the session, releasing its overlay; later calls through it raise `SessionExpired`.
+    fn end(&self) {
+        self.slot.handle.lock().take();
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.end();
+        false
+    }
+}
+
+/// The name of a session query's consistency.
+pub fn consistency_name(consistency: sift_index::SessionConsistency) -> &'static str {
+    match consistency {
+        sift_index::SessionConsistency::ReadYourWrites => "read-your-writes",
+        sift_index::SessionConsistency::Eventual => "eventual",
+    }
+}
+
+/// A list of the collection's index records as dicts.
+pub fn records_to_python<'py>(
+    py: Python<'py>,
+    records: &[sift_index::IndexRecord],
+) -> PyResult<Bound<'py, PyList>> {
+    let list = PyList::empty(py);
+    for record in records {
+        list.append(crate::stats::index_record_to_python(py, record)?)?;
+    }
+    Ok(list)
+}

@@ -1,0 +1,154 @@
+//! `Collection.import_jsonl`: a file of JSON lines loaded in atomic batches, read and written
+//! without the GIL, with progress and Ctrl-C checked between batches.
+
+use crate::errors::InvalidArgument;
+use pyo3::exceptions::{PyFileNotFoundError, PyOSError, PyPermissionError};
+use pyo3::prelude::*;
+use pyo3::types::PyBool;
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// How often `progress=True` rewrites its stderr line.
+const PROGRESS_INTERVAL: Duration = Duration::from_millis(250);
+
+/// Writes one batch: `(py, documents, describe(position), documents stored before)`.
+pub type WriteDocuments<'a> =
+    dyn FnMut(Python<'_>, &[Vec<u8>], &dyn Fn(usize) -> String, usize) -> PyResult<()> + 'a;
+
+/// What `progress=` asked for.
+enum Progress<'py> {
+    Silent,
+    Stderr { last: Instant },
+    Callback(Bound<'py, PyAny>),
+}
+
+impl<'py> Progress<'py> {
+    fn new(progress: Option<&Bound<'py, PyAny>>) -> PyResult<Progress<'py>> {
+        let Some(progress) = progress else {
+            return Ok(Progress::Silent);
+        };
+        if progress.is_none() {
+            return Ok(Progress::Silent);
+        }
+        if progress.is_instance_of::<PyBool>() {
+            return Ok(if progress.is_truthy()? {
+                Progress::Stderr {
+                    last: Instant::now(),
+                }
+            } else {
+                Progress::Silent
+            });
+        }
+        if progress.is_callable() {
+            return Ok(Progress::Callback(progress.clone()));
+        }
+        Err(InvalidArgument::new_err(
+            "progress= takes True, False, None or a callable(documents, bytes_read, bytes_total)",
+        ))
+    }
+
+    fn report(
+        &mut self,
+        documents: usize,
+        bytes_read: u64,
+        bytes_total: u64,
+        done: bool,
+    ) -> PyResult<()> {
+        match self {
+            Progress::Silent => {}
+            Progress::Stderr { last } => {
+                if done || last.elapsed() >= PROGRESS_INTERVAL {
+                    *last = Instant::now();
+                    let percent = if bytes_total == 0 {
+                        100.0
+                    } else {
+                        bytes_read as f64 * 100.0 / bytes_total as f64
+                    };
+                    eprint!("\rimported {documents} documents ({percent:.1} % of the file)");
+                    if done {
+                        eprintln!();
+                    }
+                }
+            }
+            Progress::Callback(callback) => {
+                callback.call1((documents, bytes_read, bytes_total))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn open_error(path: &Path, error: &std::io::Error) -> PyErr {
+    let message = format!("{}: {error}", path.display());
+    match error.kind() {
+        std::io::ErrorKind::NotFound => PyFileNotFoundError::new_err(message),
+        std::io::ErrorKind::PermissionDenied => PyPermissionError::new_err(message),
+        _ => PyOSError::new_err(message),
+    }
+}
+
+/// One batch read from the file: documents and their line numbers.
+struct Batch {
+    documents: Vec<Vec<u8>>,
+    lines: Vec<u64>,
+}
+
+/// Loads `path` in batches of `chunk_size` documents through `write`; returns how many.
+pub fn import_jsonl(
+    py: Python<'_>,
+    path: &Path,
+    chunk_size: usize,
+    progress: Option<&Bound<'_, PyAny>>,
+    write: &mut WriteDocuments<'_>,
+) -> PyResult<usize> {
+    let mut progress = Progress::new(progress)?;
+    let file = File::open(path).map_err(|error| open_error(path, &error))?;
+    let bytes_total = file.metadata().map_or(0, |metadata| metadata.len());
+    let mut reader = BufReader::with_capacity(1 << 20, file);
+    let mut line_number = 0u64;
+    let mut bytes_read = 0u64;
+    let mut stored = 0usize;
+    let display = path.display().to_string();
+    loop {
+        let batch = py.detach(|| -> std::io::Result<Batch> {
+            let mut batch = Batch {
+                documents: Vec::with_capacity(chunk_size.min(65_536)),
+                lines: Vec::with_capacity(chunk_size.min(65_536)),
+            };
+            let mut line = Vec::new();
+            while batch.documents.len() < chunk_size {
+                line.clear();
+                let read = reader.read_until(b'\n', &mut line)?;
+                if read == 0 {
+                    break;
+                }
+                bytes_read += read as u64;
+                line_number += 1;
+                let text = line.trim_ascii();
+                if !text.is_empty() {
+                    batch.documents.push(text.to_vec());
+                    batch.lines.push(line_number);
+                }
+            }
+            Ok(batch)
+        });
+        let batch = batch.map_err(|error| open_error(path, &error))?;
+        if batch.documents.is_empty() {
+            break;
+        }
+        let lines = &batch.lines;
+        write(
+            py,
+            &batch.documents,
+            &|position| format!("{display} line {}", lines[position]),
+            stored,
+        )?;
+        stored += batch.documents.len();
+        progress.report(stored, bytes_read, bytes_total, false)?;
+        py.check_signals()?;
+    }
+    progress.report(stored, bytes_read, bytes_total, true)?;
+    Ok(stored)
+}

@@ -1,0 +1,97 @@
+//! What `Database.stats()` and `Collection.indexes()` report, as JSON built here and turned
+//! into Python dicts by the JSON converter.
+
+use pyo3::prelude::*;
+use serde_json::{json, Map, Value};
+use sift_index::{Database, IndexRecord};
+
+/// One index record as a dict: the fields a user chose, and its state.
+pub fn index_record_json(record: &IndexRecord) -> Value {
+    json!({
+        "name": record.name,
+        "path": record.path,
+        "type": record.attr_type.name(),
+        "kind": record.kind.name(),
+        "maintenance": record.maintenance.name(),
+        "unique": record.unique,
+        "state": state_name(record.state),
+    })
+}
+
+/// [`index_record_json`] as a Python dict, keys in the order above.
+pub fn index_record_to_python<'py>(
+    py: Python<'py>,
+    record: &IndexRecord,
+) -> PyResult<Bound<'py, PyAny>> {
+    let dict = pyo3::types::PyDict::new(py);
+    dict.set_item("name", &record.name)?;
+    dict.set_item("path", &record.path)?;
+    dict.set_item("type", record.attr_type.name())?;
+    dict.set_item("kind", record.kind.name())?;
+    dict.set_item("maintenance", record.maintenance.name())?;
+    dict.set_item("unique", record.unique)?;
+    dict.set_item("state", state_name(record.state))?;
+    Ok(dict.into_any())
+}
+
+fn state_name(state: sift_index::IndexState) -> &'static str {
+    match state {
+        sift_index::IndexState::Building => "building",
+        sift_index::IndexState::Ready => "ready",
+    }
+}
+
+/// The JSON text of `Database.stats()`.
+pub fn stats_json(database: &Database) -> String {
+    let engine = database.engine().stats();
+    let mut collections = Map::new();
+    for info in database.collections() {
+        collections.insert(
+            info.record.name.clone(),
+            json!({
+                "primary_key": info.record.pk_path,
+                "indexes": info.indexes.iter().map(index_record_json).collect::<Vec<_>>(),
+            }),
+        );
+    }
+    let mut trees = Map::new();
+    for tree in &engine.trees {
+        trees.insert(
+            tree.name.clone(),
+            json!({
+                "files_per_level": tree.levels.iter().map(|level| level.files).collect::<Vec<_>>(),
+                "bytes_per_level": tree.levels.iter().map(|level| level.bytes).collect::<Vec<_>>(),
+            }),
+        );
+    }
+    let lag = database.async_index_stats();
+    json!({
+        "collections": collections,
+        "engine": {
+            "last_sequence": engine.last_sequence,
+            "writes": engine.writes,
+            "bytes_written": engine.bytes_written,
+            "wal_bytes": engine.wal_bytes,
+            "wal_syncs": engine.wal_syncs,
+            "flushes": engine.flushes,
+            "compactions": engine.compactions,
+            "memtable_bytes": engine.memtable_bytes,
+            "block_cache_bytes": engine.block_cache_bytes,
+            "blocks_read_from_disk": engine.blocks_read_from_disk,
+            "blocks_read_from_cache": engine.blocks_read_from_cache,
+            "write_stalls": engine.write_stalls,
+            "write_stall_us": engine.write_stall_micros,
+            "background_errors": engine.background_errors,
+            "trees": trees,
+        },
+        "async_index": {
+            "queue_length": lag.queue_length,
+            "oldest_pending_us": lag.oldest_pending_us,
+            "updates_applied": lag.updates_applied,
+            "failed_attempts": lag.failed_attempts,
+            "last_error": lag.last_error,
+            "persistent_failure": lag.persistent_failure,
+        },
+    })
+    .to_string()
+}
