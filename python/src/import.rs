@@ -72,9 +72,11 @@ impl<'py> Progress<'py> {
                     }
                 }
             }
-            Progress::Callback(callback) => {
+            // After each batch only: the last batch's report is the final one.
+            Progress::Callback(callback) if !done => {
                 callback.call1((documents, bytes_read, bytes_total))?;
             }
+            Progress::Callback(_) => {}
         }
         Ok(())
     }
