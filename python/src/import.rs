@@ -57,7 +57,6 @@ impl<'py> Progress<'py> {
         done: bool,
     ) -> PyResult<()> {
         match self {
-            Progress::Silent => {}
             Progress::Stderr { last } => {
                 if done || last.elapsed() >= PROGRESS_INTERVAL {
                     *last = Instant::now();
@@ -76,7 +75,7 @@ impl<'py> Progress<'py> {
             Progress::Callback(callback) if !done => {
                 callback.call1((documents, bytes_read, bytes_total))?;
             }
-            Progress::Callback(_) => {}
+            Progress::Silent | Progress::Callback(_) => {}
         }
         Ok(())
     }

@@ -453,7 +453,7 @@ fn check_document_agrees_with_put_and_writes_nothing() {
     for bad in [
         &br#"{"id": "t1", "user": {"id": "seven"}}"#[..],
         br#"{"user": {"id": 7}}"#,
-        br#"[1, 2]"#,
+        b"[1, 2]",
         br#"{"id": "t1""#,
     ] {
         let checked = db.check_document("tweets", bad).unwrap_err().to_string();
