@@ -3,7 +3,7 @@
 
 use crate::database::{records_to_python, SessionSlot, Shared};
 use crate::errors::{to_python, InvalidArgument, InvalidDocument};
-use crate::json::{document_to_json, json_to_python, type_name};
+use crate::json::{document_to_json, json_to_python, type_name, Decoder};
 use crate::values::{geo_box, primary_key, query_value, range_bound, Bound as RangeEnd};
 use parking_lot::Mutex;
 use pyo3::prelude::*;
@@ -141,19 +141,20 @@ impl Collection {
         }
     }
 
-    /// The typed bounds of a `range` call.
-    fn range_bounds(
+    /// The hits of a `range` / `range_iter` call, its arguments as Python gave them.
+    fn range_hits(
         &self,
         py: Python<'_>,
         index: &str,
         lo: &Bound<'_, PyAny>,
         hi: &Bound<'_, PyAny>,
-    ) -> PyResult<(AttrValue, AttrValue)> {
+        limit: Option<i64>,
+    ) -> PyResult<Vec<Hit>> {
+        let limit = checked_limit(limit)?;
         let attr_type = self.index_type(py, index)?;
-        Ok((
-            range_bound(lo, attr_type, index, RangeEnd::Low)?,
-            range_bound(hi, attr_type, index, RangeEnd::High)?,
-        ))
+        let lo = range_bound(lo, attr_type, index, RangeEnd::Low)?;
+        let hi = range_bound(hi, attr_type, index, RangeEnd::High)?;
+        self.query(py, index, &lo, Some(&hi), limit)
     }
 }
 
@@ -185,14 +186,20 @@ pub fn hits_to_python<'py>(
     with_meta: bool,
 ) -> PyResult<Bound<'py, PyList>> {
     let list = PyList::empty(py);
+    let decoder = Decoder::new(py);
     for hit in hits {
-        list.append(hit_to_python(py, hit, with_meta)?)?;
+        list.append(hit_to_python(&decoder, hit, with_meta)?)?;
     }
     Ok(list)
 }
 
-fn hit_to_python<'py>(py: Python<'py>, hit: &Hit, with_meta: bool) -> PyResult<Bound<'py, PyAny>> {
-    let document = json_to_python(py, &hit.doc)?;
+fn hit_to_python<'py>(
+    decoder: &Decoder<'py>,
+    hit: &Hit,
+    with_meta: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = decoder.py();
+    let document = decoder.decode(&hit.doc)?;
     if !with_meta {
         return Ok(document);
     }
@@ -409,9 +416,7 @@ impl Collection {
         limit: Option<i64>,
         with_meta: bool,
     ) -> PyResult<Bound<'py, PyList>> {
-        let limit = checked_limit(limit)?;
-        let (lo, hi) = self.range_bounds(py, index, lo, hi)?;
-        let hits = self.query(py, index, &lo, Some(&hi), limit)?;
+        let hits = self.range_hits(py, index, lo, hi, limit)?;
         hits_to_python(py, &hits, with_meta)
     }
 
@@ -427,9 +432,7 @@ impl Collection {
         limit: Option<i64>,
         with_meta: bool,
     ) -> PyResult<HitIterator> {
-        let limit = checked_limit(limit)?;
-        let (lo, hi) = self.range_bounds(py, index, lo, hi)?;
-        let hits = self.query(py, index, &lo, Some(&hi), limit)?;
+        let hits = self.range_hits(py, index, lo, hi, limit)?;
         Ok(HitIterator {
             hits: Mutex::new(hits.into_iter().collect()),
             with_meta,
@@ -525,7 +528,7 @@ impl HitIterator {
 
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let hit = self.hits.lock().pop_front();
-        hit.map(|hit| hit_to_python(py, &hit, self.with_meta))
+        hit.map(|hit| hit_to_python(&Decoder::new(py), &hit, self.with_meta))
             .transpose()
     }
 

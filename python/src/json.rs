@@ -9,6 +9,8 @@ use crate::errors::InvalidDocument;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use serde::de::{DeserializeSeed, Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::fmt;
 
 /// Deepest nesting accepted in a document written from Python (serde_json's own read limit).
@@ -192,21 +194,62 @@ fn repr(value: &Bound<'_, PyAny>) -> String {
 
 /// The Python object for stored JSON text: dicts keep the key order of the text.
 pub fn json_to_python<'py>(py: Python<'py>, json: &[u8]) -> PyResult<Bound<'py, PyAny>> {
-    let mut deserializer = serde_json::Deserializer::from_slice(json);
-    let value = PythonValue(py)
-        .deserialize(&mut deserializer)
-        .and_then(|value| deserializer.end().map(|()| value))
-        .map_err(|error| {
-            crate::errors::Corruption::new_err(format!("stored document is not JSON: {error}"))
-        })?;
-    Ok(value)
+    Decoder::new(py).decode(json)
+}
+
+/// Most distinct object keys a [`Decoder`] keeps for reuse.
+const MAX_REMEMBERED_KEYS: usize = 1024;
+
+/// Turns stored JSON texts into Python objects. Object keys seen before are reused rather
+/// than made again: documents of one collection share their keys, and a reused key string
+/// also keeps the hash Python computed for it, so dicts are built faster.
+pub struct Decoder<'py> {
+    py: Python<'py>,
+    keys: RefCell<HashMap<Box<str>, Bound<'py, PyString>>>,
+}
+
+impl<'py> Decoder<'py> {
+    pub fn new(py: Python<'py>) -> Decoder<'py> {
+        Decoder {
+            py,
+            keys: RefCell::new(HashMap::new()),
+        }
+    }
+
+    /// The Python object for `json`.
+    pub fn decode(&self, json: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+        let mut deserializer = serde_json::Deserializer::from_slice(json);
+        PythonValue(self)
+            .deserialize(&mut deserializer)
+            .and_then(|value| deserializer.end().map(|()| value))
+            .map_err(|error| {
+                crate::errors::Corruption::new_err(format!("stored document is not JSON: {error}"))
+            })
+    }
+
+    /// The Python token the decoder builds with.
+    pub fn py(&self) -> Python<'py> {
+        self.py
+    }
+
+    fn key(&self, text: &str) -> Bound<'py, PyString> {
+        if let Some(key) = self.keys.borrow().get(text) {
+            return key.clone();
+        }
+        let key = PyString::new(self.py, text);
+        let mut keys = self.keys.borrow_mut();
+        if keys.len() < MAX_REMEMBERED_KEYS {
+            keys.insert(text.into(), key.clone());
+        }
+        key
+    }
 }
 
 /// Builds Python objects straight from the parser's events.
 #[derive(Clone, Copy)]
-struct PythonValue<'py>(Python<'py>);
+struct PythonValue<'a, 'py>(&'a Decoder<'py>);
 
-impl<'de, 'py> DeserializeSeed<'de> for PythonValue<'py> {
+impl<'de, 'py> DeserializeSeed<'de> for PythonValue<'_, 'py> {
     type Value = Bound<'py, PyAny>;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
@@ -214,7 +257,7 @@ impl<'de, 'py> DeserializeSeed<'de> for PythonValue<'py> {
     }
 }
 
-impl<'de, 'py> Visitor<'de> for PythonValue<'py> {
+impl<'de, 'py> Visitor<'de> for PythonValue<'_, 'py> {
     type Value = Bound<'py, PyAny>;
 
     fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -222,31 +265,31 @@ impl<'de, 'py> Visitor<'de> for PythonValue<'py> {
     }
 
     fn visit_bool<E: serde::de::Error>(self, value: bool) -> Result<Self::Value, E> {
-        Ok(PyBool::new(self.0, value).to_owned().into_any())
+        Ok(PyBool::new(self.0.py, value).to_owned().into_any())
     }
 
     fn visit_i64<E: serde::de::Error>(self, value: i64) -> Result<Self::Value, E> {
-        Ok(PyInt::new(self.0, value).into_any())
+        Ok(PyInt::new(self.0.py, value).into_any())
     }
 
     fn visit_u64<E: serde::de::Error>(self, value: u64) -> Result<Self::Value, E> {
-        Ok(PyInt::new(self.0, value).into_any())
+        Ok(PyInt::new(self.0.py, value).into_any())
     }
 
     fn visit_f64<E: serde::de::Error>(self, value: f64) -> Result<Self::Value, E> {
-        Ok(PyFloat::new(self.0, value).into_any())
+        Ok(PyFloat::new(self.0.py, value).into_any())
     }
 
     fn visit_str<E: serde::de::Error>(self, value: &str) -> Result<Self::Value, E> {
-        Ok(PyString::new(self.0, value).into_any())
+        Ok(PyString::new(self.0.py, value).into_any())
     }
 
     fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-        Ok(self.0.None().into_bound(self.0))
+        Ok(self.0.py.None().into_bound(self.0.py))
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        let list = PyList::empty(self.0);
+        let list = PyList::empty(self.0.py);
         while let Some(item) = seq.next_element_seed(self)? {
             list.append(item).map_err(A::Error::custom)?;
         }
@@ -254,11 +297,34 @@ impl<'de, 'py> Visitor<'de> for PythonValue<'py> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let dict = PyDict::new(self.0);
-        while let Some(key) = map.next_key_seed(self)? {
+        let dict = PyDict::new(self.0.py);
+        while let Some(key) = map.next_key_seed(ObjectKey(self.0))? {
             let value = map.next_value_seed(self)?;
             dict.set_item(key, value).map_err(A::Error::custom)?;
         }
         Ok(dict.into_any())
+    }
+}
+
+/// An object key, through the decoder's remembered keys.
+struct ObjectKey<'a, 'py>(&'a Decoder<'py>);
+
+impl<'de, 'py> DeserializeSeed<'de> for ObjectKey<'_, 'py> {
+    type Value = Bound<'py, PyString>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl<'py> Visitor<'_> for ObjectKey<'_, 'py> {
+    type Value = Bound<'py, PyString>;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str("an object key")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, value: &str) -> Result<Self::Value, E> {
+        Ok(self.0.key(value))
     }
 }
