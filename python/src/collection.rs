@@ -2,7 +2,7 @@
 //! or through a session.
 
 use crate::database::{records_to_python, SessionSlot, Shared};
-use crate::errors::{to_python, InvalidArgument, InvalidDocument};
+use crate::errors::{InvalidArgument, InvalidDocument};
 use crate::json::{document_to_json, json_to_python, type_name, Decoder};
 use crate::values::{geo_box, primary_key, query_value, range_bound, Bound as RangeEnd};
 use parking_lot::Mutex;
@@ -59,19 +59,30 @@ impl Collection {
         }
     }
 
-    /// Writes `documents` as one batch; if it is refused for a bad document, the error names
-    /// which one (`first_position` + its index, via `describe(position)`).
+    /// Writes `documents` as one batch. A refused batch's error says that nothing of it was
+    /// stored and how much was before it; for a bad document it names which one
+    /// (`describe(Some(position))`), otherwise the batch (`describe(None)`), keeping the
+    /// error's class.
     fn write_documents(
         &self,
         py: Python<'_>,
         documents: &[Vec<u8>],
-        describe: &dyn Fn(usize) -> String,
+        describe: &dyn Fn(Option<usize>) -> String,
         stored_before: usize,
     ) -> PyResult<()> {
         let ops: Vec<WriteOp<'_>> = documents.iter().map(|json| WriteOp::Put(json)).collect();
         let Err(error) = self.write_batch(py, &ops) else {
             return Ok(());
         };
+        let outcome = format!(
+            "nothing of its batch was stored ({stored_before} documents before the batch were)"
+        );
+        if !error.is_instance_of::<InvalidDocument>(py) {
+            // Not a document's own fault (a unique value taken, a closed database, an
+            // ended session): the batch is named, the class kept.
+            let message = format!("{}: {}; {outcome}", describe(None), error.value(py));
+            return Err(PyErr::from_type(error.get_type(py), message));
+        }
         let name = self.name.as_str();
         let culprit = self.shared.run(py, move |database| {
             Ok(documents.iter().enumerate().find_map(|(position, json)| {
@@ -81,21 +92,21 @@ impl Collection {
                     .map(|error| (position, error))
             }))
         })?;
-        let Some((position, document_error)) = culprit else {
-            return Err(error);
+        let message = match culprit {
+            Some((position, document_error)) => {
+                format!("{}: {document_error}; {outcome}", describe(Some(position)))
+            }
+            None => format!("{}: {}; {outcome}", describe(None), error.value(py)),
         };
-        let typed = to_python(&document_error);
-        let message = format!(
-            "{}: {document_error}; nothing of its batch was stored ({stored_before} documents before the batch were)",
-            describe(position)
-        );
-        Err(
-            if typed.is_instance_of::<crate::errors::InvalidDocument>(py) {
-                InvalidDocument::new_err(message)
-            } else {
-                typed
-            },
-        )
+        Err(InvalidDocument::new_err(message))
+    }
+
+    /// `SessionExpired` if this collection belongs to a session that was ended.
+    fn check_session(&self) -> PyResult<()> {
+        match &self.session {
+            Some(slot) => slot.handle().map(|_| ()),
+            None => Ok(()),
+        }
     }
 
     /// The type of index `index`, for converting query values.
@@ -250,6 +261,16 @@ impl Collection {
                 type_name(documents)
             ))
         })?;
+        let write = |chunk: &[Vec<u8>], stored: usize| {
+            let describe = |position: Option<usize>| match position {
+                Some(position) => format!("document {} of put_many", stored + position),
+                None => format!(
+                    "documents {stored} to {} of put_many",
+                    stored + chunk.len() - 1
+                ),
+            };
+            self.write_documents(py, chunk, &describe, stored)
+        };
         for document in iterator {
             let document = document?;
             let position = stored + chunk.len();
@@ -262,25 +283,13 @@ impl Collection {
                 })?;
             chunk.push(json);
             if chunk.len() == chunk_size {
-                let first = stored;
-                self.write_documents(
-                    py,
-                    &chunk,
-                    &|position| format!("document {} of put_many", first + position),
-                    stored,
-                )?;
+                write(&chunk, stored)?;
                 stored += chunk.len();
                 chunk.clear();
             }
         }
         if !chunk.is_empty() {
-            let first = stored;
-            self.write_documents(
-                py,
-                &chunk,
-                &|position| format!("document {} of put_many", first + position),
-                stored,
-            )?;
+            write(&chunk, stored)?;
             stored += chunk.len();
         }
         Ok(stored)
@@ -350,16 +359,25 @@ impl Collection {
             })?;
             spec = spec.with_maintenance(maintenance);
         }
+        self.check_session()?;
         let collection = self.name.as_str();
         let record = self.shared.run(py, move |database| {
+            let failures_of_this_index = |status: sift_index::IndexBuildStatus| {
+                status
+                    .failures
+                    .into_iter()
+                    .filter(|failure| failure.collection == collection && failure.index == name)
+                    .collect::<Vec<_>>()
+            };
+            let failed_before = failures_of_this_index(database.index_build_status()).len();
             let record = database.create_index(collection, spec)?;
             if record.kind.builds_online() {
-                // Older tables get their secondary blocks in the background; the index
-                // answers queries meanwhile, but a user expects it complete on return.
-                let status = database.wait_for_index_builds();
-                if let Some(failure) = status.failures.first() {
+                // A build that met a recoverable error goes on in the background (the index
+                // answers exactly meanwhile); one that failed for good is reported here.
+                let failures = failures_of_this_index(database.wait_for_index_builds());
+                if let Some(failure) = failures.get(failed_before) {
                     return Err(IndexError::Internal(format!(
-                        "building index `{}`: {}",
+                        "index `{}` was created, but building its blocks failed: {}",
                         record.name, failure.message
                     )));
                 }
@@ -371,6 +389,7 @@ impl Collection {
 
     /// Drops the index `name`.
     fn drop_index(&self, py: Python<'_>, name: String) -> PyResult<()> {
+        self.check_session()?;
         let collection = self.name.as_str();
         self.shared
             .run(py, move |database| database.drop_index(collection, &name))
@@ -379,6 +398,7 @@ impl Collection {
     /// The collection's indexes, as dicts (name, path, type, kind, maintenance, unique,
     /// state).
     fn indexes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        self.check_session()?;
         let collection = self.name.as_str();
         let records = self.shared.run(py, move |database| {
             Ok(database.collection(collection)?.indexes)
@@ -451,6 +471,7 @@ impl Collection {
         limit: Option<i64>,
         with_meta: bool,
     ) -> PyResult<Bound<'py, PyList>> {
+        self.check_session()?;
         let limit = checked_limit(limit)?;
         let geo_box = geo_box(bbox)?;
         let collection = self.name.as_str();
@@ -464,6 +485,7 @@ impl Collection {
     /// from the first key >= `start` if given.
     #[pyo3(signature = (start=None))]
     fn scan(&self, start: Option<&Bound<'_, PyAny>>) -> PyResult<ScanIterator> {
+        self.check_session()?;
         let from = start.map(primary_key).transpose()?.unwrap_or_default();
         Ok(ScanIterator {
             shared: Arc::clone(&self.shared),

@@ -14,9 +14,14 @@ use crate::json::json_to_python;
 use parking_lot::{Mutex, RwLock};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
-use sift_index::{Database as Engine, DatabaseOptions, Session as EngineSession, SessionHandle};
+use sift_index::{
+    AttrPath, Database as Engine, DatabaseOptions, Session as EngineSession, SessionHandle,
+};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// Timeouts longer than this (a century) wait without a deadline.
+const MAX_TIMEOUT_SECONDS: f64 = 100.0 * 365.25 * 24.0 * 3600.0;
 
 /// The open database behind a `Database` and every collection and session made from it.
 pub struct Shared {
@@ -68,7 +73,8 @@ pub struct SessionSlot {
 }
 
 impl SessionSlot {
-    fn handle(&self) -> PyResult<SessionHandle> {
+    /// The session's handle, or `SessionExpired` once it was ended.
+    pub fn handle(&self) -> PyResult<SessionHandle> {
         self.handle
             .lock()
             .clone()
@@ -138,9 +144,14 @@ impl Database {
             match database.collection(&lookup_name) {
                 Ok(info) => Ok(Some(info.record.pk_path)),
                 Err(sift_index::IndexError::UnknownCollection { .. }) => match requested {
-                    Some(pk) => database
-                        .create_collection(&lookup_name, &pk)
-                        .map(|info| Some(info.record.pk_path)),
+                    Some(pk) => match database.create_collection(&lookup_name, &pk) {
+                        Ok(info) => Ok(Some(info.record.pk_path)),
+                        // Another thread created it meanwhile.
+                        Err(sift_index::IndexError::AlreadyExists { .. }) => database
+                            .collection(&lookup_name)
+                            .map(|info| Some(info.record.pk_path)),
+                        Err(error) => Err(error),
+                    },
                     None => Ok(None),
                 },
                 Err(error) => Err(error),
@@ -152,9 +163,11 @@ impl Database {
             )));
         };
         if let Some(requested) = primary_key {
-            if requested != pk_path
-                && requested.trim_start_matches('/') != pk_path.trim_start_matches('/')
-            {
+            let same = match (AttrPath::parse(&requested), AttrPath::parse(&pk_path)) {
+                (Ok(a), Ok(b)) => a.segments() == b.segments(),
+                _ => requested == pk_path,
+            };
+            if !same {
                 return Err(InvalidArgument::new_err(format!(
                     "collection `{name}` is keyed by `{pk_path}`, not `{requested}`"
                 )));
@@ -205,6 +218,8 @@ impl Database {
                     "timeout={seconds} must be a finite number of seconds >= 0"
                 )))
             }
+            // Beyond a century is "as long as needed" (and keeps deadlines representable).
+            Some(seconds) if seconds > MAX_TIMEOUT_SECONDS => None,
             Some(seconds) => Some(Duration::from_secs_f64(seconds)),
             None => None,
         };
@@ -235,19 +250,23 @@ impl Database {
     /// Closes the database: waits for calls in progress in other threads, stops background
     /// work and syncs. Every later call raises `DatabaseClosed`. Closing twice is allowed.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        let database = py.detach(|| self.shared.database.write().take());
-        match database {
-            Some(database) => py
-                .detach(move || database.close())
-                .map_err(|error| to_python(&error)),
-            None => Ok(()),
-        }
+        // Closed under the write lock: a second close() waits until the first has finished,
+        // so the directory is free once either returns.
+        py.detach(|| {
+            let mut slot = self.shared.database.write();
+            match slot.take() {
+                Some(database) => database.close(),
+                None => Ok(()),
+            }
+        })
+        .map_err(|error| to_python(&error))
     }
 
     /// Whether `close()` was called.
     #[getter]
-    fn closed(&self) -> bool {
-        self.shared.database.read().is_none()
+    fn closed(&self, py: Python<'_>) -> bool {
+        // Without the GIL: a close() waiting for a long call holds new readers back.
+        py.detach(|| self.shared.database.read().is_none())
     }
 
     /// The directory given to `open`.
@@ -266,8 +285,8 @@ impl Database {
         Ok(false)
     }
 
-    fn __repr__(&self) -> String {
-        let state = if self.closed() { "closed" } else { "open" };
+    fn __repr__(&self, py: Python<'_>) -> String {
+        let state = if self.closed(py) { "closed" } else { "open" };
         format!("<sift_lsm.Database {:?} ({state})>", self.shared.path)
     }
 }

@@ -1,21 +1,26 @@
 //! `Collection.import_jsonl`: a file of JSON lines loaded in atomic batches, read and written
 //! without the GIL, with progress and Ctrl-C checked between batches.
 
-use crate::errors::InvalidArgument;
+use crate::errors::{InvalidArgument, InvalidDocument};
 use pyo3::exceptions::{PyFileNotFoundError, PyOSError, PyPermissionError};
 use pyo3::prelude::*;
 use pyo3::types::PyBool;
+use sift_index::MAX_DOCUMENT_BYTES;
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::time::{Duration, Instant};
+
+/// Longest line read: a document at the limit, its line end and surrounding blanks.
+const LINE_BYTES_MAX: usize = MAX_DOCUMENT_BYTES + 64;
 
 /// How often `progress=True` rewrites its stderr line.
 const PROGRESS_INTERVAL: Duration = Duration::from_millis(250);
 
-/// Writes one batch: `(py, documents, describe(position), documents stored before)`.
+/// Writes one batch: `(py, documents, describe(Some(position) or None for the batch),
+/// documents stored before)`.
 pub type WriteDocuments<'a> =
-    dyn FnMut(Python<'_>, &[Vec<u8>], &dyn Fn(usize) -> String, usize) -> PyResult<()> + 'a;
+    dyn FnMut(Python<'_>, &[Vec<u8>], &dyn Fn(Option<usize>) -> String, usize) -> PyResult<()> + 'a;
 
 /// What `progress=` asked for.
 enum Progress<'py> {
@@ -51,6 +56,7 @@ impl<'py> Progress<'py> {
 
     fn report(
         &mut self,
+        py: Python<'_>,
         documents: usize,
         bytes_read: u64,
         bytes_total: u64,
@@ -65,9 +71,15 @@ impl<'py> Progress<'py> {
                     } else {
                         bytes_read as f64 * 100.0 / bytes_total as f64
                     };
-                    eprint!("\rimported {documents} documents ({percent:.1} % of the file)");
-                    if done {
-                        eprintln!();
+                    let end = if done { "\n" } else { "" };
+                    let line = format!(
+                        "\rimported {documents} documents ({percent:.1} % of the file){end}"
+                    );
+                    // Through sys.stderr, so notebooks show it; a closed stderr is not the
+                    // import's failure.
+                    if let Ok(stderr) = py.import("sys").and_then(|sys| sys.getattr("stderr")) {
+                        let _ = stderr.call_method1("write", (line,));
+                        let _ = stderr.call_method0("flush");
                     }
                 }
             }
@@ -90,10 +102,88 @@ fn open_error(path: &Path, error: &std::io::Error) -> PyErr {
     }
 }
 
-/// One batch read from the file: documents and their line numbers.
+/// One batch read from the file: documents and their line numbers, or the first line that
+/// is not a readable document (its number and why).
 struct Batch {
     documents: Vec<Vec<u8>>,
     lines: Vec<u64>,
+    bad_line: Option<(u64, String)>,
+}
+
+/// Whether `json` is JSON that reads back: the engine's parser skips the members no index
+/// covers without checking them all (escapes, number ranges, nesting), and a stored document
+/// that does not read back would fail every query that meets it.
+fn check_json(json: &[u8]) -> Result<(), String> {
+    let mut deserializer = serde_json::Deserializer::from_slice(json);
+    serde::Deserialize::deserialize(&mut deserializer)
+        .and_then(|CheckedValue| deserializer.end())
+        .map_err(|error| format!("invalid JSON: {error}"))
+}
+
+/// A JSON value read in full (every string decoded, every number converted) and dropped.
+struct CheckedValue;
+
+impl<'de> serde::Deserialize<'de> for CheckedValue {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(CheckedVisitor)
+    }
+}
+
+struct CheckedVisitor;
+
+impl<'de> serde::de::Visitor<'de> for CheckedVisitor {
+    type Value = CheckedValue;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<CheckedValue, E> {
+        Ok(CheckedValue)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<CheckedValue, E> {
+        Ok(CheckedValue)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<CheckedValue, E> {
+        Ok(CheckedValue)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<CheckedValue, E> {
+        Ok(CheckedValue)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<CheckedValue, E> {
+        Ok(CheckedValue)
+    }
+    fn visit_unit<E>(self) -> Result<CheckedValue, E> {
+        Ok(CheckedValue)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<CheckedValue, A::Error> {
+        while seq.next_element::<CheckedValue>()?.is_some() {}
+        Ok(CheckedValue)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<CheckedValue, A::Error> {
+        while map.next_key::<CheckedKey>()?.is_some() {
+            map.next_value::<CheckedValue>()?;
+        }
+        Ok(CheckedValue)
+    }
+}
+
+/// An object key, decoded and dropped.
+struct CheckedKey;
+
+impl<'de> serde::Deserialize<'de> for CheckedKey {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl serde::de::Visitor<'_> for KeyVisitor {
+            type Value = CheckedKey;
+            fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                formatter.write_str("an object key")
+            }
+            fn visit_str<E>(self, _: &str) -> Result<CheckedKey, E> {
+                Ok(CheckedKey)
+            }
+        }
+        deserializer.deserialize_str(KeyVisitor)
+    }
 }
 
 /// Loads `path` in batches of `chunk_size` documents through `write`; returns how many.
@@ -117,39 +207,64 @@ pub fn import_jsonl(
             let mut batch = Batch {
                 documents: Vec::with_capacity(chunk_size.min(65_536)),
                 lines: Vec::with_capacity(chunk_size.min(65_536)),
+                bad_line: None,
             };
             let mut line = Vec::new();
             while batch.documents.len() < chunk_size {
                 line.clear();
-                let read = reader.read_until(b'\n', &mut line)?;
+                // A line is read up to one byte past the document limit, never whole: a file
+                // without newlines must not be loaded into memory to be refused.
+                let read = (&mut reader)
+                    .take(LINE_BYTES_MAX as u64 + 1)
+                    .read_until(b'\n', &mut line)?;
                 if read == 0 {
                     break;
                 }
                 bytes_read += read as u64;
                 line_number += 1;
-                let text = line.trim_ascii();
-                if !text.is_empty() {
-                    batch.documents.push(text.to_vec());
-                    batch.lines.push(line_number);
+                if line.len() > LINE_BYTES_MAX && line.last() != Some(&b'\n') {
+                    batch.bad_line = Some((
+                        line_number,
+                        format!("longer than the {MAX_DOCUMENT_BYTES}-byte document limit"),
+                    ));
+                    break;
                 }
+                let text = line.trim_ascii();
+                if text.is_empty() {
+                    continue;
+                }
+                if let Err(reason) = check_json(text) {
+                    batch.bad_line = Some((line_number, reason));
+                    break;
+                }
+                batch.documents.push(text.to_vec());
+                batch.lines.push(line_number);
             }
             Ok(batch)
         });
         let batch = batch.map_err(|error| open_error(path, &error))?;
+        if let Some((line, reason)) = batch.bad_line {
+            return Err(InvalidDocument::new_err(format!(
+                "{display} line {line}: {reason}; nothing of its batch was stored ({stored} documents before the batch were)"
+            )));
+        }
         if batch.documents.is_empty() {
             break;
         }
         let lines = &batch.lines;
-        write(
-            py,
-            &batch.documents,
-            &|position| format!("{display} line {}", lines[position]),
-            stored,
-        )?;
+        let describe = |position: Option<usize>| match position {
+            Some(position) => format!("{display} line {}", lines[position]),
+            None => format!(
+                "{display} lines {} to {}",
+                lines.first().copied().unwrap_or(0),
+                lines.last().copied().unwrap_or(0)
+            ),
+        };
+        write(py, &batch.documents, &describe, stored)?;
         stored += batch.documents.len();
-        progress.report(stored, bytes_read, bytes_total, false)?;
+        progress.report(py, stored, bytes_read, bytes_total, false)?;
         py.check_signals()?;
     }
-    progress.report(stored, bytes_read, bytes_total, true)?;
+    progress.report(py, stored, bytes_read, bytes_total, true)?;
     Ok(stored)
 }

@@ -13,8 +13,9 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt;
 
-/// Deepest nesting accepted in a document written from Python (serde_json's own read limit).
-const MAX_DEPTH: usize = 128;
+/// Deepest nesting accepted in a document written from Python: one level less than
+/// serde_json reads back (its limit counts the container it is about to enter).
+const MAX_DEPTH: usize = 127;
 
 /// Why a value could not be written: the message and the path to it, innermost last.
 struct Refusal {

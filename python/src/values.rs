@@ -5,7 +5,7 @@ use crate::errors::InvalidArgument;
 use crate::json::{type_name, value_to_json};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyInt, PyString};
-use sift_index::{AttrType, AttrValue, GeoBox};
+use sift_index::{AttrType, AttrValue, GeoBox, MAX_PRIMARY_KEY_BYTES};
 
 /// Which end of a range a bound is.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -17,6 +17,17 @@ pub enum Bound {
 /// The primary key bytes for `key`: a str's UTF-8, or an int's decimal text (how the engine
 /// keys a document whose key field is an integer).
 pub fn primary_key(key: &pyo3::Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+    let pk = primary_key_bytes(key)?;
+    if pk.len() > MAX_PRIMARY_KEY_BYTES {
+        return Err(InvalidArgument::new_err(format!(
+            "a primary key of {} bytes is longer than the {MAX_PRIMARY_KEY_BYTES}-byte limit",
+            pk.len()
+        )));
+    }
+    Ok(pk)
+}
+
+fn primary_key_bytes(key: &pyo3::Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
     if let Ok(text) = key.cast::<PyString>() {
         let text = text.to_cow()?;
         if text.is_empty() {
@@ -109,7 +120,9 @@ pub fn geo_box(bbox: &pyo3::Bound<'_, PyAny>) -> PyResult<GeoBox> {
     let corners: Vec<f64> = bbox
         .try_iter()
         .and_then(|items| {
+            // At most one more than needed: an endless iterable is refused, not read forever.
             items
+                .take(5)
                 .map(|item| item.and_then(|item| item.extract::<f64>()))
                 .collect::<PyResult<Vec<f64>>>()
         })
@@ -122,7 +135,11 @@ pub fn geo_box(bbox: &pyo3::Bound<'_, PyAny>) -> PyResult<GeoBox> {
     let [min_lon, min_lat, max_lon, max_lat] = corners.as_slice() else {
         return Err(InvalidArgument::new_err(format!(
             "a box is (min_lon, min_lat, max_lon, max_lat): 4 numbers, found {}",
-            corners.len()
+            if corners.len() > 4 {
+                "more".to_owned()
+            } else {
+                corners.len().to_string()
+            }
         )));
     };
     GeoBox::new(*min_lon, *min_lat, *max_lon, *max_lat)

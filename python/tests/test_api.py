@@ -63,7 +63,7 @@ def test_nesting_deeper_than_the_limit_is_refused(tweets):
     for _ in range(200):
         inner["x"] = {}
         inner = inner["x"]
-    with pytest.raises(sift_lsm.InvalidDocument, match="nesting deeper than 128"):
+    with pytest.raises(sift_lsm.InvalidDocument, match="nesting deeper than 127"):
         tweets.put(document)
     assert tweets.get("deep") is None
 
@@ -236,7 +236,7 @@ def test_put_many_stores_in_chunks_and_names_a_bad_document(db, tweets):
     assert tweets.put_many([]) == 0
 
 
-def test_import_jsonl_loads_in_batches_and_names_a_bad_line(tmp_path, tweets, capfd):
+def test_import_jsonl_loads_in_batches_and_names_a_bad_line(tmp_path, tweets, capsys):
     path = tmp_path / "tweets.jsonl"
     lines = [json.dumps({"id": f"j{i}", "user": {"id": i % 5}}) for i in range(2200)]
     lines.insert(100, "")  # blank lines are skipped
@@ -259,7 +259,8 @@ def test_import_jsonl_loads_in_batches_and_names_a_bad_line(tmp_path, tweets, ca
     assert "1500 documents before the batch were" in message
 
     tweets.import_jsonl(path, progress=True)
-    assert "imported 2200 documents (100.0 % of the file)" in capfd.readouterr().err
+    # Written through sys.stderr (so notebooks show it), which capsys replaces.
+    assert "imported 2200 documents (100.0 % of the file)" in capsys.readouterr().err
     with pytest.raises(FileNotFoundError, match="nope.jsonl"):
         tweets.import_jsonl(tmp_path / "nope.jsonl")
     with pytest.raises(sift_lsm.InvalidArgument, match="progress="):
@@ -377,3 +378,98 @@ def test_errors_form_one_hierarchy():
         error = getattr(sift_lsm, name)
         assert issubclass(error, sift_lsm.Error) and error.__doc__, name
     assert issubclass(sift_lsm.Error, Exception)
+
+
+def test_a_unique_clash_inside_put_many_names_its_batch(db, tweets):
+    documents = [{"id": f"e{i}", "email": f"{i}@example.com"} for i in range(2500)]
+    documents[2100]["email"] = "5@example.com"
+    with pytest.raises(sift_lsm.UniqueViolation) as raised:
+        tweets.put_many(documents, chunk_size=1000)
+    message = str(raised.value)
+    assert "documents 2000 to 2999 of put_many" not in message
+    assert "documents 2000 to 2499 of put_many" in message
+    assert "nothing of its batch was stored (2000 documents before the batch were)" in message
+    assert tweets.get("e1999") is not None and tweets.get("e2000") is None
+
+
+def test_the_deepest_document_accepted_reads_back(tweets):
+    def nested(levels):
+        document = {"id": "deep"}
+        inner = document
+        for _ in range(levels - 1):
+            inner["x"] = {}
+            inner = inner["x"]
+        return document
+
+    tweets.put(nested(127))
+    assert tweets.get("deep") == nested(127)
+    with pytest.raises(sift_lsm.InvalidDocument, match="nesting deeper than 127"):
+        tweets.put(nested(128))
+
+
+@pytest.mark.parametrize(
+    "line,reason",
+    [
+        ('{"id": "s", "text": "\\ud800"}', "hex escape"),
+        ('{"id": "n", "score": 1e400}', "number out of range"),
+        ('{"id": "d", "x": ' + "[" * 200 + "]" * 200 + "}", "recursion limit exceeded"),
+    ],
+    ids=["lone-surrogate", "huge-number", "too-deep"],
+)
+def test_import_refuses_lines_that_would_not_read_back(tmp_path, tweets, line, reason):
+    path = tmp_path / "odd.jsonl"
+    path.write_text('{"id": "ok1"}\n' + line + '\n{"id": "ok2"}\n')
+    with pytest.raises(sift_lsm.InvalidDocument) as raised:
+        tweets.import_jsonl(path)
+    assert f"{path} line 2: invalid JSON" in str(raised.value) and reason in str(raised.value)
+    assert tweets.get("ok1") is None and tweets.get("ok2") is None
+    assert list(tweets.scan()) == []
+
+
+def test_import_refuses_an_endless_line_without_reading_it_whole(tmp_path, tweets):
+    path = tmp_path / "one-line.jsonl"
+    with open(path, "w") as file:
+        file.write('{"id": "ok"}\n{"id": "big", "text": "')
+        file.write("x" * (20 << 20))
+    with pytest.raises(sift_lsm.InvalidDocument, match="line 2: longer than the"):
+        tweets.import_jsonl(path)
+
+
+def test_primary_key_paths_compare_by_segments(db):
+    db.collection("nested", primary_key="user.id")
+    assert db.collection("nested", primary_key="/user/id").primary_key == "user.id"
+    with pytest.raises(sift_lsm.InvalidArgument, match="keyed by"):
+        db.collection("nested", primary_key="/user.id")
+
+
+def test_keys_and_boxes_out_of_bounds(tweets):
+    import itertools
+
+    with pytest.raises(sift_lsm.InvalidArgument, match="longer than the 1024-byte limit"):
+        tweets.delete("k" * 2000)
+    with pytest.raises(sift_lsm.InvalidArgument, match="4 numbers, found more"):
+        tweets.within("by_place", itertools.count())
+
+
+def test_huge_timeouts_wait_without_a_deadline(db):
+    assert db.wait_until_indexed(timeout=1e20) is True
+    assert db.wait_until_indexed(timeout=1e9) is True
+
+
+def test_an_ended_session_refuses_every_call(db, tweets):
+    session = db.session()
+    mine = session.collection("tweets")
+    session.end()
+    for call in (
+        lambda: mine.put({"id": "x"}),
+        lambda: mine.get("x"),
+        lambda: mine.lookup("by_user", 1),
+        lambda: mine.within("by_place", (0, 0, 1, 1)),
+        lambda: mine.scan(),
+        lambda: mine.indexes(),
+        lambda: mine.create_index("z", path="z", type="int"),
+        lambda: mine.drop_index("by_user"),
+        lambda: session.collection("tweets"),
+    ):
+        with pytest.raises(sift_lsm.SessionExpired):
+            call()
