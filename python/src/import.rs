@@ -102,88 +102,12 @@ fn open_error(path: &Path, error: &std::io::Error) -> PyErr {
     }
 }
 
-/// One batch read from the file: documents and their line numbers, or the first line that
-/// is not a readable document (its number and why).
+/// One batch read from the file: documents and their line numbers, or the first line too
+/// long to be a document (its number and why).
 struct Batch {
     documents: Vec<Vec<u8>>,
     lines: Vec<u64>,
     bad_line: Option<(u64, String)>,
-}
-
-/// Whether `json` is JSON that reads back: the engine's parser skips the members no index
-/// covers without checking them all (escapes, number ranges, nesting), and a stored document
-/// that does not read back would fail every query that meets it.
-fn check_json(json: &[u8]) -> Result<(), String> {
-    let mut deserializer = serde_json::Deserializer::from_slice(json);
-    serde::Deserialize::deserialize(&mut deserializer)
-        .and_then(|CheckedValue| deserializer.end())
-        .map_err(|error| format!("invalid JSON: {error}"))
-}
-
-/// A JSON value read in full (every string decoded, every number converted) and dropped.
-struct CheckedValue;
-
-impl<'de> serde::Deserialize<'de> for CheckedValue {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(CheckedVisitor)
-    }
-}
-
-struct CheckedVisitor;
-
-impl<'de> serde::de::Visitor<'de> for CheckedVisitor {
-    type Value = CheckedValue;
-
-    fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.write_str("a JSON value")
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<CheckedValue, E> {
-        Ok(CheckedValue)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<CheckedValue, E> {
-        Ok(CheckedValue)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<CheckedValue, E> {
-        Ok(CheckedValue)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<CheckedValue, E> {
-        Ok(CheckedValue)
-    }
-    fn visit_str<E>(self, _: &str) -> Result<CheckedValue, E> {
-        Ok(CheckedValue)
-    }
-    fn visit_unit<E>(self) -> Result<CheckedValue, E> {
-        Ok(CheckedValue)
-    }
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<CheckedValue, A::Error> {
-        while seq.next_element::<CheckedValue>()?.is_some() {}
-        Ok(CheckedValue)
-    }
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<CheckedValue, A::Error> {
-        while map.next_key::<CheckedKey>()?.is_some() {
-            map.next_value::<CheckedValue>()?;
-        }
-        Ok(CheckedValue)
-    }
-}
-
-/// An object key, decoded and dropped.
-struct CheckedKey;
-
-impl<'de> serde::Deserialize<'de> for CheckedKey {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct KeyVisitor;
-        impl serde::de::Visitor<'_> for KeyVisitor {
-            type Value = CheckedKey;
-            fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                formatter.write_str("an object key")
-            }
-            fn visit_str<E>(self, _: &str) -> Result<CheckedKey, E> {
-                Ok(CheckedKey)
-            }
-        }
-        deserializer.deserialize_str(KeyVisitor)
-    }
 }
 
 /// Loads `path` in batches of `chunk_size` documents through `write`; returns how many.
@@ -232,10 +156,6 @@ pub fn import_jsonl(
                 let text = line.trim_ascii();
                 if text.is_empty() {
                     continue;
-                }
-                if let Err(reason) = check_json(text) {
-                    batch.bad_line = Some((line_number, reason));
-                    break;
                 }
                 batch.documents.push(text.to_vec());
                 batch.lines.push(line_number);

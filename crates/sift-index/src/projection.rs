@@ -19,6 +19,57 @@ use serde_json::{Number, Value};
 use std::collections::BTreeMap;
 use std::fmt;
 
+/// A value the write path does not keep, read in full and dropped: strings decoded (escapes
+/// and surrogate pairs checked), numbers converted (range checked), nesting within serde_json's
+/// recursion limit. `IgnoredAny` checks syntax only, and a document it passes (a lone
+/// surrogate `"\ud800"`, `1e400`, arrays nested 200 deep) would be stored and then fail every
+/// full read of it (a query's caller parsing the hit, `JSON.GET`, a binding).
+struct Skipped;
+
+impl<'de> Deserialize<'de> for Skipped {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Skipped, D::Error> {
+        deserializer.deserialize_any(SkippedVisitor)
+    }
+}
+
+struct SkippedVisitor;
+
+impl<'de> Visitor<'de> for SkippedVisitor {
+    type Value = Skipped;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Skipped, E> {
+        Ok(Skipped)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Skipped, E> {
+        Ok(Skipped)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Skipped, E> {
+        Ok(Skipped)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Skipped, E> {
+        Ok(Skipped)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Skipped, E> {
+        Ok(Skipped)
+    }
+    fn visit_unit<E>(self) -> Result<Skipped, E> {
+        Ok(Skipped)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut items: A) -> Result<Skipped, A::Error> {
+        while items.next_element::<Skipped>()?.is_some() {}
+        Ok(Skipped)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut members: A) -> Result<Skipped, A::Error> {
+        while members.next_key::<Skipped>()?.is_some() {
+            members.next_value::<Skipped>()?;
+        }
+        Ok(Skipped)
+    }
+}
+
 /// The members to keep, as a tree of path segments.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct PathTrie {
@@ -478,7 +529,7 @@ impl<'de> Visitor<'de> for Slots<'_, '_, 'de> {
                         slots: &mut *self.slots,
                     })?
                     .is_some(),
-                None => items.next_element::<IgnoredAny>()?.is_some(),
+                None => items.next_element::<Skipped>()?.is_some(),
             };
             if !more {
                 return Ok(());
@@ -504,7 +555,7 @@ impl<'de> Visitor<'de> for Slots<'_, '_, 'de> {
                     })?;
                 }
                 None => {
-                    members.next_value::<IgnoredAny>()?;
+                    members.next_value::<Skipped>()?;
                 }
             }
         }

@@ -467,3 +467,56 @@ fn check_document_agrees_with_put_and_writes_nothing() {
     assert_eq!(db.engine().latest_sequence(), sequence_before);
     assert!(db.get("tweets", b"42").unwrap().is_none());
 }
+
+/// Regression (found through the Python binding): members no index reads were skipped with a
+/// syntax-only check, so a lone surrogate, a number beyond f64 or nesting past serde_json's
+/// limit was stored, and every full read of the document failed afterwards. They are refused
+/// now, like the same values on an indexed path; valid escapes and deep-but-legal nesting are
+/// still stored.
+#[test]
+fn regression_unreadable_json_in_skipped_members_is_refused() {
+    use sift_index::{Database, DatabaseOptions, IndexKind, IndexSpec};
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path(), DatabaseOptions::default()).unwrap();
+    db.create_collection("docs", "id").unwrap();
+    db.create_index(
+        "docs",
+        IndexSpec::new("by_v", "v", AttrType::Int, IndexKind::Composite),
+    )
+    .unwrap();
+    let deep = |levels: usize| {
+        format!(
+            r#"{{"id": "deep", "x": {}{}}}"#,
+            "[".repeat(levels),
+            "]".repeat(levels)
+        )
+    };
+    for bad in [
+        r#"{"id": "a", "text": "\ud800"}"#.to_owned(),
+        r#"{"id": "a", "list": [1, "\udc00x"]}"#.to_owned(),
+        r#"{"id": "a", "score": 1e400}"#.to_owned(),
+        r#"{"id": "a", "nested": {"k\ud800": 1}}"#.to_owned(),
+        deep(200),
+    ] {
+        let error = db.put("docs", bad.as_bytes()).unwrap_err();
+        assert!(
+            matches!(error, IndexError::InvalidJson { .. }),
+            "{bad:.60}: {error}"
+        );
+        // The same text is refused by a full read: what was refused could not be read back.
+        assert!(serde_json::from_str::<serde_json::Value>(&bad).is_err());
+    }
+    assert!(db.get("docs", b"a").unwrap().is_none());
+    for good in [
+        r#"{"id": "b", "text": "\ud83d\ude00 \u00e9", "n": 1e300, "v": 1}"#.to_owned(),
+        deep(126),
+    ] {
+        db.put("docs", good.as_bytes()).unwrap();
+        let pk = serde_json::from_str::<serde_json::Value>(&good).unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let stored = db.get("docs", pk.as_bytes()).unwrap().unwrap();
+        serde_json::from_slice::<serde_json::Value>(&stored.doc).unwrap();
+    }
+}
