@@ -1,9 +1,10 @@
 //! `sift_lsm.Collection`: documents, indexes and queries of one collection, either directly
 //! or through a session.
 
-use crate::database::{records_to_python, SessionSlot, Shared};
 use crate::errors::{InvalidArgument, InvalidDocument};
 use crate::json::{document_to_json, json_to_python, type_name, Decoder};
+use crate::shared::{SessionSlot, Shared};
+use crate::stats::records_to_python;
 use crate::values::{geo_box, primary_key, query_value, range_bound, Bound as RangeEnd};
 use parking_lot::Mutex;
 use pyo3::prelude::*;

@@ -1,86 +1,19 @@
 //! `sift_lsm.Database` and `sift_lsm.Session`: an open database shared by every object made
-//! from it, and read-your-writes sessions.
-//!
-//! Every engine call runs without the GIL, under a read lock of the database slot; `close`
-//! takes the write lock, so it waits for calls in flight and every later call raises
-//! `DatabaseClosed`. Objects are `frozen` (no `&mut self`), so they can be shared between
-//! threads.
+//! from it (`shared.rs`), and read-your-writes sessions. Objects are `frozen` (no `&mut
+//! self`), so they can be shared between threads.
 
 use crate::collection::Collection;
-use crate::errors::{
-    to_python, CollectionNotFound, DatabaseClosed, InvalidArgument, SessionExpired,
-};
+use crate::errors::{to_python, CollectionNotFound, InvalidArgument};
 use crate::json::json_to_python;
-use parking_lot::{Mutex, RwLock};
+use crate::shared::{SessionSlot, Shared};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
-use sift_index::{
-    AttrPath, Database as Engine, DatabaseOptions, Session as EngineSession, SessionHandle,
-};
+use pyo3::types::PyDict;
+use sift_index::{AttrPath, Database as Engine, DatabaseOptions};
 use std::sync::Arc;
 use std::time::Duration;
 
 /// Timeouts longer than this (a century) wait without a deadline.
 const MAX_TIMEOUT_SECONDS: f64 = 100.0 * 365.25 * 24.0 * 3600.0;
-
-/// The open database behind a `Database` and every collection and session made from it.
-pub struct Shared {
-    database: RwLock<Option<Engine>>,
-    path: String,
-}
-
-impl Shared {
-    /// Runs `work` on the open database, with the GIL released.
-    pub fn run<T: Send>(
-        &self,
-        py: Python<'_>,
-        work: impl FnOnce(&Engine) -> sift_index::Result<T> + Send,
-    ) -> PyResult<T> {
-        py.detach(|| {
-            let guard = self.database.read();
-            let database = guard.as_ref().ok_or_else(|| self.closed())?;
-            work(database).map_err(|error| to_python(&error))
-        })
-    }
-
-    /// Runs `work` through the session `slot` holds, with the GIL released.
-    pub fn run_in_session<T: Send>(
-        &self,
-        py: Python<'_>,
-        slot: &SessionSlot,
-        work: impl FnOnce(&EngineSession<'_>) -> sift_index::Result<T> + Send,
-    ) -> PyResult<T> {
-        let handle = slot.handle()?;
-        self.run(py, move |database| {
-            let session = database.attach_session(&handle)?;
-            work(&session)
-        })
-    }
-
-    fn closed(&self) -> PyErr {
-        DatabaseClosed::new_err(format!("database {} is closed", self.path))
-    }
-
-    /// The database's directory, as given to `open`.
-    pub fn path(&self) -> &str {
-        &self.path
-    }
-}
-
-/// The session a session-bound collection writes and reads through; empty once ended.
-pub struct SessionSlot {
-    handle: Mutex<Option<SessionHandle>>,
-}
-
-impl SessionSlot {
-    /// The session's handle, or `SessionExpired` once it was ended.
-    pub fn handle(&self) -> PyResult<SessionHandle> {
-        self.handle
-            .lock()
-            .clone()
-            .ok_or_else(|| SessionExpired::new_err("the session was ended; start a new one"))
-    }
-}
 
 /// An open Sift database: a directory of collections of JSON documents and their secondary
 /// indexes. Use it as a context manager, or call `close()`.
@@ -120,10 +53,7 @@ pub fn open(
         .detach(|| Engine::open(&path, options))
         .map_err(|error| to_python(&error))?;
     Ok(Database {
-        shared: Arc::new(Shared {
-            database: RwLock::new(Some(database)),
-            path: display,
-        }),
+        shared: Arc::new(Shared::new(database, display)),
     })
 }
 
@@ -202,9 +132,7 @@ impl Database {
             .run(py, |database| Ok(database.session().handle()))?;
         Ok(Session {
             shared: Arc::clone(&self.shared),
-            slot: Arc::new(SessionSlot {
-                handle: Mutex::new(Some(handle)),
-            }),
+            slot: Arc::new(SessionSlot::new(handle)),
         })
     }
 
@@ -250,23 +178,13 @@ impl Database {
     /// Closes the database: waits for calls in progress in other threads, stops background
     /// work and syncs. Every later call raises `DatabaseClosed`. Closing twice is allowed.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        // Closed under the write lock: a second close() waits until the first has finished,
-        // so the directory is free once either returns.
-        py.detach(|| {
-            let mut slot = self.shared.database.write();
-            match slot.take() {
-                Some(database) => database.close(),
-                None => Ok(()),
-            }
-        })
-        .map_err(|error| to_python(&error))
+        self.shared.close(py)
     }
 
     /// Whether `close()` was called.
     #[getter]
     fn closed(&self, py: Python<'_>) -> bool {
-        // Without the GIL: a close() waiting for a long call holds new readers back.
-        py.detach(|| self.shared.database.read().is_none())
+        self.shared.is_closed(py)
     }
 
     /// The directory given to `open`.
@@ -287,7 +205,7 @@ impl Database {
 
     fn __repr__(&self, py: Python<'_>) -> String {
         let state = if self.closed(py) { "closed" } else { "open" };
-        format!("<sift_lsm.Database {:?} ({state})>", self.shared.path)
+        format!("<sift_lsm.Database {:?} ({state})>", self.shared.path())
     }
 }
 
@@ -329,7 +247,7 @@ impl Session {
 
     /// Ends the session, releasing its overlay; later calls through it raise `SessionExpired`.
     fn end(&self) {
-        self.slot.handle.lock().take();
+        self.slot.end();
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -349,16 +267,4 @@ pub fn consistency_name(consistency: sift_index::SessionConsistency) -> &'static
         sift_index::SessionConsistency::ReadYourWrites => "read-your-writes",
         sift_index::SessionConsistency::Eventual => "eventual",
     }
-}
-
-/// A list of the collection's index records as dicts.
-pub fn records_to_python<'py>(
-    py: Python<'py>,
-    records: &[sift_index::IndexRecord],
-) -> PyResult<Bound<'py, PyList>> {
-    let list = PyList::empty(py);
-    for record in records {
-        list.append(crate::stats::index_record_to_python(py, record)?)?;
-    }
-    Ok(list)
 }

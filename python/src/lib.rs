@@ -1,9 +1,9 @@
 //! `sift_lsm._native`: the Python binding of Sift's index layer (`sift_index`), re-exported
 //! by the `sift_lsm` package. Documented for Python users in `python/README.md`; the stubs in
-//! `python/sift_lsm/__init__.pyi` mirror the signatures here.
+//! `python/sift_lsm/_native.pyi` mirror the signatures here.
 //!
-//! - `database.rs`: `open`, `Database` (the open database shared by everything made from
-//!   it; engine calls run without the GIL) and `Session`.
+//! - `database.rs`: `open`, `Database` and `Session`; `shared.rs`: the open database shared
+//!   by everything made from it (engine calls run without the GIL) and a session's slot.
 //! - `collection.rs`: `Collection` (documents, indexes, queries) and its iterators.
 //! - `import.rs`: `Collection.import_jsonl`.
 //! - `json.rs`: Python objects to JSON text and back; `values.rs`: keys, query values, boxes.
@@ -14,6 +14,7 @@ mod database;
 mod errors;
 mod import;
 mod json;
+mod shared;
 mod stats;
 mod values;
 

@@ -95,3 +95,15 @@ pub fn stats_json(database: &Database) -> String {
     })
     .to_string()
 }
+
+/// A list of the collection's index records as dicts.
+pub fn records_to_python<'py>(
+    py: Python<'py>,
+    records: &[sift_index::IndexRecord],
+) -> PyResult<Bound<'py, pyo3::types::PyList>> {
+    let list = pyo3::types::PyList::empty(py);
+    for record in records {
+        list.append(index_record_to_python(py, record)?)?;
+    }
+    Ok(list)
+}

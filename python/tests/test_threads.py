@@ -135,22 +135,28 @@ def test_closing_while_other_threads_query_raises_database_closed(db_path, round
         assert len(again.collection("docs").lookup("by_v", 7)) == 400
 
 
-def test_threads_creating_one_collection_at_once_all_get_it(db):
-    barrier = threading.Barrier(8)
+def all_at_once(call, count):
+    """Runs `call` in `count` threads released together; each one's result or repr(error)."""
+    barrier = threading.Barrier(count)
     outcomes = []
 
-    def create():
+    def run():
         barrier.wait()
         try:
-            outcomes.append(db.collection("shared", primary_key="id").name)
-        except Exception as error:  # noqa: BLE001 - reported below
+            outcomes.append(call())
+        except Exception as error:  # noqa: BLE001 - returned to the test
             outcomes.append(repr(error))
 
-    threads = [threading.Thread(target=create) for _ in range(8)]
+    threads = [threading.Thread(target=run) for _ in range(count)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+    return outcomes
+
+
+def test_threads_creating_one_collection_at_once_all_get_it(db):
+    outcomes = all_at_once(lambda: db.collection("shared", primary_key="id").name, 8)
     assert outcomes == ["shared"] * 8
 
 
@@ -158,22 +164,7 @@ def test_two_closes_at_once_both_return_after_the_close(db_path):
     db = sift_lsm.open(db_path)
     docs = db.collection("docs", primary_key="id")
     docs.put_many({"id": i, "pad": "z" * 200} for i in range(50_000))
-    barrier = threading.Barrier(2)
-    errors = []
-
-    def close():
-        barrier.wait()
-        try:
-            db.close()
-        except Exception as error:  # noqa: BLE001 - reported below
-            errors.append(repr(error))
-
-    threads = [threading.Thread(target=close) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
+    assert all_at_once(db.close, 2) == [None, None]
     # Whichever returned first, the directory is free: no DatabaseLocked.
     with sift_lsm.open(db_path) as again:
         assert again.collection("docs").get(49_999)["id"] == 49_999
