@@ -110,13 +110,17 @@ impl Compressor {
 }
 
 /// Like `read_block`, but an uncompressed block of a memory-mapped file is checked in place
-/// and returned without copying (LevelDB does the same for mapped tables).
+/// and returned without copying (LevelDB does the same for mapped tables). With
+/// `mapped_checksum_verified` (the caller checked this mapped block's checksum before) the
+/// checksum is not computed again: a mapped block is never copied into the block cache, so
+/// without this every read of it would hash the whole block.
 pub fn read_block_shared(
     file: &Arc<dyn RandomAccessFile>,
     path: &Path,
     handle: BlockHandle,
     data_end: u64,
     what: &str,
+    mapped_checksum_verified: bool,
 ) -> Result<BlockBytes> {
     let start = usize::try_from(handle.offset).ok();
     let size = usize::try_from(handle.size).ok();
@@ -133,7 +137,11 @@ pub fn read_block_shared(
                     bytes[size + 3],
                     bytes[size + 4],
                 ]);
-                let actual = coding::mask_crc(crc32c::crc32c(&bytes[..=size]));
+                let actual = if mapped_checksum_verified {
+                    stored
+                } else {
+                    coding::mask_crc(crc32c::crc32c(&bytes[..=size]))
+                };
                 if stored != actual {
                     return Err(Error::corruption(
                         path,

@@ -18,6 +18,7 @@ use crate::key::{compare_internal_keys, user_key};
 use crate::stats::{EngineCounters, ReadStats};
 use crate::{Error, Result};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
@@ -102,6 +103,10 @@ pub struct Table {
     filter: Option<BloomFilter>,
     properties: TableProperties,
     metaindex: Vec<(String, BlockHandle)>,
+    /// One bit per data block of a memory-mapped file: its checksum was verified once. The
+    /// file never changes, so later reads use the mapped bytes without hashing them again —
+    /// what a block cache gives unmapped files (a block is checked when it enters the cache).
+    mapped_blocks_verified: Box<[AtomicU64]>,
 }
 
 /// Decodes a meta block's bytes (block layout) into its entries.
@@ -324,6 +329,9 @@ impl Table {
             )));
         }
 
+        let mapped_blocks_verified = (0..index.len().div_ceil(64))
+            .map(|_| AtomicU64::new(0))
+            .collect();
         Ok(Arc::new(Table {
             file,
             file_number,
@@ -335,6 +343,7 @@ impl Table {
             index,
             block_property_ranges,
             block_property_bytes,
+            mapped_blocks_verified,
             filter,
             properties,
             metaindex,
@@ -555,14 +564,26 @@ impl Table {
                 return Ok(block);
             }
         }
+        let (word, bit) = (ordinal / 64, 1u64 << (ordinal % 64));
+        let verified = mapped
+            && self
+                .mapped_blocks_verified
+                .get(word)
+                .is_some_and(|bits| bits.load(Relaxed) & bit != 0);
         let data = read_block_shared(
             &self.file,
             &self.path,
             handle,
             self.footer_offset,
             "data block",
+            verified,
         )?;
         let borrowed = matches!(data, BlockBytes::Mapped(_));
+        if borrowed && !verified {
+            if let Some(bits) = self.mapped_blocks_verified.get(word) {
+                bits.fetch_or(bit, Relaxed);
+            }
+        }
         let block = Arc::new(Block::new(data).map_err(|e| self.block_error(ordinal, e))?);
         let disk_bytes = handle.size + super::BLOCK_TRAILER_BYTES as u64;
         self.count_disk_read(disk_bytes, ctx);
