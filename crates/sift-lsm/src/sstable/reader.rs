@@ -343,10 +343,10 @@ impl Table {
             index,
             block_property_ranges,
             block_property_bytes,
-            mapped_blocks_verified,
             filter,
             properties,
             metaindex,
+            mapped_blocks_verified,
         }))
     }
 
