@@ -47,6 +47,11 @@ pub struct EngineCounters {
     pub write_stall_micros: AtomicU64,
     pub write_stalls: AtomicU64,
     pub write_slowdowns: AtomicU64,
+    /// `write_stall_micros` by cause: L0 slowdown sleeps, stops for a full set of immutable
+    /// memtables (flushes behind), stops at the L0 stop trigger (compactions behind).
+    pub write_slowdown_micros: AtomicU64,
+    pub write_stop_memtables_micros: AtomicU64,
+    pub write_stop_l0_micros: AtomicU64,
     /// Time write leaders waited for the state lock (memtable switch, full-memtable checks).
     pub write_state_lock_wait_micros: AtomicU64,
     /// Memtable switches by writers, and their total time (old log sync and swap included).
@@ -161,6 +166,14 @@ pub struct Stats {
     pub write_stalls: u64,
     /// Writes slowed down.
     pub write_slowdowns: u64,
+    /// Of `write_stall_micros`: the 1 ms sleeps of writes slowed down at the L0 slowdown
+    /// trigger.
+    pub write_slowdown_micros: u64,
+    /// Of `write_stall_micros`: writes stopped because `immutable_memtables_max` memtables
+    /// wait for their flush.
+    pub write_stop_memtables_micros: u64,
+    /// Of `write_stall_micros`: writes stopped at the L0 stop trigger.
+    pub write_stop_l0_micros: u64,
     /// Time writers waited for the write state lock, in microseconds.
     pub write_state_lock_wait_micros: u64,
     /// Memtable switches.
@@ -265,6 +278,9 @@ impl EngineCounters {
             write_stall_micros: self.write_stall_micros.load(Relaxed),
             write_stalls: self.write_stalls.load(Relaxed),
             write_slowdowns: self.write_slowdowns.load(Relaxed),
+            write_slowdown_micros: self.write_slowdown_micros.load(Relaxed),
+            write_stop_memtables_micros: self.write_stop_memtables_micros.load(Relaxed),
+            write_stop_l0_micros: self.write_stop_l0_micros.load(Relaxed),
             write_state_lock_wait_micros: self.write_state_lock_wait_micros.load(Relaxed),
             memtable_switches: self.memtable_switches.load(Relaxed),
             memtable_switch_micros: self.memtable_switch_micros.load(Relaxed),

@@ -441,6 +441,13 @@ fn run_concurrent(seed: u64) {
         stats.write_stalls,
         started.elapsed()
     );
+    assert_eq!(
+        stats.write_stall_micros,
+        stats.write_slowdown_micros
+            + stats.write_stop_memtables_micros
+            + stats.write_stop_l0_micros,
+        "every stalled microsecond has its cause"
+    );
     assert!(
         stats.flushes > 5,
         "flushes ran during the test: {}",

@@ -128,6 +128,22 @@ fn fields(shared: &Shared, section: &str) -> Vec<(&'static str, String)> {
                     engine.write_stall_micros.to_string(),
                 ),
                 (
+                    "engine_write_slowdown_micros",
+                    engine.write_slowdown_micros.to_string(),
+                ),
+                (
+                    "engine_write_stop_memtables_micros",
+                    engine.write_stop_memtables_micros.to_string(),
+                ),
+                (
+                    "engine_write_stop_l0_micros",
+                    engine.write_stop_l0_micros.to_string(),
+                ),
+                (
+                    "engine_commit_lock_wait_micros",
+                    engine.commit_lock_wait_micros.to_string(),
+                ),
+                (
                     "engine_blocks_read_from_disk",
                     engine.blocks_read_from_disk.to_string(),
                 ),

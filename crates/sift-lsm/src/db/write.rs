@@ -460,10 +460,9 @@ impl DbInner {
                 let start = Instant::now();
                 std::thread::sleep(Duration::from_millis(1));
                 EngineCounters::add(&self.counters.write_slowdowns, 1);
-                EngineCounters::add(
-                    &self.counters.write_stall_micros,
-                    start.elapsed().as_micros() as u64,
-                );
+                let waited = start.elapsed().as_micros() as u64;
+                EngineCounters::add(&self.counters.write_stall_micros, waited);
+                EngineCounters::add(&self.counters.write_slowdown_micros, waited);
                 allow_delay = false;
                 continue;
             }
@@ -478,14 +477,18 @@ impl DbInner {
                 || l0_files >= self.options.l0_stop_trigger
             {
                 let mut state = state;
+                let cause = if state.imms.len() >= self.options.immutable_memtables_max {
+                    &self.counters.write_stop_memtables_micros
+                } else {
+                    &self.counters.write_stop_l0_micros
+                };
                 let start = Instant::now();
                 EngineCounters::add(&self.counters.write_stalls, 1);
                 self.bg_cv.notify_all();
                 self.bg_cv.wait_for(&mut state, Duration::from_millis(100));
-                EngineCounters::add(
-                    &self.counters.write_stall_micros,
-                    start.elapsed().as_micros() as u64,
-                );
+                let waited = start.elapsed().as_micros() as u64;
+                EngineCounters::add(&self.counters.write_stall_micros, waited);
+                EngineCounters::add(cause, waited);
                 continue;
             }
             drop(state);

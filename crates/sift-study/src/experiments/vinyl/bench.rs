@@ -92,6 +92,18 @@ pub struct EngineDelta {
     pub compactions: u64,
     pub flushes: u64,
     pub write_stall_micros: u64,
+    /// `write_stall_micros` by cause (see `sift_lsm::Stats`).
+    pub write_slowdown_micros: u64,
+    pub write_stop_memtables_micros: u64,
+    pub write_stop_l0_micros: u64,
+    /// Other waits of writers that the stall time does not include.
+    pub commit_lock_wait_micros: u64,
+    pub write_state_lock_wait_micros: u64,
+    pub memtable_switch_micros: u64,
+    /// Internal writes (compaction observers' DELETEs) that took the commit lock outside
+    /// the queue, and how long they held it.
+    pub unqueued_commits: u64,
+    pub unqueued_commit_micros: u64,
     /// Engine entries written (user and observer writes).
     pub writes: u64,
 }
@@ -113,6 +125,30 @@ impl EngineDelta {
             write_stall_micros: after
                 .write_stall_micros
                 .saturating_sub(before.write_stall_micros),
+            write_slowdown_micros: after
+                .write_slowdown_micros
+                .saturating_sub(before.write_slowdown_micros),
+            write_stop_memtables_micros: after
+                .write_stop_memtables_micros
+                .saturating_sub(before.write_stop_memtables_micros),
+            write_stop_l0_micros: after
+                .write_stop_l0_micros
+                .saturating_sub(before.write_stop_l0_micros),
+            commit_lock_wait_micros: after
+                .commit_lock_wait_micros
+                .saturating_sub(before.commit_lock_wait_micros),
+            write_state_lock_wait_micros: after
+                .write_state_lock_wait_micros
+                .saturating_sub(before.write_state_lock_wait_micros),
+            memtable_switch_micros: after
+                .memtable_switch_micros
+                .saturating_sub(before.memtable_switch_micros),
+            unqueued_commits: after
+                .unqueued_commits
+                .saturating_sub(before.unqueued_commits),
+            unqueued_commit_micros: after
+                .unqueued_commit_micros
+                .saturating_sub(before.unqueued_commit_micros),
             writes: after.writes.saturating_sub(before.writes),
         }
     }
@@ -405,6 +441,14 @@ pub fn run(args: &VinylArgs, out: &mut dyn Write) -> Result<Vec<VinylResult>, Be
                     "compaction_bytes_read": result.engine.compaction_bytes_read,
                     "compactions": result.engine.compactions, "flushes": result.engine.flushes,
                     "write_stall_micros": result.engine.write_stall_micros,
+                    "write_slowdown_micros": result.engine.write_slowdown_micros,
+                    "write_stop_memtables_micros": result.engine.write_stop_memtables_micros,
+                    "write_stop_l0_micros": result.engine.write_stop_l0_micros,
+                    "commit_lock_wait_micros": result.engine.commit_lock_wait_micros,
+                    "write_state_lock_wait_micros": result.engine.write_state_lock_wait_micros,
+                    "memtable_switch_micros": result.engine.memtable_switch_micros,
+                    "unqueued_commits": result.engine.unqueued_commits,
+                    "unqueued_commit_micros": result.engine.unqueued_commit_micros,
                     "writes": result.engine.writes}})
             .to_string()
         } else {
