@@ -364,7 +364,7 @@ def test_stats_describe_engine_and_collections(db, tweets):
     assert [i["name"] for i in stats["collections"]["tweets"]["indexes"]] == [
         "by_user", "by_email", "by_time", "by_place"
     ]
-    assert stats["engine"]["writes"] >= 100
+    assert stats["engine"]["writes"] >= 100 and stats["engine"]["flushes"] >= 1
     assert any(sum(tree["files_per_level"]) > 0 for tree in stats["engine"]["trees"].values())
     assert stats["async_index"]["queue_length"] == 0
 

@@ -364,3 +364,20 @@ fn compact_range_drops_pairs_a_released_retention_kept() {
         vec![(b"other".to_vec(), b"newer".to_vec())]
     );
 }
+
+/// `Db::flush` returned before the flush thread counted the flush, so statistics read right
+/// after a flush said 0 flushes (found through the Python binding's `db.stats()`).
+#[test]
+fn regression_a_flush_is_counted_when_flush_returns() {
+    let fs = FaultFileSystem::new();
+    let db = Db::open(Path::new("/db"), small_options(&fs)).unwrap();
+    let tree = db.default_tree();
+    for round in 1..=20u64 {
+        db.put(&tree, format!("k{round:03}").as_bytes(), b"v")
+            .unwrap();
+        db.flush().unwrap();
+        let stats = db.stats();
+        assert_eq!(stats.flushes, round, "round {round}");
+        assert!(stats.flush_bytes_written > 0, "round {round}");
+    }
+}

@@ -286,6 +286,10 @@ impl DbInner {
                 if let Some(pos) = state.imms.iter().position(|m| Arc::ptr_eq(m, &imm)) {
                     state.imms.remove(pos);
                 }
+                // Counted before the flush is visible: whoever sees the flushed state (a
+                // `Db::flush` caller returning) sees it counted too.
+                EngineCounters::add(&inner.counters.flushes, 1);
+                EngineCounters::add(&inner.counters.flush_bytes_written, flushed_bytes);
                 inner.install_super_version(&state);
                 Ok(())
             }
@@ -311,8 +315,6 @@ impl DbInner {
             }
         }
         self.prefault_new_tables(&new_numbers);
-        EngineCounters::add(&self.counters.flushes, 1);
-        EngineCounters::add(&self.counters.flush_bytes_written, flushed_bytes);
         self.delete_obsolete_wals(log_number_after);
         Ok(true)
     }
