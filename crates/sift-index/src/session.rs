@@ -15,6 +15,7 @@
 
 use crate::async_index::sessions::live_sessions;
 use crate::async_index::sessions::{IndexValues, OverlayEntry, SessionInner, SessionState};
+use crate::async_index::AsyncCore;
 use crate::catalog::Maintenance;
 use crate::database::{first_seq, put_seq, Database, WriteOp};
 use crate::encoding::{checked_range_bounds, value_bounds};
@@ -27,7 +28,7 @@ use parking_lot::Mutex;
 use sift_lsm::SeqNo;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 /// Bytes an overlay entry costs besides its key and values (map slot, bookkeeping).
@@ -366,6 +367,7 @@ impl Session<'_> {
     pub fn handle(&self) -> SessionHandle {
         SessionHandle {
             state: Arc::clone(&self.state),
+            owner: Arc::downgrade(&self.database.async_index.core),
         }
     }
 }
@@ -375,6 +377,9 @@ impl Session<'_> {
 #[derive(Debug, Clone)]
 pub struct SessionHandle {
     state: Arc<SessionState>,
+    /// The database's asynchronous-index core: its allocation outlives the database while a
+    /// handle holds this, so no other database can have the same address.
+    owner: Weak<AsyncCore>,
 }
 
 impl SessionHandle {
@@ -417,15 +422,10 @@ impl Database {
 
     /// The session `handle` was taken from, for this database's calls. A handle of another
     /// database's session is refused: its overlay describes another database's documents.
+    /// One pointer comparison, not a search of the live sessions: a binding attaches its
+    /// session on every call.
     pub fn attach_session(&self, handle: &SessionHandle) -> Result<Session<'_>> {
-        let registered = self
-            .async_index
-            .core
-            .sessions
-            .lock()
-            .iter()
-            .any(|weak| std::ptr::eq(weak.as_ptr(), Arc::as_ptr(&handle.state)));
-        if !registered {
+        if !std::ptr::eq(handle.owner.as_ptr(), Arc::as_ptr(&self.async_index.core)) {
             return Err(IndexError::ForeignSession {
                 id: handle.state.id,
             });
