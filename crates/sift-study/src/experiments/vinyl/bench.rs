@@ -81,7 +81,7 @@ pub struct VinylResult {
 
 /// Engine counter differences over the measured window: tells whether a run was disk-bound
 /// (data blocks read from the device per statement) and what the background work cost.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct EngineDelta {
     /// Data blocks read from the files (with `--disk-bound`, O_DIRECT reads of the device),
     /// by user reads and compactions.
@@ -110,46 +110,24 @@ pub struct EngineDelta {
 
 impl EngineDelta {
     fn between(before: &sift_lsm::Stats, after: &sift_lsm::Stats) -> EngineDelta {
-        let sum = |levels: &[u64]| levels.iter().sum::<u64>();
+        let delta =
+            |counter: fn(&sift_lsm::Stats) -> u64| counter(after).saturating_sub(counter(before));
         EngineDelta {
-            blocks_read_from_disk: after
-                .blocks_read_from_disk
-                .saturating_sub(before.blocks_read_from_disk),
-            blocks_read_from_cache: after
-                .blocks_read_from_cache
-                .saturating_sub(before.blocks_read_from_cache),
-            compaction_bytes_read: sum(&after.compaction_bytes_read_per_level)
-                .saturating_sub(sum(&before.compaction_bytes_read_per_level)),
-            compactions: after.compactions.saturating_sub(before.compactions),
-            flushes: after.flushes.saturating_sub(before.flushes),
-            write_stall_micros: after
-                .write_stall_micros
-                .saturating_sub(before.write_stall_micros),
-            write_slowdown_micros: after
-                .write_slowdown_micros
-                .saturating_sub(before.write_slowdown_micros),
-            write_stop_memtables_micros: after
-                .write_stop_memtables_micros
-                .saturating_sub(before.write_stop_memtables_micros),
-            write_stop_l0_micros: after
-                .write_stop_l0_micros
-                .saturating_sub(before.write_stop_l0_micros),
-            commit_lock_wait_micros: after
-                .commit_lock_wait_micros
-                .saturating_sub(before.commit_lock_wait_micros),
-            write_state_lock_wait_micros: after
-                .write_state_lock_wait_micros
-                .saturating_sub(before.write_state_lock_wait_micros),
-            memtable_switch_micros: after
-                .memtable_switch_micros
-                .saturating_sub(before.memtable_switch_micros),
-            unqueued_commits: after
-                .unqueued_commits
-                .saturating_sub(before.unqueued_commits),
-            unqueued_commit_micros: after
-                .unqueued_commit_micros
-                .saturating_sub(before.unqueued_commit_micros),
-            writes: after.writes.saturating_sub(before.writes),
+            blocks_read_from_disk: delta(|s| s.blocks_read_from_disk),
+            blocks_read_from_cache: delta(|s| s.blocks_read_from_cache),
+            compaction_bytes_read: delta(|s| s.compaction_bytes_read_per_level.iter().sum()),
+            compactions: delta(|s| s.compactions),
+            flushes: delta(|s| s.flushes),
+            write_stall_micros: delta(|s| s.write_stall_micros),
+            write_slowdown_micros: delta(|s| s.write_slowdown_micros),
+            write_stop_memtables_micros: delta(|s| s.write_stop_memtables_micros),
+            write_stop_l0_micros: delta(|s| s.write_stop_l0_micros),
+            commit_lock_wait_micros: delta(|s| s.commit_lock_wait_micros),
+            write_state_lock_wait_micros: delta(|s| s.write_state_lock_wait_micros),
+            memtable_switch_micros: delta(|s| s.memtable_switch_micros),
+            unqueued_commits: delta(|s| s.unqueued_commits),
+            unqueued_commit_micros: delta(|s| s.unqueued_commit_micros),
+            writes: delta(|s| s.writes),
         }
     }
 }
@@ -436,20 +414,7 @@ pub fn run(args: &VinylArgs, out: &mut dyn Write) -> Result<Vec<VinylResult>, Be
             serde_json::json!({"maintenance": result.maintenance, "disk_bound": args.disk_bound,
                 "average": result.average_rate, "median": result.median_rate,
                 "max": result.max_rate, "statements": result.statements,
-                "engine": {"blocks_read_from_disk": result.engine.blocks_read_from_disk,
-                    "blocks_read_from_cache": result.engine.blocks_read_from_cache,
-                    "compaction_bytes_read": result.engine.compaction_bytes_read,
-                    "compactions": result.engine.compactions, "flushes": result.engine.flushes,
-                    "write_stall_micros": result.engine.write_stall_micros,
-                    "write_slowdown_micros": result.engine.write_slowdown_micros,
-                    "write_stop_memtables_micros": result.engine.write_stop_memtables_micros,
-                    "write_stop_l0_micros": result.engine.write_stop_l0_micros,
-                    "commit_lock_wait_micros": result.engine.commit_lock_wait_micros,
-                    "write_state_lock_wait_micros": result.engine.write_state_lock_wait_micros,
-                    "memtable_switch_micros": result.engine.memtable_switch_micros,
-                    "unqueued_commits": result.engine.unqueued_commits,
-                    "unqueued_commit_micros": result.engine.unqueued_commit_micros,
-                    "writes": result.engine.writes}})
+                "engine": result.engine})
             .to_string()
         } else {
             format!(
