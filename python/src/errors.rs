@@ -12,89 +12,35 @@ create_exception!(
     PyException,
     "Base class of every error Sift raises."
 );
-create_exception!(
-    sift_lsm,
-    InvalidDocument,
-    Error,
-    "A document (or a value in it) cannot be stored; nothing was written."
-);
-create_exception!(
-    sift_lsm,
-    UniqueViolation,
-    Error,
-    "A unique index already holds the value for another document; nothing was written."
-);
-create_exception!(
-    sift_lsm,
-    CollectionNotFound,
-    Error,
-    "No collection of that name."
-);
-create_exception!(
-    sift_lsm,
-    IndexNotFound,
-    Error,
-    "The collection has no index of that name."
-);
-create_exception!(
-    sift_lsm,
-    AlreadyExists,
-    Error,
-    "A collection or index of that name exists already."
-);
-create_exception!(
-    sift_lsm,
-    InvalidArgument,
-    Error,
-    "A bad argument: an index definition, a query value or bounds, a box, a limit."
-);
-create_exception!(
-    sift_lsm,
-    Corruption,
-    Error,
-    "Stored data failed a check; the message names the file and offset or the record."
-);
-create_exception!(
-    sift_lsm,
-    DatabaseClosed,
-    Error,
-    "The database was closed (or stopped after a background error)."
-);
-create_exception!(
-    sift_lsm,
-    DatabaseLocked,
-    Error,
-    "Another process or handle has the database open."
-);
-create_exception!(
-    sift_lsm,
-    StorageError,
-    Error,
-    "An I/O error of the storage engine."
-);
-create_exception!(
-    sift_lsm,
-    SessionExpired,
-    Error,
-    "The session sat idle past its timeout, or was ended; start a new one."
-);
 
-/// Registers the exception classes on the module.
-pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
-    let py = module.py();
-    module.add("Error", py.get_type::<Error>())?;
-    module.add("InvalidDocument", py.get_type::<InvalidDocument>())?;
-    module.add("UniqueViolation", py.get_type::<UniqueViolation>())?;
-    module.add("CollectionNotFound", py.get_type::<CollectionNotFound>())?;
-    module.add("IndexNotFound", py.get_type::<IndexNotFound>())?;
-    module.add("AlreadyExists", py.get_type::<AlreadyExists>())?;
-    module.add("InvalidArgument", py.get_type::<InvalidArgument>())?;
-    module.add("Corruption", py.get_type::<Corruption>())?;
-    module.add("DatabaseClosed", py.get_type::<DatabaseClosed>())?;
-    module.add("DatabaseLocked", py.get_type::<DatabaseLocked>())?;
-    module.add("StorageError", py.get_type::<StorageError>())?;
-    module.add("SessionExpired", py.get_type::<SessionExpired>())?;
-    Ok(())
+/// Defines each subclass of `Error` and `register`, which adds `Error` and them to the module:
+/// every class is named once.
+macro_rules! subclasses_of_error {
+    ($($name:ident: $doc:literal,)*) => {
+        $(create_exception!(sift_lsm, $name, Error, $doc);)*
+
+        /// Registers the exception classes on the module.
+        pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
+            let py = module.py();
+            module.add("Error", py.get_type::<Error>())?;
+            $(module.add(stringify!($name), py.get_type::<$name>())?;)*
+            Ok(())
+        }
+    };
+}
+
+subclasses_of_error! {
+    InvalidDocument: "A document (or a value in it) cannot be stored; nothing was written.",
+    UniqueViolation: "A unique index already holds the value for another document; nothing was written.",
+    CollectionNotFound: "No collection of that name.",
+    IndexNotFound: "The collection has no index of that name.",
+    AlreadyExists: "A collection or index of that name exists already.",
+    InvalidArgument: "A bad argument: an index definition, a query value or bounds, a box, a limit.",
+    Corruption: "Stored data failed a check; the message names the file and offset or the record.",
+    DatabaseClosed: "The database was closed (or stopped after a background error).",
+    DatabaseLocked: "Another process or handle has the database open.",
+    StorageError: "An I/O error of the storage engine.",
+    SessionExpired: "The session sat idle past its timeout, or was ended; start a new one.",
 }
 
 /// The Python exception for an error of the index layer.

@@ -2,43 +2,47 @@
 //! into Python dicts by the JSON converter.
 
 use pyo3::prelude::*;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Map};
 use sift_index::{Database, IndexRecord};
 
-/// One index record as a dict: the fields a user chose, and its state.
-pub fn index_record_json(record: &IndexRecord) -> Value {
-    json!({
-        "name": record.name,
-        "path": record.path,
-        "type": record.attr_type.name(),
-        "kind": record.kind.name(),
-        "maintenance": record.maintenance.name(),
-        "unique": record.unique,
-        "state": state_name(record.state),
-    })
+/// One index as `indexes()` and `stats()` describe it: the fields a user chose, and its
+/// state. Serialised in this field order, which the Python dict keeps.
+#[derive(serde::Serialize)]
+struct IndexInfo<'a> {
+    name: &'a str,
+    path: &'a str,
+    r#type: &'static str,
+    kind: &'static str,
+    maintenance: &'static str,
+    unique: bool,
+    state: &'static str,
 }
 
-/// [`index_record_json`] as a Python dict, keys in the order above.
+impl<'a> IndexInfo<'a> {
+    fn of(record: &'a IndexRecord) -> IndexInfo<'a> {
+        IndexInfo {
+            name: &record.name,
+            path: &record.path,
+            r#type: record.attr_type.name(),
+            kind: record.kind.name(),
+            maintenance: record.maintenance.name(),
+            unique: record.unique,
+            state: match record.state {
+                sift_index::IndexState::Building => "building",
+                sift_index::IndexState::Ready => "ready",
+            },
+        }
+    }
+}
+
+/// An index record as a Python dict.
 pub fn index_record_to_python<'py>(
     py: Python<'py>,
     record: &IndexRecord,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let dict = pyo3::types::PyDict::new(py);
-    dict.set_item("name", &record.name)?;
-    dict.set_item("path", &record.path)?;
-    dict.set_item("type", record.attr_type.name())?;
-    dict.set_item("kind", record.kind.name())?;
-    dict.set_item("maintenance", record.maintenance.name())?;
-    dict.set_item("unique", record.unique)?;
-    dict.set_item("state", state_name(record.state))?;
-    Ok(dict.into_any())
-}
-
-fn state_name(state: sift_index::IndexState) -> &'static str {
-    match state {
-        sift_index::IndexState::Building => "building",
-        sift_index::IndexState::Ready => "ready",
-    }
+    let json = serde_json::to_vec(&IndexInfo::of(record))
+        .map_err(|error| crate::errors::Error::new_err(error.to_string()))?;
+    crate::json::json_to_python(py, &json)
 }
 
 /// The JSON text of `Database.stats()`.
@@ -50,7 +54,7 @@ pub fn stats_json(database: &Database) -> String {
             info.record.name.clone(),
             json!({
                 "primary_key": info.record.pk_path,
-                "indexes": info.indexes.iter().map(index_record_json).collect::<Vec<_>>(),
+                "indexes": info.indexes.iter().map(IndexInfo::of).collect::<Vec<_>>(),
             }),
         );
     }
