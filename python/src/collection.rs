@@ -75,9 +75,7 @@ impl Collection {
         let Err(error) = self.write_batch(py, &ops) else {
             return Ok(());
         };
-        let outcome = format!(
-            "nothing of its batch was stored ({stored_before} documents before the batch were)"
-        );
+        let outcome = crate::import::batch_refused(stored_before);
         if !error.is_instance_of::<InvalidDocument>(py) {
             // Not a document's own fault (a unique value taken, a closed database, an
             // ended session): the batch is named, the class kept.
@@ -279,7 +277,8 @@ impl Collection {
                 .map_err(|error| {
                     let message = error.value(py).to_string();
                     InvalidDocument::new_err(format!(
-                        "{message}; nothing of its batch was stored ({stored} documents before the batch were)"
+                        "{message}; {}",
+                        crate::import::batch_refused(stored)
                     ))
                 })?;
             chunk.push(json);

@@ -17,6 +17,11 @@ const LINE_BYTES_MAX: usize = MAX_DOCUMENT_BYTES + 64;
 /// How often `progress=True` rewrites its stderr line.
 const PROGRESS_INTERVAL: Duration = Duration::from_millis(250);
 
+/// What a refused batch of `put_many` or `import_jsonl` left stored, for its error.
+pub fn batch_refused(stored_before: usize) -> String {
+    format!("nothing of its batch was stored ({stored_before} documents before the batch were)")
+}
+
 /// Writes one batch: `(py, documents, describe(Some(position) or None for the batch),
 /// documents stored before)`.
 pub type WriteDocuments<'a> =
@@ -165,7 +170,8 @@ pub fn import_jsonl(
         let batch = batch.map_err(|error| open_error(path, &error))?;
         if let Some((line, reason)) = batch.bad_line {
             return Err(InvalidDocument::new_err(format!(
-                "{display} line {line}: {reason}; nothing of its batch was stored ({stored} documents before the batch were)"
+                "{display} line {line}: {reason}; {}",
+                batch_refused(stored)
             )));
         }
         if batch.documents.is_empty() {
