@@ -115,43 +115,30 @@ fn fields(shared: &Shared, section: &str) -> Vec<(&'static str, String)> {
         "sift" => {
             let engine = shared.keyspace.database().engine().stats();
             let search = shared.search.all();
-            vec![
-                ("engine_writes", engine.writes.to_string()),
-                ("engine_write_groups", engine.write_groups.to_string()),
-                ("engine_wal_bytes", engine.wal_bytes.to_string()),
-                ("engine_wal_syncs", engine.wal_syncs.to_string()),
-                ("engine_flushes", engine.flushes.to_string()),
-                ("engine_compactions", engine.compactions.to_string()),
-                ("engine_write_stalls", engine.write_stalls.to_string()),
-                (
-                    "engine_write_stall_micros",
-                    engine.write_stall_micros.to_string(),
-                ),
-                (
-                    "engine_write_slowdown_micros",
-                    engine.write_slowdown_micros.to_string(),
-                ),
-                (
-                    "engine_write_stop_memtables_micros",
-                    engine.write_stop_memtables_micros.to_string(),
-                ),
-                (
-                    "engine_write_stop_l0_micros",
-                    engine.write_stop_l0_micros.to_string(),
-                ),
-                (
-                    "engine_commit_lock_wait_micros",
-                    engine.commit_lock_wait_micros.to_string(),
-                ),
-                (
-                    "engine_blocks_read_from_disk",
-                    engine.blocks_read_from_disk.to_string(),
-                ),
-                (
-                    "engine_blocks_read_from_cache",
-                    engine.blocks_read_from_cache.to_string(),
-                ),
-                ("engine_bytes_written", engine.bytes_written.to_string()),
+            // Each engine counter as `engine_<its Stats field>`.
+            macro_rules! engine_counters {
+                ($($field:ident),*) => {
+                    vec![$((concat!("engine_", stringify!($field)), engine.$field.to_string())),*]
+                };
+            }
+            let mut lines = engine_counters!(
+                writes,
+                write_groups,
+                wal_bytes,
+                wal_syncs,
+                flushes,
+                compactions,
+                write_stalls,
+                write_stall_micros,
+                write_slowdown_micros,
+                write_stop_memtables_micros,
+                write_stop_l0_micros,
+                commit_lock_wait_micros,
+                blocks_read_from_disk,
+                blocks_read_from_cache,
+                bytes_written
+            );
+            lines.extend([
                 ("search_indexes", search.len().to_string()),
                 (
                     "search_indexes_indexing",
@@ -170,7 +157,8 @@ fn fields(shared: &Shared, section: &str) -> Vec<(&'static str, String)> {
                         .map_or(0, |info| info.indexes.len())
                         .to_string(),
                 ),
-            ]
+            ]);
+            lines
         }
         _ => Vec::new(),
     }
