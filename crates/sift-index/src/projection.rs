@@ -4,11 +4,11 @@
 //! full `serde_json::Value` allocates every string, number and map of the document, and most of
 //! it is never looked at. A [`PathTrie`] of the paths the parser needs drives the parse instead:
 //! the value at the end of each path is kept whole, members on the way to one are visited, and
-//! everything else is read in full and dropped (`Skipped`: what is stored must read back). The result is the value at each path, the
-//! same `Value` a full parse then `AttrPath::lookup` would find, so the type checks that follow
-//! are unchanged; no object on the way is built. On any other input the answer (a syntax
-//! error, or a root that is not an object) is the same as well. A string kept at the end of a
-//! path is borrowed from the document when it has no escapes ([`Kept::Str`]): a time or string
+//! everything else is read in full and dropped (`Skipped`: what is stored must read back).
+//! The result is the value at each path, the same `Value` a full parse then `AttrPath::lookup`
+//! would find, so the type checks that follow are unchanged; no object on the way is built.
+//! On any other input the answer (a syntax error, or a root that is not an object) is the same
+//! as well. A string kept at the end of a path is borrowed from the document when it has no escapes ([`Kept::Str`]): a time or string
 //! attribute is then converted without allocating a `String` for the JSON value first.
 
 use crate::path::AttrPath;
