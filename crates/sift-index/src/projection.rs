@@ -8,8 +8,9 @@
 //! The result is the value at each path, the same `Value` a full parse then `AttrPath::lookup`
 //! would find, so the type checks that follow are unchanged; no object on the way is built.
 //! On any other input the answer (a syntax error, or a root that is not an object) is the same
-//! as well. A string kept at the end of a path is borrowed from the document when it has no escapes ([`Kept::Str`]): a time or string
-//! attribute is then converted without allocating a `String` for the JSON value first.
+//! as well. A string kept at the end of a path is borrowed from the document when it has no
+//! escapes ([`Kept::Str`]): a time or string attribute is then converted without allocating a
+//! `String` for the JSON value first.
 
 use crate::path::AttrPath;
 use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
