@@ -79,6 +79,7 @@ pub fn stats_json(database: &Database) -> String {
             "wal_syncs": engine.wal_syncs,
             "flushes": engine.flushes,
             "compactions": engine.compactions,
+            "seek_compactions": engine.seek_compactions,
             "memtable_bytes": engine.memtable_bytes,
             "block_cache_bytes": engine.block_cache_bytes,
             "blocks_read_from_disk": engine.blocks_read_from_disk,

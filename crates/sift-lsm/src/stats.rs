@@ -41,6 +41,7 @@ pub struct EngineCounters {
     pub flushes: AtomicU64,
     pub flush_bytes_written: AtomicU64,
     pub compactions: AtomicU64,
+    pub seek_compactions: AtomicU64,
     /// Indexed by output level.
     pub compaction_bytes_read: [AtomicU64; LEVELS_TRACKED],
     pub compaction_bytes_written: [AtomicU64; LEVELS_TRACKED],
@@ -156,6 +157,9 @@ pub struct Stats {
     pub flush_bytes_written: u64,
     /// Compactions run.
     pub compactions: u64,
+    /// Of `compactions`: those run because point reads spent a file's seek allowance
+    /// (`Options::seek_compaction`).
+    pub seek_compactions: u64,
     /// Bytes compactions read, per input level.
     pub compaction_bytes_read_per_level: Vec<u64>,
     /// Bytes compactions wrote, per output level.
@@ -265,6 +269,7 @@ impl EngineCounters {
             flushes: self.flushes.load(Relaxed),
             flush_bytes_written: self.flush_bytes_written.load(Relaxed),
             compactions: self.compactions.load(Relaxed),
+            seek_compactions: self.seek_compactions.load(Relaxed),
             compaction_bytes_read_per_level: self
                 .compaction_bytes_read
                 .iter()

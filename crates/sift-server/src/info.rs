@@ -128,6 +128,7 @@ fn fields(shared: &Shared, section: &str) -> Vec<(&'static str, String)> {
                 wal_syncs,
                 flushes,
                 compactions,
+                seek_compactions,
                 write_stalls,
                 write_stall_micros,
                 write_slowdown_micros,

@@ -32,6 +32,8 @@ pub(crate) struct Compaction {
     pub manual: bool,
     /// The inputs of the deepest level are rewritten into that level (`compact_range` only).
     pub in_place: bool,
+    /// Picked because reads spent a file's seek allowance (`Options::seek_compaction`).
+    pub seek_triggered: bool,
 }
 
 impl Compaction {
@@ -120,7 +122,9 @@ impl DbInner {
                 }
             }
         }
-        let (_, tree_id, level) = best?;
+        let Some((_, tree_id, level)) = best else {
+            return self.pick_seek_compaction(state);
+        };
         let tree = state.trees.get(&tree_id)?;
         let tv = state.version.trees.get(&tree_id)?;
         let first: Vec<Arc<FileMetaData>> = if level == 0 {
@@ -150,6 +154,39 @@ impl DbInner {
             vec![Arc::clone(pick)]
         };
         self.setup_compaction(tree, tv, level, first)
+    }
+
+    /// When no level is over its size: a compaction of the first file (shallowest level first)
+    /// whose seek allowance reads have spent, if any (`Options::seek_compaction`). Files of the
+    /// deepest level have nowhere to go and are left.
+    fn pick_seek_compaction(&self, state: &DbState) -> Option<Compaction> {
+        if !self.options.seek_compaction {
+            return None;
+        }
+        let levels_max = self.options.levels_max;
+        for (tree_id, tv) in &state.version.trees {
+            for level in 0..levels_max.saturating_sub(1).min(tv.levels.len()) {
+                let Some(file) = tv.levels[level]
+                    .iter()
+                    .find(|f| f.seeks_spent() && !f.is_being_compacted())
+                else {
+                    continue;
+                };
+                let tree = state.trees.get(tree_id)?;
+                let mut compaction =
+                    self.setup_compaction(tree, tv, level, vec![Arc::clone(file)])?;
+                compaction.seek_triggered = true;
+                return Some(compaction);
+            }
+        }
+        None
+    }
+
+    /// A point read charged the last of a file's seek allowance: wakes the compaction threads
+    /// (under the state lock, so that a thread between its pick and its wait sees the file).
+    pub(crate) fn seek_allowance_spent(&self) {
+        let _state = self.state.lock();
+        self.bg_cv.notify_all();
     }
 
     /// Completes a compaction from its level inputs: adds the overlapping files of the next
@@ -202,6 +239,7 @@ impl DbInner {
             tree_version: tv.clone(),
             manual: false,
             in_place: false,
+            seek_triggered: false,
         })
     }
 
@@ -416,6 +454,9 @@ impl DbInner {
         self.prefault_new_tables(&new_numbers);
         let slot = output_level.min(LEVELS_TRACKED - 1);
         EngineCounters::add(&self.counters.compactions, 1);
+        if c.seek_triggered {
+            EngineCounters::add(&self.counters.seek_compactions, 1);
+        }
         EngineCounters::add(&self.counters.compaction_bytes_read[slot], bytes_read);
         EngineCounters::add(&self.counters.compaction_bytes_written[slot], bytes_written);
         Ok(())
@@ -585,6 +626,7 @@ impl DbInner {
                             tree_version: tv.clone(),
                             manual: true,
                             in_place: true,
+                            seek_triggered: false,
                         })
                     } else {
                         self.setup_compaction(&tree_info, &tv, level, first)

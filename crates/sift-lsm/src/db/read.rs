@@ -129,10 +129,12 @@ impl DbInner {
                 None => Ok(None),
             }
         };
+        let mut charge = SeekCharge::default();
         for file in tv.levels.first().into_iter().flatten() {
             if file.seq_min > seq || !file.covers_user_key(key) {
                 continue;
             }
+            charge.consult(self, file);
             if let Some(found) = from_table(file)? {
                 return Ok(found);
             }
@@ -142,6 +144,7 @@ impl DbInner {
                 if file.seq_min > seq {
                     continue;
                 }
+                charge.consult(self, file);
                 if let Some(found) = from_table(file)? {
                     return Ok(found);
                 }
@@ -253,6 +256,29 @@ impl DbInner {
             sequence: seq,
             options: options.clone(),
         })
+    }
+}
+
+/// Seek compaction's bookkeeping for one point read (LevelDB's rule): when the read consults a
+/// second table file, the first one it consulted (in vain) is charged, once per read.
+#[derive(Default)]
+struct SeekCharge<'a> {
+    first: Option<&'a Arc<FileMetaData>>,
+    charged: bool,
+}
+
+impl<'a> SeekCharge<'a> {
+    fn consult(&mut self, inner: &DbInner, file: &'a Arc<FileMetaData>) {
+        match self.first {
+            None => self.first = Some(file),
+            Some(first) if !self.charged => {
+                self.charged = true;
+                if inner.options.seek_compaction && first.charge_seek() {
+                    inner.seek_allowance_spent();
+                }
+            }
+            Some(_) => {}
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 
 use crate::extension::Properties;
 use crate::key::{user_key, SeqNo};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// Receives the numbers of files that became obsolete and are no longer referenced.
@@ -37,6 +37,10 @@ pub struct FileMetaData {
 
     /// Set while a compaction has this file as input.
     pub(crate) being_compacted: AtomicBool,
+    /// Reads this file may still cost before it is compacted (`Options::seek_compaction`):
+    /// charged once by each point read that consulted it and then had to consult another
+    /// file. Never persisted; a reopened or moved file starts afresh.
+    allowed_seeks: AtomicI64,
     /// Set when a version edit removed the file; the last reference dropping then deletes it.
     obsolete: AtomicBool,
     reaper: OnceLock<Arc<dyn FileReaper>>,
@@ -71,6 +75,7 @@ impl FileMetaData {
             property_names,
             property_values,
             being_compacted: AtomicBool::new(false),
+            allowed_seeks: AtomicI64::new(seek_allowance(file_bytes)),
             obsolete: AtomicBool::new(false),
             reaper: OnceLock::new(),
             table: OnceLock::new(),
@@ -101,6 +106,17 @@ impl FileMetaData {
         let before = end.is_some_and(|e| self.smallest_user_key() > e);
         let after = start.is_some_and(|s| self.largest_user_key() < s);
         !before && !after
+    }
+
+    /// Charges one wasted read to this file; true for the charge that spends the last of its
+    /// allowance (once per file).
+    pub(crate) fn charge_seek(&self) -> bool {
+        self.allowed_seeks.fetch_sub(1, Ordering::Relaxed) == 1
+    }
+
+    /// Whether reads have spent this file's allowance, so it is due a compaction.
+    pub(crate) fn seeks_spent(&self) -> bool {
+        self.allowed_seeks.load(Ordering::Relaxed) <= 0
     }
 
     /// Whether a compaction holds the file as input.
@@ -140,6 +156,19 @@ impl std::fmt::Debug for FileMetaData {
             .finish_non_exhaustive()
     }
 }
+
+/// Wasted reads a file of `file_bytes` may cost before it is compacted. LevelDB's rule: one
+/// read (a seek: ~10 ms on the disks it was written for) costs about what compacting 40 KB
+/// does, so a file that costs one wasted read per 16 KB of its size (conservative) is cheaper
+/// compacted than read; at least 100, so that small files are not compacted for a few reads.
+pub(crate) fn seek_allowance(file_bytes: u64) -> i64 {
+    i64::try_from(file_bytes / SEEK_ALLOWANCE_BYTES_PER_SEEK)
+        .unwrap_or(i64::MAX)
+        .max(SEEK_ALLOWANCE_MIN)
+}
+
+pub(crate) const SEEK_ALLOWANCE_BYTES_PER_SEEK: u64 = 16 << 10;
+pub(crate) const SEEK_ALLOWANCE_MIN: i64 = 100;
 
 /// File names inside a database directory.
 pub fn table_file_name(number: u64) -> String {
