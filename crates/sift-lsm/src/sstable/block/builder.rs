@@ -1,14 +1,21 @@
 //! Builds one block: entries `shared varint | unshared varint | value_len varint | key delta |
-//! value`, a full key every `restart_interval` entries, then the restart offsets (u32 LE each)
-//! and their count (u32 LE).
+//! value`, a full key (a restart point) every `restart_interval` entries or `RESTART_BYTES_TARGET`
+//! bytes, whichever comes first, then the restart offsets (u32 LE each) and their count (u32 LE).
 
 use crate::coding::{put_fixed32, put_varint32};
+
+/// Bytes of entries after which the next entry starts a restart region even before
+/// `restart_interval` entries: a seek scans one region entry by entry, and with large values
+/// sixteen entries are a whole block.
+const RESTART_BYTES_TARGET: usize = 1024;
 
 pub struct BlockBuilder {
     buffer: Vec<u8>,
     restarts: Vec<u32>,
     /// Entries since the last restart point.
     since_restart: usize,
+    /// Where the last restart point's entry starts.
+    last_restart: usize,
     restart_interval: usize,
     last_key: Vec<u8>,
     entries: usize,
@@ -21,6 +28,7 @@ impl BlockBuilder {
             buffer: Vec::new(),
             restarts: vec![0],
             since_restart: 0,
+            last_restart: 0,
             restart_interval: restart_interval.max(1),
             last_key: Vec::new(),
             entries: 0,
@@ -34,6 +42,7 @@ impl BlockBuilder {
         self.restarts.clear();
         self.restarts.push(0);
         self.since_restart = 0;
+        self.last_restart = 0;
         self.last_key.clear();
         self.entries = 0;
         self.finished = false;
@@ -58,7 +67,9 @@ impl BlockBuilder {
     pub fn add(&mut self, key: &[u8], value: &[u8]) {
         debug_assert!(!self.finished);
         let mut shared = 0;
-        if self.since_restart < self.restart_interval {
+        if self.since_restart < self.restart_interval
+            && self.buffer.len() - self.last_restart < RESTART_BYTES_TARGET
+        {
             shared = self
                 .last_key
                 .iter()
@@ -67,6 +78,7 @@ impl BlockBuilder {
                 .count();
         } else {
             self.restarts.push(self.buffer.len() as u32);
+            self.last_restart = self.buffer.len();
             self.since_restart = 0;
         }
         let unshared = key.len() - shared;
@@ -91,5 +103,72 @@ impl BlockBuilder {
             self.finished = true;
         }
         &self.buffer
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::make_internal_key;
+    use crate::key::ValueKind;
+    use crate::sstable::block::{Block, BlockIter};
+    use std::sync::Arc;
+
+    /// Entry offsets and restart offsets of a block of `count` entries of `value_bytes` each.
+    fn build(count: usize, value_bytes: usize) -> (Vec<u8>, Vec<usize>, Vec<Vec<u8>>) {
+        let mut builder = BlockBuilder::new(16);
+        let mut offsets = Vec::new();
+        let mut keys = Vec::new();
+        for i in 0..count {
+            let key = make_internal_key(format!("key{i:06}").as_bytes(), 7, ValueKind::Put);
+            offsets.push(builder.entries_bytes());
+            builder.add(&key, &vec![b'v'; value_bytes]);
+            keys.push(key);
+        }
+        (builder.finish().to_vec(), offsets, keys)
+    }
+
+    fn restarts(block: &[u8]) -> Vec<usize> {
+        let count_at = block.len() - 4;
+        let count = u32::from_le_bytes(block[count_at..].try_into().unwrap()) as usize;
+        (0..count)
+            .map(|i| {
+                let at = count_at - 4 * (count - i);
+                u32::from_le_bytes(block[at..at + 4].try_into().unwrap()) as usize
+            })
+            .collect()
+    }
+
+    /// Restart points come after 16 entries or 1024 bytes, whichever is first, and not earlier;
+    /// every key is found by a seek.
+    #[test]
+    fn restart_points_come_every_sixteen_entries_or_every_kilobyte() {
+        for (count, value_bytes) in [(40, 10), (13, 300), (30, 100), (5, 2000)] {
+            let (bytes, offsets, keys) = build(count, value_bytes);
+            let restarts = restarts(&bytes);
+            let mut expected = vec![0];
+            let mut since = 0;
+            for &offset in &offsets[1..] {
+                since += 1;
+                if since == 16 || offset - expected.last().unwrap() >= RESTART_BYTES_TARGET {
+                    expected.push(offset);
+                    since = 0;
+                }
+            }
+            assert_eq!(
+                restarts, expected,
+                "{count} entries of {value_bytes}-byte values"
+            );
+            let block = Arc::new(Block::new(bytes).unwrap());
+            let mut iter = BlockIter::new(block);
+            for key in &keys {
+                iter.seek(key).unwrap();
+                assert_eq!(iter.key(), key.as_slice());
+            }
+        }
+        // Large values: more than one region in a block of 13 entries (one by count alone).
+        assert!(restarts(&build(13, 300).0).len() >= 4);
+        // Small entries: the count rule decides.
+        assert_eq!(restarts(&build(40, 10).0).len(), 3);
     }
 }
