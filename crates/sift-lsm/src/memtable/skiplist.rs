@@ -381,8 +381,13 @@ impl<O: KeyOrder> SkipList<O> {
                 // SAFETY: `node` is the head or was reached at a level `>= level`; `next`,
                 // when not null, is a published node.
                 let next = unsafe { Self::next(node, level) };
+                // The successor one level up was already found not to sort before `key`; it
+                // is often the successor here too (RocksDB's skiplist skips this compare).
                 // SAFETY: `before` runs only when `next` is not null: a published node.
-                if next.is_null() || !unsafe { Self::before(next, key, or_equal) } {
+                if next.is_null()
+                    || next == successor
+                    || !unsafe { Self::before(next, key, or_equal) }
+                {
                     successor = next;
                     break;
                 }
@@ -393,7 +398,8 @@ impl<O: KeyOrder> SkipList<O> {
     }
 
     /// From `start` (the head or a node before `key`) at `level`: the last node before `key`
-    /// and its successor.
+    /// and its successor. `known_after` (or null) is a node known not to sort before `key`
+    /// (the successor found one level up), taken as the successor without a compare.
     ///
     /// # Safety
     /// As for `next`, for `start`.
@@ -401,6 +407,7 @@ impl<O: KeyOrder> SkipList<O> {
         key: &[u8],
         start: *const Node,
         level: usize,
+        known_after: *const Node,
     ) -> (*const Node, *const Node) {
         let mut node = start;
         loop {
@@ -408,7 +415,7 @@ impl<O: KeyOrder> SkipList<O> {
             // null, is a published node.
             let next = unsafe { Self::next(node, level) };
             // SAFETY: `before` runs only when `next` is not null: a published node.
-            if next.is_null() || !unsafe { Self::before(next, key, false) } {
+            if next.is_null() || next == known_after || !unsafe { Self::before(next, key, false) } {
                 return (node, next);
             }
             node = next;
@@ -432,9 +439,12 @@ impl<O: KeyOrder> SkipList<O> {
         let top = self.raise_height(height);
         let mut splice = Splice::new(self.head());
         let mut node = self.head();
+        let mut after = std::ptr::null();
         for level in (0..top).rev() {
-            // SAFETY: `node` is the head or was reached at `level + 1`.
-            let (before, after) = unsafe { Self::splice_at(key, node, level) };
+            // SAFETY: `node` is the head or was reached at `level + 1`; `after`, the successor
+            // found there, does not sort before `key`.
+            let (before, next) = unsafe { Self::splice_at(key, node, level, after) };
+            after = next;
             splice.prev[level] = before;
             splice.next[level] = after;
             node = before;
@@ -584,7 +594,8 @@ impl<O: KeyOrder> SkipList<O> {
                 // Another node was linked here first (the bracket is stale): find the bracket
                 // again from `prev`, which still sorts before `key` (nodes are never removed).
                 // SAFETY: `prev[level]` is the head or a node reached at `level`.
-                let (before, after) = unsafe { Self::splice_at(key, prev[level], level) };
+                let (before, after) =
+                    unsafe { Self::splice_at(key, prev[level], level, std::ptr::null()) };
                 // SAFETY: `after` is null or a published node.
                 if level == 0 && unsafe { Self::has_key(after, key) } {
                     // The same key was inserted meanwhile: replace its value; `new` was never
