@@ -217,12 +217,23 @@ pub enum JobKind {
     },
 }
 
+/// Emitted writes a compaction commits as soon as it has this many, while it runs, rather than
+/// all at the end with its edit: a large compaction of a primary tree with deferred indexes
+/// emits millions of deletes, and committing them at once held the commit lock — every writer —
+/// for seconds (`sift bench vinyl --disk-bound`: a whole second without a statement). A piece
+/// holds it for a millisecond or two, and the job's memtable inserts spread over its run.
+pub const EMITTED_PIECE_ENTRIES: usize = 4096;
+
 /// Sees every entry that a flush or compaction drops.
 ///
-/// Writes put into `emit` are applied with fresh sequence numbers and become visible atomically
-/// with the job's version edit. They are logged before the edit: if the process dies after the
-/// log write but before the edit is recorded, the job runs again after restart and emits again,
-/// so emitted writes must be idempotent (a second delete of the same key is).
+/// Writes put into `emit` are applied with fresh sequence numbers. A flush commits them with
+/// its version edit, visible together; a compaction commits them in pieces of
+/// [`EMITTED_PIECE_ENTRIES`] while it runs (each visible when committed, possibly before the edit — or without it, if
+/// the job then fails) and the rest with its edit. All are durable before the edit is
+/// recorded: if the process dies after the log write but before the edit is recorded, the job
+/// runs again after restart and emits again. So emitted writes must be idempotent (a second
+/// delete of the same key is) and harmless ahead of the edit: deleting what only entries the
+/// job drops made reachable is (the dropped entries are visible to no reader).
 /// Merge operands folded together are not reported: they are combined, not discarded.
 pub trait CompactionObserver: Send + Sync {
     /// Sees one dropped entry; writes put in `emit` commit with the job.

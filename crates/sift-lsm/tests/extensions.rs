@@ -14,6 +14,7 @@ use sift_lsm::extension::{
     BlockFilter, BlockPropertyCollector, BlockPropertyCollectorFactory, ChangeReason,
     CollectorEntry, CompactionObserver, DropReason, DroppedEntry, FinishedBlock, JobKind,
     MergeOperator, Properties, TableCollectorOutput, TableContext, VersionChange, VersionListener,
+    EMITTED_PIECE_ENTRIES,
 };
 use sift_lsm::fs::{FaultFileSystem, FaultKind};
 use sift_lsm::{
@@ -1905,4 +1906,71 @@ fn compaction_output_files_are_not_cut_after_every_key() {
         "{single_key} of {} L1 files hold a single entry: {level1:?}",
         level1.len()
     );
+}
+
+/// A compaction that drops more entries than one piece commits their emitted writes in pieces
+/// while it runs (a piece per `EMITTED_PIECE_ENTRIES`, the rest with its edit), not in one
+/// commit that holds every writer; and all of them are durable once its edit is: a crash right
+/// after the compaction loses none. With exactly two pieces' worth, nothing is left to commit
+/// with the edit, and the job syncs the log itself.
+#[test]
+fn a_large_compaction_commits_its_emitted_writes_in_pieces_all_durable_with_its_edit() {
+    for (dropped, commits_expected) in [
+        (2 * EMITTED_PIECE_ENTRIES, 2),
+        (2 * EMITTED_PIECE_ENTRIES + 17, 3),
+    ] {
+        let fs = FaultFileSystem::new();
+        let observer = Arc::new(DropLogger {
+            data: AtomicU32::new(u32::MAX),
+            log: AtomicU32::new(u32::MAX),
+            reports: Mutex::new(Vec::new()),
+        });
+        let options = Options {
+            compaction_observers: vec![Arc::clone(&observer) as Arc<dyn CompactionObserver>],
+            seek_compaction: false,
+            ..quiet_options(&fs)
+        };
+        let db = Db::open(DIR, options.clone()).expect("open");
+        let data = open_or_create(&db, "data", &options);
+        let log = open_or_create(&db, "log", &options);
+        observer.data.store(data.id(), Ordering::SeqCst);
+        observer.log.store(log.id(), Ordering::SeqCst);
+        for version in [b"old", b"new"] {
+            for i in 0..dropped {
+                db.put(&data, format!("k{i:06}").as_bytes(), version)
+                    .expect("put");
+            }
+            // A last key after every dropped one: the job checks for a full piece as it writes
+            // a key out, so the last drop is followed by a check.
+            if version == b"new" {
+                db.put(&data, b"z", b"new").expect("put");
+            }
+            db.flush().expect("flush");
+        }
+        let before = db.stats().unqueued_commits;
+        db.compact_range(&data, None, None).expect("compact");
+        assert_eq!(
+            db.stats().unqueued_commits - before,
+            commits_expected,
+            "{dropped} emitted writes"
+        );
+        fs.crash();
+        drop(db);
+        let options = Options {
+            file_system: Arc::new(fs.clone()),
+            ..options
+        };
+        let db = Db::open(DIR, options).expect("reopen after the crash");
+        let log = db.tree("log").expect("log tree");
+        let logged = scan(&db, &log, ReadOptions::default());
+        assert_eq!(logged.len(), dropped, "emitted writes lost in the crash");
+        assert!(logged
+            .iter()
+            .all(|(key, _, _)| key.starts_with(b"dropped/k")));
+        let data = db.tree("data").expect("data tree");
+        assert!(scan(&db, &data, ReadOptions::default())
+            .iter()
+            .all(|(_, value, _)| value == b"new"));
+        db.close().expect("close");
+    }
 }

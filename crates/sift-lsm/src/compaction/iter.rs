@@ -168,6 +168,11 @@ impl<'a> CompactionIterator<'a> {
         }
     }
 
+    /// Entries observers emitted and not taken yet.
+    pub fn emitted_len(&self) -> usize {
+        self.core.emitted.len()
+    }
+
     /// Takes the writes observers emitted so far.
     pub fn emitted(&mut self) -> WriteBatch {
         std::mem::take(&mut self.core.emitted)

@@ -3,7 +3,7 @@
 
 use crate::compaction::iter::{CompactionIterator, CompactionParams};
 use crate::db::state::{DbInner, DbState, JobTicket, TreeInfo};
-use crate::extension::{ChangeReason, JobKind, TableReason};
+use crate::extension::{ChangeReason, JobKind, TableReason, EMITTED_PIECE_ENTRIES};
 use crate::iter::{LevelIterator, MergingIterator};
 use crate::iterator::InternalIterator;
 use crate::key::{compare_internal_keys, user_key, TreeId};
@@ -358,6 +358,9 @@ impl DbInner {
         // overlap is counted per file), or every file after the first would count all the
         // grandparents before it and be cut after one key.
         let mut grandparent_index = 0usize;
+        // Whether emitted writes were committed while the job ran (they then need a sync
+        // before the edit, even when nothing is left to commit with it).
+        let mut pieces_committed = false;
         let target = self.options.table_file_bytes_target;
         let grandparent_limit = 10 * target;
         let result = (|| {
@@ -407,6 +410,10 @@ impl DbInner {
                                 last_user_key.extend_from_slice(uk);
                             }
                             builder.add(&key, &value)?;
+                            if iter.emitted_len() >= EMITTED_PIECE_ENTRIES {
+                                self.commit_emitted_piece(iter.emitted())?;
+                                pieces_committed = true;
+                            }
                         }
                         Ok(true)
                     },
@@ -440,6 +447,13 @@ impl DbInner {
         }
         for f in outputs {
             edit.new_files.push((tree_id, output_level, f));
+        }
+        if pieces_committed && emitted.is_empty() {
+            // The pieces are durable before the edit (`commit_job` syncs only what it commits).
+            if let Err(e) = self.sync_wal() {
+                self.state.lock().failed_job_files.extend(&new_numbers);
+                return Err(e);
+            }
         }
         let committed = self.commit_job(emitted, move |inner: &DbInner| {
             let mut state = inner.state.lock();

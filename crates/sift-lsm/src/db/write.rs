@@ -387,6 +387,20 @@ impl DbInner {
         Ok(committed?.first().copied().unwrap_or(0))
     }
 
+    /// Commits a piece of the writes a running compaction emitted (`EMITTED_PIECE_ENTRIES`),
+    /// unqueued like [`DbInner::write_internal`] (no back-pressure: a stalled writer may be
+    /// waiting for this very job) but unsynced and without a hook: the job syncs the log
+    /// before its edit. Visible once committed.
+    pub(crate) fn commit_emitted_piece(&self, batch: WriteBatch) -> Result<()> {
+        let mut wal = self.wal.lock();
+        let held = Instant::now();
+        let mut batches = [batch];
+        let committed = self.commit_locked(&mut wal, &mut batches, false, None);
+        EngineCounters::add(&self.counters.unqueued_commits, 1);
+        EngineCounters::add_micros_since(&self.counters.unqueued_commit_micros, held);
+        committed.map(drop)
+    }
+
     /// Takes the commit (WAL) lock for a queued write leader, counting the time spent waiting
     /// for another committer (an unthrottled or internal write) to release it.
     fn lock_commit(&self) -> parking_lot::MutexGuard<'_, Option<LogWriter>> {

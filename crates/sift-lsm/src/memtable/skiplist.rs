@@ -383,9 +383,9 @@ impl<O: KeyOrder> SkipList<O> {
                 let next = unsafe { Self::next(node, level) };
                 // The successor one level up was already found not to sort before `key`; it
                 // is often the successor here too (RocksDB's skiplist skips this compare).
-                // SAFETY: `before` runs only when `next` is not null: a published node.
                 if next.is_null()
                     || next == successor
+                    // SAFETY: runs only when `next` is not null: a published node.
                     || !unsafe { Self::before(next, key, or_equal) }
                 {
                     successor = next;
