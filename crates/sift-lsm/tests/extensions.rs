@@ -563,6 +563,17 @@ fn dropped_key(key: &[u8], seq: SeqNo) -> Vec<u8> {
     k
 }
 
+impl DropLogger {
+    /// A logger for no tree yet (tests store `data` and `log` once the trees exist).
+    fn new() -> Arc<DropLogger> {
+        Arc::new(DropLogger {
+            data: AtomicU32::new(u32::MAX),
+            log: AtomicU32::new(u32::MAX),
+            reports: Mutex::new(Vec::new()),
+        })
+    }
+}
+
 impl CompactionObserver for DropLogger {
     fn on_drop(&self, job: JobKind, entry: &DroppedEntry<'_>, emit: &mut WriteBatch) {
         if entry.tree != self.data.load(Ordering::SeqCst) {
@@ -649,11 +660,7 @@ struct ObserverHarness {
 impl ObserverHarness {
     fn new(seed: u64) -> Self {
         let fs = FaultFileSystem::new();
-        let observer = Arc::new(DropLogger {
-            data: AtomicU32::new(u32::MAX),
-            log: AtomicU32::new(u32::MAX),
-            reports: Mutex::new(Vec::new()),
-        });
+        let observer = DropLogger::new();
         let options = Options {
             l0_compaction_trigger: 3,
             compaction_observers: vec![Arc::clone(&observer) as Arc<dyn CompactionObserver>],
@@ -951,11 +958,7 @@ fn compaction_observer_sees_exactly_the_dropped_versions() {
 #[test]
 fn versions_recovered_from_the_wal_are_reported_when_dropped() {
     let fs = FaultFileSystem::new();
-    let observer = Arc::new(DropLogger {
-        data: AtomicU32::new(u32::MAX),
-        log: AtomicU32::new(u32::MAX),
-        reports: Mutex::new(Vec::new()),
-    });
+    let observer = DropLogger::new();
     let options = Options {
         compaction_observers: vec![Arc::clone(&observer) as Arc<dyn CompactionObserver>],
         ..quiet_options(&fs)
@@ -1011,11 +1014,7 @@ fn observer_writes_commit_while_writers_stall() {
     with_seed("observer writes under stalls", 0x57a1, |seed| {
         let mut rng = StdRng::seed_from_u64(seed);
         let fs = FaultFileSystem::new();
-        let observer = Arc::new(DropLogger {
-            data: AtomicU32::new(u32::MAX),
-            log: AtomicU32::new(u32::MAX),
-            reports: Mutex::new(Vec::new()),
-        });
+        let observer = DropLogger::new();
         let options = Options {
             memtable_bytes_max: 4 << 10,
             immutable_memtables_max: 1,
@@ -1920,11 +1919,7 @@ fn a_large_compaction_commits_its_emitted_writes_in_pieces_all_durable_with_its_
         (2 * EMITTED_PIECE_ENTRIES + 17, 3),
     ] {
         let fs = FaultFileSystem::new();
-        let observer = Arc::new(DropLogger {
-            data: AtomicU32::new(u32::MAX),
-            log: AtomicU32::new(u32::MAX),
-            reports: Mutex::new(Vec::new()),
-        });
+        let observer = DropLogger::new();
         let options = Options {
             compaction_observers: vec![Arc::clone(&observer) as Arc<dyn CompactionObserver>],
             seek_compaction: false,
