@@ -572,6 +572,15 @@ impl DropLogger {
             reports: Mutex::new(Vec::new()),
         })
     }
+
+    /// Opens (or creates) trees `data` and `log` of `db` and watches them.
+    fn watch(&self, db: &Db, options: &Options) -> (Tree, Tree) {
+        let data = open_or_create(db, "data", options);
+        let log = open_or_create(db, "log", options);
+        self.data.store(data.id(), Ordering::SeqCst);
+        self.log.store(log.id(), Ordering::SeqCst);
+        (data, log)
+    }
 }
 
 impl CompactionObserver for DropLogger {
@@ -667,10 +676,7 @@ impl ObserverHarness {
             ..quiet_options(&fs)
         };
         let db = Db::open(DIR, options.clone()).expect("open");
-        let data = open_or_create(&db, "data", &options);
-        let log = open_or_create(&db, "log", &options);
-        observer.data.store(data.id(), Ordering::SeqCst);
-        observer.log.store(log.id(), Ordering::SeqCst);
+        let (data, log) = observer.watch(&db, &options);
         ObserverHarness {
             rng: StdRng::seed_from_u64(seed),
             options,
@@ -964,11 +970,7 @@ fn versions_recovered_from_the_wal_are_reported_when_dropped() {
         ..quiet_options(&fs)
     };
     let db = Db::open(DIR, options.clone()).expect("open");
-    let data = open_or_create(&db, "data", &options);
-    open_or_create(&db, "log", &options);
-    observer.data.store(data.id(), Ordering::SeqCst);
-    let log = db.tree("log").expect("tree");
-    observer.log.store(log.id(), Ordering::SeqCst);
+    let (data, _) = observer.watch(&db, &options);
     let old = db.put(&data, b"k", b"old").expect("put");
     let new = db.put(&data, b"k", b"new").expect("put");
     // Closing leaves both versions in the WAL only.
@@ -1025,10 +1027,7 @@ fn observer_writes_commit_while_writers_stall() {
             ..quiet_options(&fs)
         };
         let db = Db::open(DIR, options.clone()).expect("open");
-        let data = open_or_create(&db, "data", &options);
-        let log = open_or_create(&db, "log", &options);
-        observer.data.store(data.id(), Ordering::SeqCst);
-        observer.log.store(log.id(), Ordering::SeqCst);
+        let (data, log) = observer.watch(&db, &options);
         let db = Arc::new(db);
         let (done_sender, done) = std::sync::mpsc::channel();
         let writer_db = Arc::clone(&db);
@@ -1926,10 +1925,7 @@ fn a_large_compaction_commits_its_emitted_writes_in_pieces_all_durable_with_its_
             ..quiet_options(&fs)
         };
         let db = Db::open(DIR, options.clone()).expect("open");
-        let data = open_or_create(&db, "data", &options);
-        let log = open_or_create(&db, "log", &options);
-        observer.data.store(data.id(), Ordering::SeqCst);
-        observer.log.store(log.id(), Ordering::SeqCst);
+        let (data, _) = observer.watch(&db, &options);
         for version in [b"old", b"new"] {
             for i in 0..dropped {
                 db.put(&data, format!("k{i:06}").as_bytes(), version)
