@@ -228,12 +228,13 @@ pub const EMITTED_PIECE_ENTRIES: usize = 4096;
 ///
 /// Writes put into `emit` are applied with fresh sequence numbers. A flush commits them with
 /// its version edit, visible together; a compaction commits them in pieces of
-/// [`EMITTED_PIECE_ENTRIES`] while it runs (each visible when committed, possibly before the edit — or without it, if
-/// the job then fails) and the rest with its edit. All are durable before the edit is
-/// recorded: if the process dies after the log write but before the edit is recorded, the job
-/// runs again after restart and emits again. So emitted writes must be idempotent (a second
-/// delete of the same key is) and harmless ahead of the edit: deleting what only entries the
-/// job drops made reachable is (the dropped entries are visible to no reader).
+/// [`EMITTED_PIECE_ENTRIES`] while it runs (each visible when committed, possibly before the
+/// edit — or without it, if the job then fails) and the rest with its edit. All are durable
+/// before the edit is recorded: if the process dies after the log write but before the edit
+/// is recorded, the job runs again after restart and emits again. So emitted writes must be
+/// idempotent (a second delete of the same key is) and harmless ahead of the edit: deleting
+/// what only entries the job drops made reachable is (the dropped entries are visible to no
+/// reader).
 /// Merge operands folded together are not reported: they are combined, not discarded.
 pub trait CompactionObserver: Send + Sync {
     /// Sees one dropped entry; writes put in `emit` commit with the job.

@@ -358,8 +358,8 @@ impl DbInner {
         // overlap is counted per file), or every file after the first would count all the
         // grandparents before it and be cut after one key.
         let mut grandparent_index = 0usize;
-        // Whether emitted writes were committed while the job ran (they then need a sync
-        // before the edit, even when nothing is left to commit with it).
+        // Whether emitted writes were committed while the job ran (`commit_job` then syncs
+        // the log before the edit, even when nothing is left to commit with it).
         let mut pieces_committed = false;
         let target = self.options.table_file_bytes_target;
         let grandparent_limit = 10 * target;
@@ -411,7 +411,7 @@ impl DbInner {
                             }
                             builder.add(&key, &value)?;
                             if iter.emitted_len() >= EMITTED_PIECE_ENTRIES {
-                                self.commit_emitted_piece(iter.emitted())?;
+                                self.write_internal(iter.emitted(), false, None)?;
                                 pieces_committed = true;
                             }
                         }
@@ -448,14 +448,7 @@ impl DbInner {
         for f in outputs {
             edit.new_files.push((tree_id, output_level, f));
         }
-        if pieces_committed && emitted.is_empty() {
-            // The pieces are durable before the edit (`commit_job` syncs only what it commits).
-            if let Err(e) = self.sync_wal() {
-                self.state.lock().failed_job_files.extend(&new_numbers);
-                return Err(e);
-            }
-        }
-        let committed = self.commit_job(emitted, move |inner: &DbInner| {
+        let committed = self.commit_job(emitted, pieces_committed, move |inner: &DbInner| {
             let mut state = inner.state.lock();
             inner.apply_edit(&mut state, &mut edit, ChangeReason::Compaction)
         });

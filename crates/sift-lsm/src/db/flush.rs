@@ -294,7 +294,7 @@ impl DbInner {
                 Ok(())
             }
         };
-        if let Err(e) = self.commit_job(emitted, install) {
+        if let Err(e) = self.commit_job(emitted, false, install) {
             // The edit's record may be in the manifest (a failed sync): the tables stay until
             // the recovery has rolled to a manifest without it.
             self.state.lock().failed_job_files.extend(&new_numbers);
@@ -373,18 +373,24 @@ impl DbInner {
     }
 
     /// Installs a job's result: directly, or — when observers emitted writes — through the
-    /// write path so the writes and the edit become visible together.
+    /// write path so the writes and the edit become visible together. With `pieces_logged`
+    /// (the job committed emitted writes while it ran) the log is synced before the edit even
+    /// when nothing is left to commit with it: everything emitted is durable before the edit.
     pub(crate) fn commit_job(
         self: &Arc<Self>,
         emitted: WriteBatch,
+        pieces_logged: bool,
         install: impl FnOnce(&DbInner) -> Result<()> + Send + 'static,
     ) -> Result<()> {
         if emitted.is_empty() {
+            if pieces_logged {
+                self.sync_wal()?;
+            }
             return install(self);
         }
         let inner = Arc::clone(self);
         let hook = Box::new(move || install(&inner));
-        self.write_internal(emitted, hook).map(|_| ())
+        self.write_internal(emitted, true, Some(hook)).map(|_| ())
     }
 
     /// Deletes WAL files older than `log_number` (their contents are in tables).

@@ -227,23 +227,6 @@ impl DbInner {
             return Ok(self.latest_sequence());
         }
         self.check_writes_allowed()?;
-        let mut wal = self.wal.lock();
-        let held = std::time::Instant::now();
-        let mut batches = [batch];
-        // A synced write syncs its log under the commit lock, before it is published: a write
-        // that a reader can see, or that is acknowledged, is durable. (Syncing through another
-        // descriptor after releasing the lock could miss a writeback error already reported to
-        // the writer's descriptor, and would publish the write before it is durable.)
-        let committed = self.commit_locked(&mut wal, &mut batches, sync, None);
-        EngineCounters::add(&self.counters.unqueued_commits, 1);
-        EngineCounters::add_micros_since(&self.counters.unqueued_commit_micros, held);
-        if sync {
-            EngineCounters::add(&self.counters.unqueued_commit_syncs, 1);
-        }
-        // Handed straight to a waiting writer: a worker that writes again at once must not
-        // take the lock back before the writers queued behind it (parking_lot lets a thread
-        // barge in for up to half a millisecond otherwise).
-        parking_lot::MutexGuard::unlock_fair(wal);
-        Ok(committed?.first().copied().unwrap_or(0))
+        self.write_internal(batch, sync, None)
     }
 }

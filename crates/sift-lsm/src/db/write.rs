@@ -373,32 +373,37 @@ impl DbInner {
         Ok(firsts)
     }
 
-    /// Commits writes emitted by a background job without queueing behind user writers (a
-    /// user leader may be stalled waiting for this very job): logged and synced first, then
-    /// `hook` installs the job's edit, then the writes become visible.
-    pub(crate) fn write_internal(&self, batch: WriteBatch, hook: CommitHook) -> Result<SeqNo> {
+    /// Commits a batch without queueing behind user writers, so without back-pressure either:
+    /// logged (and synced with `sync`), then `hook` (a job's edit) runs, then the writes become
+    /// visible. For background jobs' emitted writes (a user leader may be stalled waiting for
+    /// this very job; a compaction commits them in pieces while it runs, unsynced and without
+    /// a hook, and the rest synced with its edit: `DbInner::commit_job`) and for unthrottled
+    /// writes (`hooks.rs`: index workers).
+    pub(crate) fn write_internal(
+        &self,
+        batch: WriteBatch,
+        sync: bool,
+        hook: Option<CommitHook>,
+    ) -> Result<SeqNo> {
         let mut wal = self.wal.lock();
         let held = Instant::now();
         let mut batches = [batch];
-        let committed = self.commit_locked(&mut wal, &mut batches, true, Some(hook));
+        // A synced write syncs its log under the commit lock, before it is published: a write
+        // that a reader can see, or that is acknowledged, is durable. (Syncing through another
+        // descriptor after releasing the lock could miss a writeback error already reported to
+        // the writer's descriptor, and would publish the write before it is durable.)
+        let committed = self.commit_locked(&mut wal, &mut batches, sync, hook);
         EngineCounters::add(&self.counters.unqueued_commits, 1);
         EngineCounters::add_micros_since(&self.counters.unqueued_commit_micros, held);
-        EngineCounters::add(&self.counters.unqueued_commit_syncs, 1);
+        if sync {
+            EngineCounters::add(&self.counters.unqueued_commit_syncs, 1);
+        }
+        // Handed straight to a waiting writer: a committer that commits again at once (an
+        // index worker, a compaction's next piece) must not take the lock back before the
+        // writers queued behind it (parking_lot lets a thread barge in for up to half a
+        // millisecond otherwise).
+        parking_lot::MutexGuard::unlock_fair(wal);
         Ok(committed?.first().copied().unwrap_or(0))
-    }
-
-    /// Commits a piece of the writes a running compaction emitted (`EMITTED_PIECE_ENTRIES`),
-    /// unqueued like [`DbInner::write_internal`] (no back-pressure: a stalled writer may be
-    /// waiting for this very job) but unsynced and without a hook: the job syncs the log
-    /// before its edit. Visible once committed.
-    pub(crate) fn commit_emitted_piece(&self, batch: WriteBatch) -> Result<()> {
-        let mut wal = self.wal.lock();
-        let held = Instant::now();
-        let mut batches = [batch];
-        let committed = self.commit_locked(&mut wal, &mut batches, false, None);
-        EngineCounters::add(&self.counters.unqueued_commits, 1);
-        EngineCounters::add_micros_since(&self.counters.unqueued_commit_micros, held);
-        committed.map(drop)
     }
 
     /// Takes the commit (WAL) lock for a queued write leader, counting the time spent waiting

@@ -90,6 +90,8 @@ pub struct EngineDelta {
     /// Bytes compactions read (so user reads are `blocks_read_from_disk` minus these blocks).
     pub compaction_bytes_read: u64,
     pub compactions: u64,
+    /// Of `compactions`: those point reads triggered (`sift_lsm::Options::seek_compaction`).
+    pub seek_compactions: u64,
     pub flushes: u64,
     pub write_stall_micros: u64,
     /// `write_stall_micros` by cause (see `sift_lsm::Stats`).
@@ -112,23 +114,32 @@ impl EngineDelta {
     fn between(before: &sift_lsm::Stats, after: &sift_lsm::Stats) -> EngineDelta {
         let delta =
             |counter: fn(&sift_lsm::Stats) -> u64| counter(after).saturating_sub(counter(before));
-        EngineDelta {
-            blocks_read_from_disk: delta(|s| s.blocks_read_from_disk),
-            blocks_read_from_cache: delta(|s| s.blocks_read_from_cache),
-            compaction_bytes_read: delta(|s| s.compaction_bytes_read_per_level.iter().sum()),
-            compactions: delta(|s| s.compactions),
-            flushes: delta(|s| s.flushes),
-            write_stall_micros: delta(|s| s.write_stall_micros),
-            write_slowdown_micros: delta(|s| s.write_slowdown_micros),
-            write_stop_memtables_micros: delta(|s| s.write_stop_memtables_micros),
-            write_stop_l0_micros: delta(|s| s.write_stop_l0_micros),
-            commit_lock_wait_micros: delta(|s| s.commit_lock_wait_micros),
-            write_state_lock_wait_micros: delta(|s| s.write_state_lock_wait_micros),
-            memtable_switch_micros: delta(|s| s.memtable_switch_micros),
-            unqueued_commits: delta(|s| s.unqueued_commits),
-            unqueued_commit_micros: delta(|s| s.unqueued_commit_micros),
-            writes: delta(|s| s.writes),
+        // Each counter that is one `Stats` field, named once.
+        macro_rules! deltas {
+            ($($field:ident),*) => {
+                EngineDelta {
+                    compaction_bytes_read: delta(|s| s.compaction_bytes_read_per_level.iter().sum()),
+                    $($field: delta(|s| s.$field)),*
+                }
+            };
         }
+        deltas!(
+            blocks_read_from_disk,
+            blocks_read_from_cache,
+            compactions,
+            seek_compactions,
+            flushes,
+            write_stall_micros,
+            write_slowdown_micros,
+            write_stop_memtables_micros,
+            write_stop_l0_micros,
+            commit_lock_wait_micros,
+            write_state_lock_wait_micros,
+            memtable_switch_micros,
+            unqueued_commits,
+            unqueued_commit_micros,
+            writes
+        )
     }
 }
 
