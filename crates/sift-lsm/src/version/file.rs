@@ -109,9 +109,10 @@ impl FileMetaData {
     }
 
     /// Charges one wasted read to this file; true for the charge that spends the last of its
-    /// allowance (once per file).
+    /// allowance (once per file). A spent file is not charged again: readers of a file that
+    /// waits for its compaction (or cannot have one: the deepest level) only read the counter.
     pub(crate) fn charge_seek(&self) -> bool {
-        self.allowed_seeks.fetch_sub(1, Ordering::Relaxed) == 1
+        !self.seeks_spent() && self.allowed_seeks.fetch_sub(1, Ordering::Relaxed) == 1
     }
 
     /// Whether reads have spent this file's allowance, so it is due a compaction.
