@@ -10,6 +10,9 @@ use crate::key::{SeqNo, TreeId, ValueKind};
 use crate::{Error, Result};
 
 pub const BATCH_HEADER_BYTES: usize = 12;
+/// An entry's bytes besides its key and value: kind, and varints of tree id, key length and
+/// value length (5 bytes each at most).
+pub const ENTRY_OVERHEAD_BYTES_MAX: usize = 1 + 3 * 5;
 
 /// Writes applied atomically, in order, across trees.
 #[derive(Debug, Clone)]
@@ -48,7 +51,8 @@ impl WriteBatch {
     }
 
     /// An empty batch with room for `entry_bytes` bytes of entries (each takes its key and
-    /// value plus at most 16 bytes): a batch built to a known size grows without reallocating.
+    /// value plus at most [`ENTRY_OVERHEAD_BYTES_MAX`]): a batch built to a known size grows
+    /// without reallocating.
     pub fn with_capacity(entry_bytes: usize) -> Self {
         let mut rep = Vec::with_capacity(BATCH_HEADER_BYTES.saturating_add(entry_bytes));
         rep.resize(BATCH_HEADER_BYTES, 0);
@@ -85,6 +89,10 @@ impl WriteBatch {
     }
 
     fn push(&mut self, kind: ValueKind, tree: TreeId, key: &[u8], value: Option<&[u8]>) {
+        // One growth per entry at most, instead of one per field.
+        let value_bytes = value.map_or(0, <[u8]>::len);
+        self.rep
+            .reserve(ENTRY_OVERHEAD_BYTES_MAX + key.len() + value_bytes);
         self.rep.push(kind as u8);
         put_varint32(&mut self.rep, tree);
         put_length_prefixed(&mut self.rep, key);

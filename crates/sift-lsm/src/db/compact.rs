@@ -501,6 +501,11 @@ impl DbInner {
         {
             let mut state = self.state.lock();
             state.manual_compactions += 1;
+            // No background job starts from here on; one already running may still move files
+            // below the level this compaction finds deepest, leaving them out: let it finish.
+            while state.compactions_running > 0 && !state.shutting_down {
+                self.bg_cv.wait(&mut state);
+            }
         }
         let result = self.compact_range_levels(tree, start, end);
         let mut state = self.state.lock();

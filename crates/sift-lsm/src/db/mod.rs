@@ -4,7 +4,7 @@ use crate::key::{SeqNo, TreeId};
 use crate::options::{Options, ReadOptions, TreeOptions, WriteOptions};
 use crate::snapshot::{Snapshot, VersionRetention};
 use crate::stats::{EngineCounters, Stats};
-use crate::write_batch::WriteBatch;
+use crate::write_batch::{WriteBatch, ENTRY_OVERHEAD_BYTES_MAX};
 use crate::{Error, Result};
 use parking_lot::Mutex;
 use std::path::Path;
@@ -408,7 +408,8 @@ impl Db {
 
     /// Returns the sequence number given to the write.
     pub fn put(&self, tree: &Tree, key: &[u8], value: &[u8]) -> Result<SeqNo> {
-        let mut batch = WriteBatch::new();
+        let mut batch =
+            WriteBatch::with_capacity(ENTRY_OVERHEAD_BYTES_MAX + key.len() + value.len());
         batch.put(tree, key, value);
         self.write(batch, &WriteOptions::default())
     }
@@ -420,7 +421,8 @@ impl Db {
     }
     /// Merges `operand` into `key` (the tree needs a merge operator).
     pub fn merge(&self, tree: &Tree, key: &[u8], operand: &[u8]) -> Result<SeqNo> {
-        let mut batch = WriteBatch::new();
+        let mut batch =
+            WriteBatch::with_capacity(ENTRY_OVERHEAD_BYTES_MAX + key.len() + operand.len());
         batch.merge(tree, key, operand);
         self.write(batch, &WriteOptions::default())
     }

@@ -18,6 +18,7 @@ use crate::wal::{ControlRecord, LogWriter};
 use crate::write_batch::WriteBatch;
 use crate::{Error, Result};
 use parking_lot::{Condvar, Mutex};
+use smallvec::{smallvec, SmallVec};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -37,6 +38,11 @@ enum WriterKind {
 }
 
 /// Builds a batch for a known first sequence number. An `Err` aborts the write.
+/// Writers a group holds without allocating (more spill to the heap).
+const GROUP_INLINE: usize = 4;
+/// The first sequence number of each batch of a group, in group order.
+pub(crate) type GroupFirsts = SmallVec<[SeqNo; GROUP_INLINE]>;
+
 pub(crate) type BatchBuilder<'a> = &'a mut dyn FnMut(SeqNo) -> Result<WriteBatch>;
 
 struct PendingWriter {
@@ -150,8 +156,9 @@ impl DbInner {
             self.write_queue.cv.wait(&mut queue);
         }
         // Leader: take the group's batches out of the queue entries.
-        let mut group_ids = Vec::new();
-        let mut batches = Vec::new();
+        // Inline: a write alone in its group (the common case) allocates nothing here.
+        let mut group_ids: SmallVec<[u64; GROUP_INLINE]> = SmallVec::new();
+        let mut batches: SmallVec<[WriteBatch; GROUP_INLINE]> = SmallVec::new();
         let mut group_sync = false;
         let mut force = false;
         let mut group_bytes = 0usize;
@@ -187,7 +194,7 @@ impl DbInner {
         let result = match build {
             Some(build) if sequenced => self
                 .commit_sequenced(group_sync, build)
-                .map(|first| vec![first]),
+                .map(|first| smallvec![first]),
             _ => self.commit_group(&mut batches, group_sync, force),
         };
 
@@ -232,10 +239,10 @@ impl DbInner {
         batches: &mut [WriteBatch],
         sync: bool,
         force: bool,
-    ) -> Result<Vec<SeqNo>> {
+    ) -> Result<GroupFirsts> {
         self.make_room_for_write(force)?;
         if batches.is_empty() {
-            return Ok(vec![self.latest_sequence()]);
+            return Ok(smallvec![self.latest_sequence()]);
         }
         let mut wal = self.lock_commit();
         self.commit_locked(&mut wal, batches, sync, None)
@@ -294,9 +301,9 @@ impl DbInner {
         batches: &mut [WriteBatch],
         sync: bool,
         hook: Option<CommitHook>,
-    ) -> Result<Vec<SeqNo>> {
+    ) -> Result<GroupFirsts> {
         let mut next = self.allocated_sequence.load(Ordering::Acquire) + 1;
-        let mut firsts = Vec::with_capacity(batches.len());
+        let mut firsts = GroupFirsts::new();
         for b in batches.iter_mut() {
             b.set_sequence(next);
             firsts.push(next);
