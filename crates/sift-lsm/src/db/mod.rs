@@ -12,6 +12,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+mod checkpoint;
 mod compact;
 mod flush;
 mod hooks;
@@ -506,6 +507,14 @@ impl Db {
         // Under the state lock, like `snapshot`.
         let _state = self.inner.state.lock();
         self.inner.snapshots.retain_above(floor)
+    }
+    /// Writes a consistent copy of the database into `dir` (which must not exist): every
+    /// memtable is flushed, then the tables are hard-linked (copied where the file system
+    /// cannot link) and described by a new manifest. Open the copy with [`Db::open`]; it holds
+    /// every write acknowledged before this call and has no write-ahead log of its own.
+    pub fn checkpoint(&self, dir: impl AsRef<Path>) -> Result<()> {
+        self.flush()?;
+        self.inner.checkpoint(dir.as_ref())
     }
     /// Pauses automatic compactions (running ones finish) until a matching
     /// [`Db::resume_compactions`]. Pauses nest. Flushes and manual compactions still run, and

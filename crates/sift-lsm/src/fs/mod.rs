@@ -93,6 +93,14 @@ pub trait FileSystem: Send + Sync {
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>>;
     /// A file's size in bytes.
     fn file_size(&self, path: &Path) -> Result<u64>;
+    /// Makes `to` name the same immutable file as `from` (checkpoints of tables): a hard link
+    /// where the file system allows, else a synced copy. The default copies.
+    fn link_or_copy(&self, from: &Path, to: &Path) -> Result<()> {
+        let bytes = self.read_all(from)?;
+        let mut file = self.create(to)?;
+        file.append(&bytes)?;
+        file.sync()
+    }
 }
 
 /// The path of a file inside a database directory.

@@ -243,6 +243,17 @@ impl FileSystem for StdFileSystem {
             .map(|metadata| metadata.len())
             .map_err(|e| Error::io(path, e))
     }
+
+    fn link_or_copy(&self, from: &Path, to: &Path) -> Result<()> {
+        if std::fs::hard_link(from, to).is_ok() {
+            return Ok(());
+        }
+        // Another file system (EXDEV) or one without links: a copy, made durable.
+        std::fs::copy(from, to).map_err(|e| Error::io(to, e))?;
+        std::fs::File::open(to)
+            .and_then(|file| file.sync_all())
+            .map_err(|e| Error::io(to, e))
+    }
 }
 
 /// An append-only file with a user-space write buffer.

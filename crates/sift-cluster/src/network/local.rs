@@ -1,0 +1,221 @@
+//! An in-process network: replicas registered by `(node, region)` call each other's raft
+//! handlers directly. Faults are injected per link: a node can be cut off (every link to and
+//! from it fails) or one directed link cut; a failed call is `Unreachable` to openraft, which
+//! retries with backoff — what a lost connection looks like.
+
+use crate::types::{NodeId, Raft, RegionId, SnapshotData, TypeConfig};
+use openraft::alias::{SnapshotOf, VoteOf};
+use openraft::error::{RPCError, ReplicationClosed, StreamingError, Unreachable};
+use openraft::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
+};
+use openraft::BasicNode;
+use parking_lot::{Mutex, RwLock};
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::sync::Arc;
+
+/// Why a call did not get through.
+#[derive(Debug, thiserror::Error)]
+#[error("node {target} unreachable from node {from}: {why}")]
+struct LinkDown {
+    from: NodeId,
+    target: NodeId,
+    why: &'static str,
+}
+
+#[derive(Default)]
+struct Faults {
+    /// Nodes cut off from every other node.
+    isolated: HashSet<NodeId>,
+    /// Directed links `(from, to)` that drop every message.
+    cut: HashSet<(NodeId, NodeId)>,
+}
+
+impl Faults {
+    fn blocks(&self, from: NodeId, to: NodeId) -> bool {
+        self.isolated.contains(&from)
+            || self.isolated.contains(&to)
+            || self.cut.contains(&(from, to))
+    }
+}
+
+#[derive(Default)]
+struct RouterInner {
+    replicas: RwLock<HashMap<(NodeId, RegionId), Raft>>,
+    faults: Mutex<Faults>,
+}
+
+/// The in-process network shared by every replica of a local cluster.
+#[derive(Clone, Default)]
+pub struct LocalRouter {
+    inner: Arc<RouterInner>,
+}
+
+impl std::fmt::Debug for LocalRouter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalRouter").finish_non_exhaustive()
+    }
+}
+
+impl LocalRouter {
+    pub fn new() -> LocalRouter {
+        LocalRouter::default()
+    }
+
+    /// Makes `raft` reachable as `node`'s replica of `region`.
+    pub fn register(&self, node: NodeId, region: RegionId, raft: Raft) {
+        self.inner.replicas.write().insert((node, region), raft);
+    }
+
+    /// Removes `node`'s replica of `region` (a stopped or killed replica).
+    pub fn unregister(&self, node: NodeId, region: RegionId) {
+        self.inner.replicas.write().remove(&(node, region));
+    }
+
+    /// Cuts `node` off from every other node, both ways.
+    pub fn isolate(&self, node: NodeId) {
+        self.inner.faults.lock().isolated.insert(node);
+    }
+
+    /// Drops every message sent from `from` to `to` (one direction).
+    pub fn cut(&self, from: NodeId, to: NodeId) {
+        self.inner.faults.lock().cut.insert((from, to));
+    }
+
+    /// Removes every injected fault.
+    pub fn heal(&self) {
+        let mut faults = self.inner.faults.lock();
+        faults.isolated.clear();
+        faults.cut.clear();
+    }
+
+    /// The network factory of `node`'s replica of `region`.
+    pub fn network(&self, node: NodeId, region: RegionId) -> LocalNetworkFactory {
+        LocalNetworkFactory {
+            router: self.clone(),
+            from: node,
+            region,
+        }
+    }
+
+    /// The target replica, if the link there and back is up.
+    fn reach(&self, from: NodeId, target: NodeId, region: RegionId) -> Result<Raft, LinkDown> {
+        let down = |why| LinkDown { from, target, why };
+        {
+            let faults = self.inner.faults.lock();
+            if faults.blocks(from, target) || faults.blocks(target, from) {
+                return Err(down("link cut"));
+            }
+        }
+        self.inner
+            .replicas
+            .read()
+            .get(&(target, region))
+            .cloned()
+            .ok_or_else(|| down("no such replica running"))
+    }
+
+    /// Whether the answer may travel back (faults can be injected while a call runs).
+    fn answer_gets_back(&self, from: NodeId, target: NodeId) -> Result<(), LinkDown> {
+        if self.inner.faults.lock().blocks(target, from) {
+            return Err(LinkDown {
+                from,
+                target,
+                why: "link cut before the answer",
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Makes connections from one replica to the others of its region.
+#[derive(Debug, Clone)]
+pub struct LocalNetworkFactory {
+    router: LocalRouter,
+    from: NodeId,
+    region: RegionId,
+}
+
+impl RaftNetworkFactory<TypeConfig> for LocalNetworkFactory {
+    type Network = LocalConnection;
+
+    async fn new_client(&mut self, target: NodeId, _node: &BasicNode) -> LocalConnection {
+        LocalConnection {
+            router: self.router.clone(),
+            from: self.from,
+            target,
+            region: self.region,
+        }
+    }
+}
+
+/// One replica's connection to another.
+#[derive(Debug)]
+pub struct LocalConnection {
+    router: LocalRouter,
+    from: NodeId,
+    target: NodeId,
+    region: RegionId,
+}
+
+fn unreachable<E: std::error::Error + 'static>(error: &E) -> RPCError<TypeConfig> {
+    RPCError::Unreachable(Unreachable::new(error))
+}
+
+impl LocalConnection {
+    /// Runs `call` on the target replica if the link is up both ways: there, and back.
+    async fn call<T, E, F, Fut>(&self, call: F) -> Result<T, RPCError<TypeConfig>>
+    where
+        E: std::error::Error + 'static,
+        F: FnOnce(Raft) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let raft = self
+            .router
+            .reach(self.from, self.target, self.region)
+            .map_err(|e| unreachable(&e))?;
+        let response = call(raft).await.map_err(|e| unreachable(&e))?;
+        self.router
+            .answer_gets_back(self.from, self.target)
+            .map_err(|e| unreachable(&e))?;
+        Ok(response)
+    }
+}
+
+impl RaftNetworkV2<TypeConfig> for LocalConnection {
+    type SnapshotData = SnapshotData;
+
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        _option: RPCOption,
+    ) -> Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>> {
+        self.call(|raft| async move { raft.append_entries(rpc).await })
+            .await
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<TypeConfig>,
+        _option: RPCOption,
+    ) -> Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
+        self.call(|raft| async move { raft.vote(rpc).await }).await
+    }
+
+    async fn full_snapshot(
+        &mut self,
+        vote: VoteOf<TypeConfig>,
+        snapshot: SnapshotOf<TypeConfig, SnapshotData>,
+        _cancel: impl Future<Output = ReplicationClosed> + openraft::OptionalSend + 'static,
+        _option: RPCOption,
+    ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
+        self.call(|raft| async move { raft.install_full_snapshot(vote, snapshot).await })
+            .await
+            .map_err(|e| match e {
+                RPCError::Unreachable(unreachable) => StreamingError::Unreachable(unreachable),
+                other => StreamingError::Unreachable(Unreachable::new(&other)),
+            })
+    }
+}

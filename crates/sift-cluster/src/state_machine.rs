@@ -1,0 +1,501 @@
+//! A region's state machine: a Sift database (collections and their co-located indexes)
+//! that applies the region's committed commands in log order.
+//!
+//! The last applied log id and the membership are stored in the same engine as the data
+//! (tree `raft.applied`, which the index layer leaves alone), written after the entries they
+//! cover. The engine's log is sequential, so after a crash the recorded position is never
+//! ahead of the data: openraft re-applies the entries after it, and applying an entry again
+//! leaves the state it left (puts replace, deletes of missing documents do nothing, and a
+//! collection that exists is not created again).
+//!
+//! Snapshots are engine checkpoints (`sift_lsm::Db::checkpoint`: the tables hard-linked, a new
+//! manifest) packed into a tar archive (`docs/format/region-snapshot.md`). The applied
+//! position is taken with the checkpoint while no entry is being applied, so the snapshot's
+//! log id names exactly the entries its data holds. Installing one unpacks it into a new
+//! database directory under the region's data root, switches `ACTIVE` to it and reopens.
+
+use crate::log_store::{decode, encode, io_error, open_tree};
+use crate::types::{Command, CommandResult, SnapshotData, TypeConfig};
+use arc_swap::ArcSwap;
+use futures_util::StreamExt;
+use openraft::alias::{LogIdOf, SnapshotMetaOf, SnapshotOf, StoredMembershipOf};
+use openraft::storage::{EntryResponder, RaftStateMachine};
+use openraft::{EntryPayload, RaftSnapshotBuilder, StoredMembership};
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use sift_index::{Database, DatabaseOptions, IndexError};
+use sift_lsm::{Tree, WriteOptions};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The file under a region's data root naming its active database directory.
+pub const ACTIVE_FILE: &str = "ACTIVE";
+
+/// Name of the tree holding the applied position, in the region's engine.
+pub const APPLIED_TREE: &str = "raft.applied";
+const APPLIED_KEY: &[u8] = b"applied";
+
+/// What the state machine has applied: the position and the membership it ended with.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct AppliedState {
+    last_applied: Option<LogIdOf<TypeConfig>>,
+    membership: StoredMembershipOf<TypeConfig>,
+}
+
+/// The database a state machine applies to, with the tree of its applied position.
+struct Active {
+    database: Arc<Database>,
+    applied_tree: Tree,
+    /// Its directory's name under the data root (`db-<n>`).
+    name: String,
+}
+
+struct Inner {
+    root: PathBuf,
+    options: DatabaseOptions,
+    active: ArcSwap<Active>,
+    applied: Mutex<AppliedState>,
+    /// Held by `apply` for a whole batch and by a snapshot while it checkpoints, so a
+    /// snapshot's position is the one its data is at.
+    apply_gate: tokio::sync::Mutex<()>,
+    /// The last snapshot built or installed (sent to replicas that need one).
+    current: Mutex<Option<(SnapshotMetaOf<TypeConfig>, Vec<u8>)>>,
+}
+
+/// A region replica's state machine. Clones share the database: the replica reads through
+/// one while openraft applies through another.
+#[derive(Clone)]
+pub struct StateMachine {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for StateMachine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StateMachine")
+            .field("root", &self.inner.root)
+            .field("last_applied", &self.inner.applied.lock().last_applied)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Whether a failed write is the command's fault (every replica refuses it the same way)
+/// rather than the replica's (an I/O error, corruption), which must stop the replica.
+fn is_rejection(error: &IndexError) -> bool {
+    !matches!(
+        error,
+        IndexError::Engine(_)
+            | IndexError::Io { .. }
+            | IndexError::Internal(_)
+            | IndexError::Corrupt { .. }
+            | IndexError::CorruptCatalog { .. }
+            | IndexError::CorruptDocument { .. }
+            | IndexError::CorruptIndexEntry { .. }
+            | IndexError::InconsistentIndex { .. }
+            | IndexError::IndexingFailed { .. }
+    )
+}
+
+/// Opens the database in `dir` with its applied-position tree, and reads the position.
+fn open_active(
+    dir: &Path,
+    name: String,
+    options: &DatabaseOptions,
+) -> io::Result<(Active, AppliedState)> {
+    let database = Database::open(dir, options.clone()).map_err(|e| {
+        io_error(
+            &format!("cannot open the region database {}", dir.display()),
+            e,
+        )
+    })?;
+    let applied_tree = open_tree(database.engine(), APPLIED_TREE)
+        .map_err(|e| io_error("cannot open the applied position", e))?;
+    let applied = match database
+        .engine()
+        .get(&applied_tree, APPLIED_KEY)
+        .map_err(|e| io_error("cannot read the applied position", e))?
+    {
+        Some(entry) => decode("applied position", &entry.value)?,
+        None => AppliedState::default(),
+    };
+    let active = Active {
+        database: Arc::new(database),
+        applied_tree,
+        name,
+    };
+    Ok((active, applied))
+}
+
+/// Replaces `root/name` with `text`, durably (temp file, sync, rename, directory sync).
+fn write_durably(root: &Path, name: &str, text: &str) -> io::Result<()> {
+    let temp = root.join(format!("{name}.tmp"));
+    {
+        let mut file = std::fs::File::create(&temp)?;
+        std::io::Write::write_all(&mut file, text.as_bytes())?;
+        file.sync_all()?;
+    }
+    std::fs::rename(&temp, root.join(name))?;
+    std::fs::File::open(root)?.sync_all()
+}
+
+/// The number in a `db-<n>` directory name.
+fn generation(name: &str) -> u64 {
+    name.strip_prefix("db-")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+impl StateMachine {
+    /// The state machine of the region whose data lives under `root` (created if missing):
+    /// the database in the directory `ACTIVE` names, `db-0` at first.
+    pub fn open(root: &Path, options: DatabaseOptions) -> io::Result<StateMachine> {
+        std::fs::create_dir_all(root)
+            .map_err(|e| io_error(&format!("cannot create {}", root.display()), e))?;
+        let name = match std::fs::read_to_string(root.join(ACTIVE_FILE)) {
+            Ok(text) => text.trim().to_owned(),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                write_durably(root, ACTIVE_FILE, "db-0\n")?;
+                "db-0".to_owned()
+            }
+            Err(e) => return Err(io_error("cannot read the active database name", e)),
+        };
+        if !name.starts_with("db-") || name.contains('/') {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{}: not a database name: {name:?}",
+                    root.join(ACTIVE_FILE).display()
+                ),
+            ));
+        }
+        let (active, applied) = open_active(&root.join(&name), name, &options)?;
+        Ok(StateMachine {
+            inner: Arc::new(Inner {
+                root: root.to_path_buf(),
+                options,
+                active: ArcSwap::from_pointee(active),
+                applied: Mutex::new(applied),
+                apply_gate: tokio::sync::Mutex::new(()),
+                current: Mutex::new(None),
+            }),
+        })
+    }
+
+    /// The database the region's commands are applied to (for reads). A snapshot install
+    /// replaces it: hold the handle for one operation, not for ever.
+    pub fn database(&self) -> Arc<Database> {
+        Arc::clone(&self.inner.active.load().database)
+    }
+
+    /// The last applied log id.
+    pub fn last_applied(&self) -> Option<LogIdOf<TypeConfig>> {
+        self.inner.applied.lock().last_applied
+    }
+
+    fn apply_command(database: &Database, command: &Command) -> io::Result<CommandResult> {
+        let outcome = match command {
+            Command::CreateCollection { name, pk_path } => {
+                match database.create_collection(name, pk_path) {
+                    Ok(_) => Ok(CommandResult::Applied),
+                    Err(IndexError::AlreadyExists { .. }) => {
+                        let same = database
+                            .collection(name)
+                            .is_ok_and(|info| info.record.pk_path == *pk_path);
+                        return Ok(if same {
+                            CommandResult::Applied
+                        } else {
+                            CommandResult::Rejected {
+                                reason: format!(
+                                    "collection {name:?} exists with another primary-key path"
+                                ),
+                            }
+                        });
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            Command::Put {
+                collection,
+                document,
+            } => database
+                .put(collection, document)
+                .map(|sequence| CommandResult::Written { sequence }),
+            Command::Delete { collection, pk } => {
+                database
+                    .delete(collection, pk)
+                    .map(|written| match written {
+                        Some(sequence) => CommandResult::Written { sequence },
+                        None => CommandResult::NotFound,
+                    })
+            }
+        };
+        match outcome {
+            Ok(result) => Ok(result),
+            Err(e) if is_rejection(&e) => Ok(CommandResult::Rejected {
+                reason: e.to_string(),
+            }),
+            Err(e) => Err(io_error("cannot apply a command", e)),
+        }
+    }
+
+    fn save_applied(active: &Active, state: &AppliedState) -> io::Result<()> {
+        let bytes = encode("applied position", state)?;
+        let engine = active.database.engine();
+        let mut batch = sift_lsm::WriteBatch::new();
+        batch.put(&active.applied_tree, APPLIED_KEY, &bytes);
+        // Not synced: the raft log is the durable record; after a crash the entries after a
+        // lost position are applied again.
+        engine
+            .write(batch, &WriteOptions { sync: false })
+            .map(drop)
+            .map_err(|e| io_error("cannot save the applied position", e))
+    }
+
+    /// Builds a snapshot: a checkpoint of the active database, archived.
+    async fn build(&self) -> io::Result<SnapshotOf<TypeConfig, SnapshotData>> {
+        let building = self.inner.root.join("snapshot.building");
+        if building.exists() {
+            std::fs::remove_dir_all(&building)
+                .map_err(|e| io_error("cannot clear an unfinished snapshot", e))?;
+        }
+        let applied = {
+            let _gate = self.inner.apply_gate.lock().await;
+            let active = self.inner.active.load_full();
+            active
+                .database
+                .engine()
+                .checkpoint(&building)
+                .map_err(|e| io_error("cannot checkpoint the region database", e))?;
+            self.inner.applied.lock().clone()
+        };
+        let archived = archive(&building);
+        std::fs::remove_dir_all(&building)
+            .map_err(|e| io_error("cannot remove the checkpoint", e))?;
+        let bytes = archived?;
+        let meta = SnapshotMetaOf::<TypeConfig> {
+            last_log_id: applied.last_applied,
+            last_membership: applied.membership,
+        };
+        *self.inner.current.lock() = Some((meta.clone(), bytes.clone()));
+        Ok(SnapshotOf::<TypeConfig, SnapshotData> {
+            meta,
+            snapshot: std::io::Cursor::new(bytes),
+        })
+    }
+}
+
+/// Packs the files of checkpoint directory `dir` into a tar archive.
+fn archive(dir: &Path) -> io::Result<Vec<u8>> {
+    let mut builder = tar::Builder::new(Vec::new());
+    let mut names: Vec<_> = std::fs::read_dir(dir)?
+        .map(|entry| entry.map(|e| e.file_name()))
+        .collect::<io::Result<_>>()?;
+    names.sort();
+    for name in names {
+        builder.append_path_with_name(dir.join(&name), &name)?;
+    }
+    builder.into_inner()
+}
+
+/// Unpacks a snapshot archive into the new directory `dir`: plain files only, no paths.
+fn unpack(bytes: &[u8], dir: &Path) -> io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let mut archive = tar::Archive::new(bytes);
+    for entry in archive.entries()? {
+        let mut entry = entry?;
+        let path = entry.path()?.into_owned();
+        let name = match (path.file_name(), path.components().count()) {
+            (Some(name), 1) if entry.header().entry_type().is_file() => name.to_owned(),
+            _ => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "snapshot archive entry {} is not a plain file name",
+                        path.display()
+                    ),
+                ))
+            }
+        };
+        let mut file = std::fs::File::create(dir.join(&name))?;
+        io::copy(&mut entry, &mut file)?;
+        file.sync_all()?;
+    }
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// Builds a region snapshot when openraft asks for one.
+#[derive(Debug)]
+pub struct SnapshotBuilder {
+    state_machine: StateMachine,
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
+    type SnapshotData = SnapshotData;
+
+    async fn build_snapshot(&mut self) -> Result<SnapshotOf<TypeConfig, SnapshotData>, io::Error> {
+        self.state_machine.build().await
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachine {
+    type SnapshotData = SnapshotData;
+    type SnapshotBuilder = SnapshotBuilder;
+
+    async fn applied_state(
+        &mut self,
+    ) -> Result<(Option<LogIdOf<TypeConfig>>, StoredMembershipOf<TypeConfig>), io::Error> {
+        let applied = self.inner.applied.lock();
+        Ok((applied.last_applied, applied.membership.clone()))
+    }
+
+    async fn apply<Strm>(&mut self, mut entries: Strm) -> Result<(), io::Error>
+    where
+        Strm: futures_util::Stream<Item = Result<EntryResponder<TypeConfig>, io::Error>>
+            + Unpin
+            + openraft::OptionalSend,
+    {
+        let _gate = self.inner.apply_gate.lock().await;
+        let active = self.inner.active.load_full();
+        let mut state = self.inner.applied.lock().clone();
+        let mut responses = Vec::new();
+        while let Some(item) = entries.next().await {
+            let (entry, responder) = item?;
+            let result = match &entry.payload {
+                EntryPayload::Blank => CommandResult::Applied,
+                EntryPayload::Normal(command) => Self::apply_command(&active.database, command)?,
+                EntryPayload::Membership(membership) => {
+                    state.membership =
+                        StoredMembership::new(Some(entry.log_id), membership.clone());
+                    CommandResult::Applied
+                }
+            };
+            state.last_applied = Some(entry.log_id);
+            if let Some(responder) = responder {
+                responses.push((responder, result));
+            }
+        }
+        Self::save_applied(&active, &state)?;
+        *self.inner.applied.lock() = state;
+        // Answered once the position covering them is written (in the engine's log order).
+        for (responder, result) in responses {
+            responder.send(result);
+        }
+        Ok(())
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        SnapshotBuilder {
+            state_machine: self.clone(),
+        }
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMetaOf<TypeConfig>,
+        snapshot: Self::SnapshotData,
+    ) -> Result<(), io::Error> {
+        let _gate = self.inner.apply_gate.lock().await;
+        let bytes = snapshot.into_inner();
+        let old = self.inner.active.load_full();
+        let name = format!("db-{}", generation(&old.name) + 1);
+        let dir = self.inner.root.join(&name);
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir)
+                .map_err(|e| io_error("cannot clear an unfinished snapshot install", e))?;
+        }
+        unpack(&bytes, &dir).map_err(|e| io_error("cannot unpack the snapshot", e))?;
+        let (active, applied) = open_active(&dir, name.clone(), &self.inner.options)?;
+        // The checkpoint's own position must be the one the leader says it holds.
+        if applied.last_applied != meta.last_log_id {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "snapshot data is at {:?}, its metadata says {:?}",
+                    applied.last_applied, meta.last_log_id
+                ),
+            ));
+        }
+        write_durably(&self.inner.root, ACTIVE_FILE, &format!("{name}\n"))?;
+        self.inner.active.store(Arc::new(active));
+        *self.inner.applied.lock() = AppliedState {
+            last_applied: meta.last_log_id,
+            membership: meta.last_membership.clone(),
+        };
+        *self.inner.current.lock() = Some((meta.clone(), bytes));
+        // The old database closes when its last reader lets go; its directory goes now (open
+        // files stay readable until then).
+        drop(old);
+        let old_dir = self.inner.root.join(generation_name(&name, 1));
+        if old_dir.exists() {
+            std::fs::remove_dir_all(&old_dir)
+                .map_err(|e| io_error("cannot remove the replaced database", e))?;
+        }
+        Ok(())
+    }
+
+    async fn get_current_snapshot(
+        &mut self,
+    ) -> Result<Option<SnapshotOf<TypeConfig, Self::SnapshotData>>, io::Error> {
+        Ok(self
+            .inner
+            .current
+            .lock()
+            .clone()
+            .map(|(meta, bytes)| SnapshotOf::<TypeConfig, SnapshotData> {
+                meta,
+                snapshot: std::io::Cursor::new(bytes),
+            }))
+    }
+}
+
+/// The name of the directory `back` generations before `name`.
+fn generation_name(name: &str, back: u64) -> String {
+    format!("db-{}", generation(name).saturating_sub(back))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An archive with one entry whose raw name is `name` (bypassing the builder's checks, as
+    /// a damaged or hostile peer could).
+    fn archive_with(name: &[u8], entry_type: tar::EntryType) -> Vec<u8> {
+        let mut header = tar::Header::new_ustar();
+        header.as_old_mut().name[..name.len()].copy_from_slice(name);
+        header.set_entry_type(entry_type);
+        header.set_size(4);
+        header.set_mode(0o644);
+        header.set_cksum();
+        let mut builder = tar::Builder::new(Vec::new());
+        builder.append(&header, &b"data"[..]).unwrap();
+        builder.into_inner().unwrap()
+    }
+
+    #[test]
+    fn unpack_refuses_entries_that_are_not_plain_file_names() {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, kind) in [
+            (&b"../escape"[..], tar::EntryType::Regular),
+            (b"/etc/passwd", tar::EntryType::Regular),
+            (b"sub/file", tar::EntryType::Regular),
+            (b"link", tar::EntryType::Symlink),
+        ] {
+            let target = dir.path().join("unpacked");
+            let error = unpack(&archive_with(name, kind), &target).unwrap_err();
+            assert!(
+                error.to_string().contains("not a plain file name"),
+                "{}: {error}",
+                String::from_utf8_lossy(name)
+            );
+            assert!(!dir.path().join("escape").exists());
+            std::fs::remove_dir_all(&target).unwrap();
+        }
+        let target = dir.path().join("fine");
+        unpack(
+            &archive_with(b"000001.sst", tar::EntryType::Regular),
+            &target,
+        )
+        .unwrap();
+        assert_eq!(std::fs::read(target.join("000001.sst")).unwrap(), b"data");
+    }
+}
