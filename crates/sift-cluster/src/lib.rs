@@ -5,10 +5,10 @@
 //!
 //! Where this stands (issue 29, cluster part 1): one region replicated on three replicas in
 //! one process ([`network::local`]), with durable logs, leader failover, restart catch-up
-//! from the log, and snapshots (engine checkpoints, archived whole in memory) for replicas
-//! whose entries were purged. Not yet: gRPC between processes and streamed snapshots, range
-//! partitioning with splits and the placement group, the routing client, linearizable and
-//! follower reads, hybrid-logical-clock timestamps, and the `sift cluster` commands.
+//! from the log, snapshots (engine checkpoints, archived whole in memory) for replicas whose
+//! entries were purged, and linearizable (read index or lease) and local reads. Not yet: gRPC
+//! between processes and streamed snapshots, range partitioning with splits and the placement
+//! group, the routing client, hybrid-logical-clock timestamps, and the `sift cluster` commands.
 
 pub mod log_store;
 pub mod network;
@@ -16,7 +16,7 @@ pub mod replica;
 pub mod state_machine;
 pub mod types;
 
-pub use replica::{region_config, Replica};
+pub use replica::{region_config, ReadConsistency, Replica};
 pub use types::{Command, CommandResult, NodeId, Raft, RegionId, TypeConfig};
 
 /// What can go wrong running a replica.
@@ -38,6 +38,9 @@ pub enum Error {
         region: RegionId,
         leader: Option<NodeId>,
     },
+    /// The replica's database refused a read.
+    #[error("read failed: {0}")]
+    Read(String),
     /// openraft reported an error.
     #[error("raft: {0}")]
     Raft(String),

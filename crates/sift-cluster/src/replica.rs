@@ -1,11 +1,13 @@
 //! One node's replica of one region: its raft handle, log store and state machine.
 
 use crate::log_store::LogStore;
+use crate::network::local::LocalRouter;
 use crate::state_machine::StateMachine;
 use crate::types::{Command, CommandResult, NodeId, Raft, RegionId};
 use crate::Error;
+use openraft::raft::ReadPolicy;
 use openraft::{Config, SnapshotPolicy};
-use sift_index::DatabaseOptions;
+use sift_index::{DatabaseOptions, Hit};
 use sift_lsm::Db;
 use std::path::Path;
 use std::sync::Arc;
@@ -28,6 +30,22 @@ pub fn region_config() -> Result<Arc<Config>, Error> {
         .validate()
         .map(Arc::new)
         .map_err(|e| Error::Config(e.to_string()))
+}
+
+/// How a read sees the region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReadConsistency {
+    /// Linearizable (the default): the leader confirms with a majority that it still leads
+    /// (raft's read index), waits until it has applied every entry committed before the read,
+    /// then reads. Only the leader serves it.
+    #[default]
+    Linearizable,
+    /// Linearizable while the leader's lease holds (no round trip; assumes clocks drift
+    /// little over an election timeout). Only the leader serves it.
+    Lease,
+    /// Whatever this replica has applied, leader or not: may miss recent writes (a follower
+    /// read), never shows a write that was not committed.
+    Local,
 }
 
 /// A running replica.
@@ -88,6 +106,33 @@ impl Replica {
         })
     }
 
+    /// Starts `node`'s replica of `region` on the in-process `router`, from `node_dir` (the
+    /// node's log engine in `log/`, the region's data under `data/`), and registers it there.
+    pub async fn start_local(
+        router: &LocalRouter,
+        node_dir: &Path,
+        node: NodeId,
+        region: RegionId,
+        data_options: DatabaseOptions,
+    ) -> Result<Replica, Error> {
+        let log_dir = node_dir.join("log");
+        let log_db = Db::open(&log_dir, sift_lsm::Options::default()).map_err(|e| Error::Data {
+            path: log_dir.display().to_string(),
+            detail: e.to_string(),
+        })?;
+        let replica = Replica::start(
+            node,
+            region,
+            Arc::new(log_db),
+            &node_dir.join("data"),
+            data_options,
+            router.network(node, region),
+        )
+        .await?;
+        router.register(node, region, replica.raft.clone());
+        Ok(replica)
+    }
+
     /// Proposes `command`; returns its result once applied on this replica. Fails with
     /// [`Error::NotLeader`] (naming the leader, if known) on a follower.
     pub async fn propose(&self, command: Command) -> Result<CommandResult, Error> {
@@ -103,6 +148,36 @@ impl Replica {
                 Err(Error::Raft(e.to_string()))
             }
         }
+    }
+
+    /// The document with primary key `pk` in `collection`, read as `consistency` says. A
+    /// linearizable read on a follower fails with [`Error::NotLeader`].
+    pub async fn get(
+        &self,
+        collection: &str,
+        pk: &[u8],
+        consistency: ReadConsistency,
+    ) -> Result<Option<Hit>, Error> {
+        let policy = match consistency {
+            ReadConsistency::Linearizable => Some(ReadPolicy::ReadIndex),
+            ReadConsistency::Lease => Some(ReadPolicy::LeaseRead),
+            ReadConsistency::Local => None,
+        };
+        if let Some(policy) = policy {
+            if let Err(e) = self.raft.ensure_linearizable(policy).await {
+                if let Some(forward) = e.forward_to_leader() {
+                    return Err(Error::NotLeader {
+                        region: self.region,
+                        leader: forward.leader_id,
+                    });
+                }
+                return Err(Error::Raft(e.to_string()));
+            }
+        }
+        self.state_machine
+            .database()
+            .get(collection, pk)
+            .map_err(|e| Error::Read(e.to_string()))
     }
 
     /// Stops the replica's raft tasks (its stores close when the last handle goes).

@@ -11,7 +11,7 @@ use common::{document, members, start_replica, COLLECTION, REGION};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use sift_cluster::network::local::LocalRouter;
-use sift_cluster::{Command, CommandResult, Error, NodeId, Replica};
+use sift_cluster::{Command, CommandResult, Error, NodeId, ReadConsistency, Replica};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -366,4 +366,86 @@ async fn a_replica_behind_a_purged_log_catches_up_from_a_checkpoint_snapshot() {
     write_some(&cluster, leader, &mut model, &mut rng, 5).await;
     cluster.wait_until_replicated(leader).await;
     cluster.check(&model, "after restarting on the installed snapshot");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn linearizable_reads_need_the_current_leader_and_local_reads_may_lag() {
+    let cluster = Cluster::start(&[1, 2, 3]).await;
+    let leader = cluster.wait_for_leader(None).await;
+    create_collection(&cluster, leader).await;
+    let put = |version: u32| Command::Put {
+        collection: COLLECTION.into(),
+        document: document("p000", version).into_bytes(),
+    };
+    let version_of = |hit: Option<sift_index::Hit>| {
+        hit.map(|hit| {
+            let value: serde_json::Value = serde_json::from_slice(&hit.doc).unwrap();
+            value["version"].as_u64().unwrap()
+        })
+    };
+    cluster.replicas[&leader].propose(put(1)).await.unwrap();
+    let read = cluster.replicas[&leader]
+        .get(COLLECTION, b"p000", ReadConsistency::Linearizable)
+        .await
+        .unwrap();
+    assert_eq!(version_of(read), Some(1));
+    let follower = *cluster.replicas.keys().find(|n| **n != leader).unwrap();
+    let refused = cluster.replicas[&follower]
+        .get(COLLECTION, b"p000", ReadConsistency::Linearizable)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, Error::NotLeader { leader: Some(l), .. } if l == leader),
+        "{refused:?}"
+    );
+    cluster.wait_until_replicated(leader).await;
+
+    // The old leader, cut off, still holds version 1; the majority moves on to version 2.
+    cluster.router.isolate(leader);
+    let majority_leader = cluster.wait_for_leader(Some(leader)).await;
+    cluster.replicas[&majority_leader]
+        .propose(put(2))
+        .await
+        .unwrap();
+    let stale = cluster.replicas[&leader]
+        .get(COLLECTION, b"p000", ReadConsistency::Local)
+        .await
+        .unwrap();
+    assert_eq!(
+        version_of(stale),
+        Some(1),
+        "a local read serves what it applied"
+    );
+    for consistency in [ReadConsistency::Linearizable, ReadConsistency::Lease] {
+        let attempt = tokio::time::timeout(
+            Duration::from_secs(3),
+            cluster.replicas[&leader].get(COLLECTION, b"p000", consistency),
+        )
+        .await;
+        assert!(
+            !matches!(attempt, Ok(Ok(_))),
+            "a cut-off leader served a {consistency:?} read: {attempt:?}"
+        );
+    }
+    for consistency in [ReadConsistency::Linearizable, ReadConsistency::Lease] {
+        // A new leader's lease starts with its first acknowledged heartbeats: retry briefly.
+        let deadline = tokio::time::Instant::now() + WAIT;
+        let read = loop {
+            match cluster.replicas[&majority_leader]
+                .get(COLLECTION, b"p000", consistency)
+                .await
+            {
+                Ok(read) => break read,
+                Err(e) => {
+                    assert!(
+                        tokio::time::Instant::now() < deadline,
+                        "{consistency:?}: {e}"
+                    );
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        };
+        assert_eq!(version_of(read), Some(2), "{consistency:?}");
+    }
+    cluster.router.heal();
 }
