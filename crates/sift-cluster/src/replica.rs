@@ -24,6 +24,9 @@ pub fn region_config() -> Result<Arc<Config>, Error> {
         // A checkpoint every 10,000 entries; the log before it is purged (keeping openraft's
         // default tail), and a replica that needs purged entries gets the snapshot.
         snapshot_policy: SnapshotPolicy::LogsSinceLast(10_000),
+        // A replica that restarts, or comes back from a partition, first asks whether it could
+        // win before raising the term: it does not depose a leader the others still hear.
+        enable_pre_vote: Some(true),
         ..Config::default()
     };
     config
@@ -54,6 +57,10 @@ pub struct Replica {
     pub region: RegionId,
     pub raft: Raft,
     pub state_machine: StateMachine,
+    /// The node's log engine, to know when openraft has let go of it (`shutdown`), and the
+    /// handles on it that were not openraft's when the replica started.
+    log_db: Arc<Db>,
+    log_db_handles_outside: usize,
 }
 
 impl std::fmt::Debug for Replica {
@@ -83,7 +90,8 @@ impl Replica {
             SnapshotData = crate::types::SnapshotData,
         >,
     {
-        let log_store = LogStore::open(log_db, region).map_err(Error::Storage)?;
+        let log_db_handles_outside = Arc::strong_count(&log_db);
+        let log_store = LogStore::open(Arc::clone(&log_db), region).map_err(Error::Storage)?;
         let state_machine =
             StateMachine::open(data_dir, data_options).map_err(|e| Error::Data {
                 path: data_dir.display().to_string(),
@@ -103,6 +111,8 @@ impl Replica {
             region,
             raft,
             state_machine,
+            log_db,
+            log_db_handles_outside,
         })
     }
 
@@ -180,11 +190,27 @@ impl Replica {
             .map_err(|e| Error::Read(e.to_string()))
     }
 
-    /// Stops the replica's raft tasks (its stores close when the last handle goes).
+    /// Stops the replica's raft tasks and waits (up to 10 s) until they have let go of its log
+    /// engine and database, so that the node can open them again: openraft's replication
+    /// tasks can outlive `Raft::shutdown` for as long as a message they sent is in flight.
     pub async fn shutdown(&self) -> Result<(), Error> {
         self.raft
             .shutdown()
             .await
-            .map_err(|e| Error::Raft(format!("shutdown failed: {e}")))
+            .map_err(|e| Error::Raft(format!("shutdown failed: {e}")))?;
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+        // (Regions sharing the log engine must not start or stop meanwhile: one per node today.)
+        while Arc::strong_count(&self.log_db) > self.log_db_handles_outside
+            || !self.state_machine.is_sole_handle()
+        {
+            if tokio::time::Instant::now() >= deadline {
+                return Err(Error::Raft(format!(
+                    "region {} on node {}: storage still in use 10 s after shutdown",
+                    self.region, self.node
+                )));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        Ok(())
     }
 }

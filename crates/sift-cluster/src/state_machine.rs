@@ -187,6 +187,11 @@ impl StateMachine {
         Arc::clone(&self.inner.active.load().database)
     }
 
+    /// Whether this is the last handle on the state machine (openraft has let go of it).
+    pub fn is_sole_handle(&self) -> bool {
+        Arc::strong_count(&self.inner) == 1
+    }
+
     /// The last applied log id.
     pub fn last_applied(&self) -> Option<LogIdOf<TypeConfig>> {
         self.inner.applied.lock().last_applied

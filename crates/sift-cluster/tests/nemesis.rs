@@ -1,10 +1,11 @@
 //! Three replicas under a random stream of faults — replicas stopped and restarted, nodes cut
-//! off and healed, snapshots taken and logs purged — while one client writes through whoever
-//! leads. Every write's outcome is recorded: acknowledged, or unknown (timed out, refused, no
-//! leader). At the end every replica holds the same documents, and each key holds what a
-//! sequential history allows: its last acknowledged version, or a version written after that
-//! whose outcome was unknown (raft commits a client's writes in the order they were
-//! proposed, so an unknown write can only take effect before the next acknowledged one).
+//! off and healed, messages delayed and duplicated, snapshots taken and logs purged — while one
+//! client writes through whoever leads. Every write's outcome is recorded: acknowledged, or
+//! unknown (timed out, refused, no leader). At the end every replica holds the same documents,
+//! and each key holds what a sequential history allows: its last acknowledged version, or a
+//! version written after that whose outcome was unknown (raft commits a client's writes in the
+//! order they were proposed, so an unknown write can only take effect before the next
+//! acknowledged one).
 //!
 //! `SIFT_CLUSTER_NEMESIS_STEPS` (default 40) and `SIFT_CLUSTER_NEMESIS_SEED` set the run;
 //! the seed is printed so a failure can be replayed.
@@ -169,7 +170,7 @@ async fn writes_survive_stops_partitions_and_snapshots_as_a_sequential_history_a
     let mut next_version = 0_u32;
     let mut faults = Vec::new();
     for _ in 0..steps {
-        match rng.gen_range(0..10) {
+        match rng.gen_range(0..12) {
             // Writes, most of the time.
             0..=4 => {
                 let Some(leader) = cluster.leader(Duration::from_secs(2)).await else {
@@ -201,7 +202,17 @@ async fn writes_survive_stops_partitions_and_snapshots_as_a_sequential_history_a
                 faults.push(format!("isolate {node}"));
                 cluster.router.isolate(node);
             }
-            7 | 8 => {
+            7 => {
+                let max_ms = rng.gen_range(1..40);
+                faults.push(format!("delay up to {max_ms} ms"));
+                cluster.router.slow_down(Duration::from_millis(max_ms));
+            }
+            8 => {
+                let every = rng.gen_range(2..6);
+                faults.push(format!("duplicate every {every}th"));
+                cluster.router.duplicate_every(every);
+            }
+            9 | 10 => {
                 faults.push("heal".into());
                 cluster.router.heal();
             }

@@ -1,7 +1,9 @@
 //! An in-process network: replicas registered by `(node, region)` call each other's raft
 //! handlers directly. Faults are injected per link: a node can be cut off (every link to and
 //! from it fails) or one directed link cut; a failed call is `Unreachable` to openraft, which
-//! retries with backoff — what a lost connection looks like.
+//! retries with backoff — what a lost connection looks like. The whole network can also be
+//! made slow (each message waits a pseudo-random time up to a bound) and duplicating (every
+//! n-th append or vote request is delivered twice, as a retransmission would).
 
 use crate::types::{NodeId, Raft, RegionId, SnapshotData, TypeConfig};
 use openraft::alias::{SnapshotOf, VoteOf};
@@ -31,6 +33,12 @@ struct Faults {
     isolated: HashSet<NodeId>,
     /// Directed links `(from, to)` that drop every message.
     cut: HashSet<(NodeId, NodeId)>,
+    /// Each message waits up to this long (0: no delay).
+    delay_max_ms: u64,
+    /// Every n-th append or vote request is delivered twice (0: none).
+    duplicate_every: u64,
+    /// Messages sent so far: drives the delays and duplicates (reproducible per run order).
+    sent: u64,
 }
 
 impl Faults {
@@ -84,11 +92,40 @@ impl LocalRouter {
         self.inner.faults.lock().cut.insert((from, to));
     }
 
-    /// Removes every injected fault.
+    /// Removes every injected fault (delays and duplicates included).
     pub fn heal(&self) {
         let mut faults = self.inner.faults.lock();
         faults.isolated.clear();
         faults.cut.clear();
+        faults.delay_max_ms = 0;
+        faults.duplicate_every = 0;
+    }
+
+    /// Makes every message wait a pseudo-random time up to `max` before delivery.
+    pub fn slow_down(&self, max: std::time::Duration) {
+        self.inner.faults.lock().delay_max_ms = max.as_millis() as u64;
+    }
+
+    /// Delivers every `n`-th append or vote request twice (`0`: never).
+    pub fn duplicate_every(&self, n: u64) {
+        self.inner.faults.lock().duplicate_every = n;
+    }
+
+    /// How long the next message waits, and whether it is delivered twice.
+    fn next_message(&self) -> (std::time::Duration, bool) {
+        let mut faults = self.inner.faults.lock();
+        faults.sent += 1;
+        let sent = faults.sent;
+        // SplitMix64 of the message count: a spread of delays without a random source.
+        let mut mixed = sent.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        mixed = (mixed ^ (mixed >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        mixed ^= mixed >> 31;
+        let delay_ms = match faults.delay_max_ms {
+            0 => 0,
+            max => mixed % (max + 1),
+        };
+        let duplicate = faults.duplicate_every > 0 && sent.is_multiple_of(faults.duplicate_every);
+        (std::time::Duration::from_millis(delay_ms), duplicate)
     }
 
     /// The network factory of `node`'s replica of `region`.
@@ -169,13 +206,21 @@ impl LocalConnection {
     async fn call<T, E, F, Fut>(&self, call: F) -> Result<T, RPCError<TypeConfig>>
     where
         E: std::error::Error + 'static,
-        F: FnOnce(Raft) -> Fut,
+        F: Fn(Raft) -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
+        let (delay, duplicate) = self.router.next_message();
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
         let raft = self
             .router
             .reach(self.from, self.target, self.region)
             .map_err(|e| unreachable(&e))?;
+        if duplicate {
+            // The first copy's answer is lost, as a retransmitted request's would be.
+            let _ = call(raft.clone()).await;
+        }
         let response = call(raft).await.map_err(|e| unreachable(&e))?;
         self.router
             .answer_gets_back(self.from, self.target)
@@ -192,8 +237,11 @@ impl RaftNetworkV2<TypeConfig> for LocalConnection {
         rpc: AppendEntriesRequest<TypeConfig>,
         _option: RPCOption,
     ) -> Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>> {
-        self.call(|raft| async move { raft.append_entries(rpc).await })
-            .await
+        self.call(|raft| {
+            let rpc = rpc.clone();
+            async move { raft.append_entries(rpc).await }
+        })
+        .await
     }
 
     async fn vote(
@@ -201,7 +249,23 @@ impl RaftNetworkV2<TypeConfig> for LocalConnection {
         rpc: VoteRequest<TypeConfig>,
         _option: RPCOption,
     ) -> Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
-        self.call(|raft| async move { raft.vote(rpc).await }).await
+        self.call(|raft| {
+            let rpc = rpc.clone();
+            async move { raft.vote(rpc).await }
+        })
+        .await
+    }
+
+    async fn pre_vote(
+        &mut self,
+        rpc: VoteRequest<TypeConfig>,
+        _option: RPCOption,
+    ) -> Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
+        self.call(|raft| {
+            let rpc = rpc.clone();
+            async move { raft.pre_vote(rpc).await }
+        })
+        .await
     }
 
     async fn full_snapshot(
@@ -211,11 +275,16 @@ impl RaftNetworkV2<TypeConfig> for LocalConnection {
         _cancel: impl Future<Output = ReplicationClosed> + openraft::OptionalSend + 'static,
         _option: RPCOption,
     ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
-        self.call(|raft| async move { raft.install_full_snapshot(vote, snapshot).await })
-            .await
-            .map_err(|e| match e {
-                RPCError::Unreachable(unreachable) => StreamingError::Unreachable(unreachable),
-                other => StreamingError::Unreachable(Unreachable::new(&other)),
-            })
+        // Snapshots may be delayed or delivered twice too: the follower must take a resent
+        // one again without harm.
+        self.call(|raft| {
+            let snapshot = snapshot.clone();
+            async move { raft.install_full_snapshot(vote, snapshot).await }
+        })
+        .await
+        .map_err(|e| match e {
+            RPCError::Unreachable(unreachable) => StreamingError::Unreachable(unreachable),
+            other => StreamingError::Unreachable(Unreachable::new(&other)),
+        })
     }
 }
