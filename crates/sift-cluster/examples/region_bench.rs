@@ -111,14 +111,16 @@ async fn start_region() -> Region {
 }
 
 async fn leader(region: &Region) -> NodeId {
-    loop {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
         for (node, replica) in &region.replicas {
-            if replica.raft.current_leader().await == Some(*node) {
+            if replica.is_leader() {
                 return *node;
             }
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    panic!("no leader elected within 30 s")
 }
 
 async fn three_replicas(writes: usize, clients: usize) -> (f64, Duration) {
@@ -151,6 +153,10 @@ async fn three_replicas(writes: usize, clients: usize) -> (f64, Duration) {
     region.router.unregister(leader_node, REGION);
     region.replicas[&leader_node].shutdown().await.unwrap();
     let failover = loop {
+        assert!(
+            stopped.elapsed() < Duration::from_secs(30),
+            "no write acknowledged within 30 s of stopping the leader"
+        );
         let mut acknowledged = false;
         for (node, replica) in &region.replicas {
             if *node == leader_node {

@@ -143,6 +143,16 @@ impl Replica {
         Ok(replica)
     }
 
+    /// Whether this replica is its region's leader now (by its own state: a replica that was
+    /// shut down or restarted goes on reporting the leader it last knew from
+    /// `Raft::current_leader`).
+    pub fn is_leader(&self) -> bool {
+        use openraft::async_runtime::watch::WatchReceiver;
+        let metrics = self.raft.metrics();
+        let state = metrics.borrow_watched().state;
+        state == openraft::ServerState::Leader
+    }
+
     /// Proposes `command`; returns its result once applied on this replica. Fails with
     /// [`Error::NotLeader`] (naming the leader, if known) on a follower.
     pub async fn propose(&self, command: Command) -> Result<CommandResult, Error> {

@@ -47,8 +47,8 @@ struct AppliedState {
 struct Active {
     database: Arc<Database>,
     applied_tree: Tree,
-    /// Its directory's name under the data root (`db-<n>`).
-    name: String,
+    /// Its directory under the data root is `db-<generation>` (`database_dir_name`).
+    generation: u64,
 }
 
 struct Inner {
@@ -98,10 +98,12 @@ fn is_rejection(error: &IndexError) -> bool {
 
 /// Opens the database in `dir` with its applied-position tree, and reads the position.
 fn open_active(
-    dir: &Path,
-    name: String,
+    root: &Path,
+    generation: u64,
     options: &DatabaseOptions,
 ) -> io::Result<(Active, AppliedState)> {
+    let dir = root.join(database_dir_name(generation));
+    let dir = dir.as_path();
     let database = Database::open(dir, options.clone()).map_err(|e| {
         io_error(
             &format!("cannot open the region database {}", dir.display()),
@@ -121,7 +123,7 @@ fn open_active(
     let active = Active {
         database: Arc::new(database),
         applied_tree,
-        name,
+        generation,
     };
     Ok((active, applied))
 }
@@ -138,11 +140,9 @@ fn write_durably(root: &Path, name: &str, text: &str) -> io::Result<()> {
     std::fs::File::open(root)?.sync_all()
 }
 
-/// The number in a `db-<n>` directory name.
-fn generation(name: &str) -> u64 {
-    name.strip_prefix("db-")
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
+/// The directory of database generation `generation` under a data root.
+fn database_dir_name(generation: u64) -> String {
+    format!("db-{generation}")
 }
 
 impl StateMachine {
@@ -151,24 +151,28 @@ impl StateMachine {
     pub fn open(root: &Path, options: DatabaseOptions) -> io::Result<StateMachine> {
         std::fs::create_dir_all(root)
             .map_err(|e| io_error(&format!("cannot create {}", root.display()), e))?;
-        let name = match std::fs::read_to_string(root.join(ACTIVE_FILE)) {
-            Ok(text) => text.trim().to_owned(),
+        let active_path = root.join(ACTIVE_FILE);
+        let generation = match std::fs::read_to_string(&active_path) {
+            Ok(text) => text
+                .trim()
+                .strip_prefix("db-")
+                .and_then(|n| n.parse::<u64>().ok())
+                .ok_or_else(|| {
+                    io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!(
+                            "{}: not a database name (db-<n>): {text:?}",
+                            active_path.display()
+                        ),
+                    )
+                })?,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                write_durably(root, ACTIVE_FILE, "db-0\n")?;
-                "db-0".to_owned()
+                write_durably(root, ACTIVE_FILE, &format!("{}\n", database_dir_name(0)))?;
+                0
             }
             Err(e) => return Err(io_error("cannot read the active database name", e)),
         };
-        if !name.starts_with("db-") || name.contains('/') {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "{}: not a database name: {name:?}",
-                    root.join(ACTIVE_FILE).display()
-                ),
-            ));
-        }
-        let (active, applied) = open_active(&root.join(&name), name, &options)?;
+        let (active, applied) = open_active(root, generation, &options)?;
         Ok(StateMachine {
             inner: Arc::new(Inner {
                 root: root.to_path_buf(),
@@ -402,14 +406,14 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let _gate = self.inner.apply_gate.lock().await;
         let bytes = snapshot.into_inner();
         let old = self.inner.active.load_full();
-        let name = format!("db-{}", generation(&old.name) + 1);
-        let dir = self.inner.root.join(&name);
+        let generation = old.generation + 1;
+        let dir = self.inner.root.join(database_dir_name(generation));
         if dir.exists() {
             std::fs::remove_dir_all(&dir)
                 .map_err(|e| io_error("cannot clear an unfinished snapshot install", e))?;
         }
         unpack(&bytes, &dir).map_err(|e| io_error("cannot unpack the snapshot", e))?;
-        let (active, applied) = open_active(&dir, name.clone(), &self.inner.options)?;
+        let (active, applied) = open_active(&self.inner.root, generation, &self.inner.options)?;
         // The checkpoint's own position must be the one the leader says it holds.
         if applied.last_applied != meta.last_log_id {
             return Err(io::Error::new(
@@ -420,6 +424,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 ),
             ));
         }
+        let name = database_dir_name(generation);
         write_durably(&self.inner.root, ACTIVE_FILE, &format!("{name}\n"))?;
         self.inner.active.store(Arc::new(active));
         *self.inner.applied.lock() = AppliedState {
@@ -429,8 +434,8 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         *self.inner.current.lock() = Some((meta.clone(), bytes));
         // The old database closes when its last reader lets go; its directory goes now (open
         // files stay readable until then).
+        let old_dir = self.inner.root.join(database_dir_name(old.generation));
         drop(old);
-        let old_dir = self.inner.root.join(generation_name(&name, 1));
         if old_dir.exists() {
             std::fs::remove_dir_all(&old_dir)
                 .map_err(|e| io_error("cannot remove the replaced database", e))?;
@@ -451,11 +456,6 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 snapshot: std::io::Cursor::new(bytes),
             }))
     }
-}
-
-/// The name of the directory `back` generations before `name`.
-fn generation_name(name: &str, back: u64) -> String {
-    format!("db-{}", generation(name).saturating_sub(back))
 }
 
 #[cfg(test)]
@@ -502,5 +502,24 @@ mod tests {
         )
         .unwrap();
         assert_eq!(std::fs::read(target.join("000001.sst")).unwrap(), b"data");
+    }
+
+    #[test]
+    fn a_damaged_active_file_is_an_error_naming_it_and_nothing_is_created() {
+        let root = tempfile::tempdir().unwrap();
+        for text in ["garbage\n", "db-\n", "db-../x\n", "db-1x\n"] {
+            std::fs::write(root.path().join(ACTIVE_FILE), text).unwrap();
+            let error = StateMachine::open(root.path(), DatabaseOptions::default()).unwrap_err();
+            let message = error.to_string();
+            assert!(
+                message.contains("ACTIVE") && message.contains("not a database name"),
+                "{text:?}: {message}"
+            );
+            assert_eq!(
+                std::fs::read_dir(root.path()).unwrap().count(),
+                1,
+                "{text:?}"
+            );
+        }
     }
 }

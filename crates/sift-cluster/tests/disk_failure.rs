@@ -8,8 +8,6 @@
 mod common;
 
 use common::{document, members, start_replica, COLLECTION, REGION};
-use openraft::async_runtime::watch::WatchReceiver;
-use openraft::ServerState;
 use sift_cluster::network::local::LocalRouter;
 use sift_cluster::{Command, CommandResult, NodeId, ReadConsistency, Replica};
 use sift_index::DatabaseOptions;
@@ -21,15 +19,12 @@ use std::time::Duration;
 
 const FAILING: NodeId = 3;
 
-/// A running replica that is a leader, among `replicas` other than `except` (a replica shut
-/// down keeps reporting the leader it last knew).
+/// A running replica that is a leader, among `replicas` other than `except`.
 async fn leader_among(replicas: &HashMap<NodeId, Replica>, except: Option<NodeId>) -> NodeId {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
         for (node, replica) in replicas {
-            let metrics = replica.raft.metrics();
-            let leads = WatchReceiver::borrow_watched(&metrics).state == ServerState::Leader;
-            if Some(*node) != except && leads {
+            if Some(*node) != except && replica.is_leader() {
                 return *node;
             }
         }

@@ -58,7 +58,7 @@ impl Cluster {
         let deadline = tokio::time::Instant::now() + patience;
         loop {
             for (node, replica) in &self.running {
-                if replica.raft.current_leader().await == Some(*node) {
+                if replica.is_leader() {
                     return Some(*node);
                 }
             }

@@ -8,8 +8,6 @@
 mod common;
 
 use common::{document, members, start_replica, COLLECTION, REGION};
-use openraft::async_runtime::watch::WatchReceiver;
-use openraft::ServerState;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use sift_cluster::network::local::LocalRouter;
@@ -79,13 +77,8 @@ impl Cluster {
             let mut leaders = known.into_iter();
             let first = leaders.next().flatten();
             if let Some(leader) = first {
-                // A restarted replica reports the leader it had before; only one that is in
-                // the leader state now counts.
-                let leads = self.replicas.get(&leader).is_some_and(|replica| {
-                    let metrics = replica.raft.metrics();
-                    let state = WatchReceiver::borrow_watched(&metrics).state;
-                    state == ServerState::Leader
-                });
+                // A restarted replica reports the leader it had before: only one that leads now.
+                let leads = self.replicas.get(&leader).is_some_and(Replica::is_leader);
                 if Some(leader) != except && leads && leaders.all(|other| other == Some(leader)) {
                     return leader;
                 }

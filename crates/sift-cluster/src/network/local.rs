@@ -197,16 +197,23 @@ pub struct LocalConnection {
     region: RegionId,
 }
 
-fn unreachable<E: std::error::Error + 'static>(error: &E) -> RPCError<TypeConfig> {
-    RPCError::Unreachable(Unreachable::new(error))
+fn unreachable<E: std::error::Error + 'static>(error: &E) -> Unreachable<TypeConfig> {
+    Unreachable::new(error)
 }
 
 impl LocalConnection {
-    /// Runs `call` on the target replica if the link is up both ways: there, and back.
-    async fn call<T, E, F, Fut>(&self, call: F) -> Result<T, RPCError<TypeConfig>>
+    /// Delivers `request` to the target replica through `handler` if the link is up both
+    /// ways: there, and back. A duplicated message is delivered twice (the request copied
+    /// only then), the first answer lost as a retransmitted request's would be.
+    async fn call<R, T, E, F, Fut>(
+        &self,
+        request: R,
+        handler: F,
+    ) -> Result<T, Unreachable<TypeConfig>>
     where
+        R: Clone,
         E: std::error::Error + 'static,
-        F: Fn(Raft) -> Fut,
+        F: Fn(Raft, R) -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
         let (delay, duplicate) = self.router.next_message();
@@ -218,10 +225,9 @@ impl LocalConnection {
             .reach(self.from, self.target, self.region)
             .map_err(|e| unreachable(&e))?;
         if duplicate {
-            // The first copy's answer is lost, as a retransmitted request's would be.
-            let _ = call(raft.clone()).await;
+            let _ = handler(raft.clone(), request.clone()).await;
         }
-        let response = call(raft).await.map_err(|e| unreachable(&e))?;
+        let response = handler(raft, request).await.map_err(|e| unreachable(&e))?;
         self.router
             .answer_gets_back(self.from, self.target)
             .map_err(|e| unreachable(&e))?;
@@ -237,11 +243,12 @@ impl RaftNetworkV2<TypeConfig> for LocalConnection {
         rpc: AppendEntriesRequest<TypeConfig>,
         _option: RPCOption,
     ) -> Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>> {
-        self.call(|raft| {
-            let rpc = rpc.clone();
-            async move { raft.append_entries(rpc).await }
-        })
+        self.call(
+            rpc,
+            |raft, rpc| async move { raft.append_entries(rpc).await },
+        )
         .await
+        .map_err(RPCError::Unreachable)
     }
 
     async fn vote(
@@ -249,11 +256,9 @@ impl RaftNetworkV2<TypeConfig> for LocalConnection {
         rpc: VoteRequest<TypeConfig>,
         _option: RPCOption,
     ) -> Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
-        self.call(|raft| {
-            let rpc = rpc.clone();
-            async move { raft.vote(rpc).await }
-        })
-        .await
+        self.call(rpc, |raft, rpc| async move { raft.vote(rpc).await })
+            .await
+            .map_err(RPCError::Unreachable)
     }
 
     async fn pre_vote(
@@ -261,11 +266,9 @@ impl RaftNetworkV2<TypeConfig> for LocalConnection {
         rpc: VoteRequest<TypeConfig>,
         _option: RPCOption,
     ) -> Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
-        self.call(|raft| {
-            let rpc = rpc.clone();
-            async move { raft.pre_vote(rpc).await }
-        })
-        .await
+        self.call(rpc, |raft, rpc| async move { raft.pre_vote(rpc).await })
+            .await
+            .map_err(RPCError::Unreachable)
     }
 
     async fn full_snapshot(
@@ -277,14 +280,10 @@ impl RaftNetworkV2<TypeConfig> for LocalConnection {
     ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
         // Snapshots may be delayed or delivered twice too: the follower must take a resent
         // one again without harm.
-        self.call(|raft| {
-            let snapshot = snapshot.clone();
-            async move { raft.install_full_snapshot(vote, snapshot).await }
+        self.call(snapshot, |raft, snapshot| async move {
+            raft.install_full_snapshot(vote, snapshot).await
         })
         .await
-        .map_err(|e| match e {
-            RPCError::Unreachable(unreachable) => StreamingError::Unreachable(unreachable),
-            other => StreamingError::Unreachable(Unreachable::new(&other)),
-        })
+        .map_err(StreamingError::Unreachable)
     }
 }

@@ -39,8 +39,8 @@ impl DbInner {
         // Every write-ahead log is left out: recovery of the checkpoint replays none.
         state.log_number = state.next_file_number;
         self.fs.create_dir_all(dir)?;
-        for files in state.files.values().flatten().flatten() {
-            let name = table_file_name(files.number);
+        for file in state.files.values().flatten().flatten() {
+            let name = table_file_name(file.number);
             self.fs
                 .link_or_copy(&self.dir.join(&name), &dir.join(&name))?;
         }

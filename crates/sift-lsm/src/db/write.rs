@@ -37,12 +37,12 @@ enum WriterKind {
     Sequenced,
 }
 
-/// Builds a batch for a known first sequence number. An `Err` aborts the write.
 /// Writers a group holds without allocating (more spill to the heap).
 const GROUP_INLINE: usize = 4;
 /// The first sequence number of each batch of a group, in group order.
 pub(crate) type GroupFirsts = SmallVec<[SeqNo; GROUP_INLINE]>;
 
+/// Builds a batch for a known first sequence number. An `Err` aborts the write.
 pub(crate) type BatchBuilder<'a> = &'a mut dyn FnMut(SeqNo) -> Result<WriteBatch>;
 
 struct PendingWriter {
