@@ -18,8 +18,12 @@ const IMPORT_BATCH_DOCUMENTS: usize = 512;
 #[derive(Debug, Args)]
 pub struct DbArgs {
     /// Database directory.
-    #[arg(long)]
-    pub db: PathBuf,
+    #[arg(long, required_unless_present = "cluster")]
+    pub db: Option<PathBuf>,
+    /// A node of a cluster (`host:port`) instead of a local database: `get`, `put` and
+    /// `delete` go to the cluster (docs/cluster.md).
+    #[arg(long, conflicts_with = "db")]
+    pub cluster: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -200,8 +204,11 @@ pub struct StatsArgs {
 }
 
 fn open(db: &DbArgs) -> Result<Database, String> {
-    Database::open(&db.db, DatabaseOptions::default())
-        .map_err(|e| format!("cannot open {}: {e}", db.db.display()))
+    let Some(path) = &db.db else {
+        return Err("this command does not take --cluster yet (get, put and delete do)".into());
+    };
+    Database::open(path, DatabaseOptions::default())
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))
 }
 
 fn close(database: Database) -> Result<(), String> {
@@ -454,6 +461,9 @@ fn print_result(result: &QueryResult, json: bool) -> Result<(), String> {
 }
 
 pub fn get(args: &PkArgs) -> Result<(), String> {
+    if let Some(address) = &args.db.cluster {
+        return crate::cluster::get(address, &args.collection, &args.pk, args.json);
+    }
     let database = open(&args.db)?;
     let hit = database
         .get(&args.collection, args.pk.as_bytes())
@@ -469,6 +479,9 @@ pub fn get(args: &PkArgs) -> Result<(), String> {
 }
 
 pub fn put(args: &PutArgs) -> Result<(), String> {
+    if let Some(address) = &args.db.cluster {
+        return crate::cluster::put(address, &args.collection, &args.doc);
+    }
     let database = open(&args.db)?;
     let seq = database
         .put(&args.collection, args.doc.as_bytes())
@@ -479,6 +492,9 @@ pub fn put(args: &PutArgs) -> Result<(), String> {
 }
 
 pub fn delete(args: &PkArgs) -> Result<(), String> {
+    if let Some(address) = &args.db.cluster {
+        return crate::cluster::delete(address, &args.collection, &args.pk);
+    }
     let database = open(&args.db)?;
     let deleted = database
         .delete(&args.collection, args.pk.as_bytes())

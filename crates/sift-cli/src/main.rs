@@ -5,6 +5,8 @@
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
 mod advise;
+mod cluster;
+mod cluster_bench;
 mod docs;
 mod serve;
 mod study;
@@ -70,6 +72,13 @@ enum Command {
     /// A Redis-protocol server over a database: strings, hashes and RedisJSON documents for
     /// any Redis client (docs/server.md). Stops cleanly on Ctrl-C or SIGTERM.
     Serve(serve::ServeArgs),
+    /// Runs one node of a replicated cluster until Ctrl-C or SIGTERM (docs/cluster.md).
+    Node(cluster::NodeArgs),
+    /// A local cluster of node processes, its status, its collections (docs/cluster.md).
+    Cluster {
+        #[command(subcommand)]
+        command: cluster::ClusterCommand,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -95,6 +104,20 @@ enum Benchmark {
     /// How much of a spinning thread's time this machine takes away (interrupts, other tasks,
     /// the hypervisor): the noise floor under every latency measurement.
     MachineNoise(sift_bench::noise::hiccup::MachineNoiseArgs),
+    /// Cluster throughput on loopback (`sift node` processes): one node against three
+    /// replicas, failover after kill -9 of the leader, catch-up of the restarted node.
+    Cluster(cluster_bench::ClusterBenchArgs),
+}
+
+/// Logs to standard error at `default_level` (`RUST_LOG` overrides it), coloured on a terminal.
+fn init_logging(default_level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
 }
 
 fn main() -> ExitCode {
@@ -134,6 +157,9 @@ fn main() -> ExitCode {
         } => sift_bench::noise::hiccup::run(&args, &mut std::io::stdout().lock())
             .map(|_runs| ())
             .map_err(|error| error.to_string()),
+        Command::Bench {
+            benchmark: Benchmark::Cluster(args),
+        } => cluster_bench::run(&args),
         Command::Generate {
             data_set: DataSet::Tweets(args),
         } => sift_workload::cli::generate_tweets_command(&args)
@@ -151,6 +177,8 @@ fn main() -> ExitCode {
         Command::Study(args) => study::study(&args),
         Command::Advise(args) => advise::run(&args),
         Command::Serve(args) => serve::serve(&args),
+        Command::Node(args) => cluster::node(&args),
+        Command::Cluster { command } => cluster::run(&command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -65,13 +65,7 @@ fn parse_bytes(text: &str) -> Result<usize, String> {
 }
 
 pub fn serve(args: &ServeArgs) -> Result<(), String> {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .try_init();
+    crate::init_logging("info");
     let mut config = ServerConfig::new(&args.db);
     config.bind = args.bind;
     config.port = args.port;

@@ -3,20 +3,29 @@
 //! the log ([`log_store`], in the node's Sift engine) and the state machine
 //! ([`state_machine`], a Sift database with the region's collections and co-located indexes).
 //!
-//! Where this stands (issue 29, cluster part 1): one region replicated on three replicas in
-//! one process ([`network::local`]), with durable logs, leader failover, restart catch-up
-//! from the log, snapshots (engine checkpoints, archived whole in memory) for replicas whose
-//! entries were purged, and linearizable (read index or lease) and local reads. Not yet: gRPC
-//! between processes and streamed snapshots, range partitioning with splits and the placement
-//! group, the routing client, hybrid-logical-clock timestamps, and the `sift cluster` commands.
+//! Where this stands (issue 29, cluster part 1): one region, replicated on every node of the
+//! cluster, each node its own process ([`node`], `sift node`) serving the `sift.cluster.Node`
+//! gRPC service ([`rpc`], [`network::grpc`]) for raft traffic and clients; the routing client
+//! ([`client`]) follows the leader and reports writes of unknown outcome instead of replaying
+//! them; durable logs, leader failover, restart catch-up from the log or from a streamed
+//! checkpoint, linearizable (read index or lease) and local reads; client histories checked
+//! for linearizability ([`history`]). [`network::local`] runs replicas in one process with
+//! injected faults. Not yet: range partitioning with splits and the placement group,
+//! hybrid-logical-clock timestamps, index queries through the cluster.
 
+pub mod client;
+pub mod history;
 pub mod log_store;
 pub mod network;
+pub mod node;
 pub mod replica;
+pub mod rpc;
 pub mod state_machine;
 pub mod types;
 
-pub use replica::{region_config, ReadConsistency, Replica};
+pub use client::{ClientError, ClusterClient};
+pub use node::{Node, NodeOptions};
+pub use replica::{region_config, tuned_region_config, LogRetention, ReadConsistency, Replica};
 pub use types::{Command, CommandResult, NodeId, Raft, RegionId, TypeConfig};
 
 /// What can go wrong running a replica.
@@ -41,6 +50,9 @@ pub enum Error {
     /// The replica's database refused a read.
     #[error("read failed: {0}")]
     Read(String),
+    /// The node could not start: its directory, its address, or joining the cluster.
+    #[error("cannot start the node: {0}")]
+    Node(String),
     /// openraft reported an error.
     #[error("raft: {0}")]
     Raft(String),

@@ -16,14 +16,39 @@ use std::sync::Arc;
 /// silence, so a lost leader is replaced in about a second even on a busy 2-core machine,
 /// while scheduling pauses of a few hundred milliseconds do not depose a live one.
 pub fn region_config() -> Result<Arc<Config>, Error> {
+    tuned_region_config(LogRetention::default())
+}
+
+/// When a replica checkpoints its region and how much log it keeps after that.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogRetention {
+    /// A snapshot (engine checkpoint) after this many entries since the last one.
+    pub snapshot_every: u64,
+    /// Entries kept in the log below a snapshot, so that a follower a little behind gets
+    /// entries, not the whole snapshot.
+    pub kept_after_snapshot: u64,
+}
+
+impl Default for LogRetention {
+    fn default() -> Self {
+        LogRetention {
+            snapshot_every: 10_000,
+            kept_after_snapshot: 1_000,
+        }
+    }
+}
+
+/// [`region_config`] with another log retention (tests make snapshots happen sooner).
+pub fn tuned_region_config(retention: LogRetention) -> Result<Arc<Config>, Error> {
     let config = Config {
         cluster_name: "sift".into(),
         heartbeat_interval: 100,
         election_timeout_min: 500,
         election_timeout_max: 1000,
-        // A checkpoint every 10,000 entries; the log before it is purged (keeping openraft's
-        // default tail), and a replica that needs purged entries gets the snapshot.
-        snapshot_policy: SnapshotPolicy::LogsSinceLast(10_000),
+        // A checkpoint every 10,000 entries by default; the log before it is purged but for a
+        // tail, and a replica that needs purged entries gets the snapshot.
+        snapshot_policy: SnapshotPolicy::LogsSinceLast(retention.snapshot_every),
+        max_in_snapshot_log_to_keep: retention.kept_after_snapshot,
         // A replica that restarts, or comes back from a partition, first asks whether it could
         // win before raising the term: it does not depose a leader the others still hear.
         enable_pre_vote: Some(true),
@@ -36,7 +61,7 @@ pub fn region_config() -> Result<Arc<Config>, Error> {
 }
 
 /// How a read sees the region.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum ReadConsistency {
     /// Linearizable (the default): the leader confirms with a majority that it still leads
     /// (raft's read index), waits until it has applied every entry committed before the read,
@@ -90,6 +115,36 @@ impl Replica {
             SnapshotData = crate::types::SnapshotData,
         >,
     {
+        let config = region_config()?;
+        Replica::start_with(
+            node,
+            region,
+            log_db,
+            data_dir,
+            data_options,
+            network,
+            config,
+        )
+        .await
+    }
+
+    /// [`Replica::start`] with a raft configuration of the caller's.
+    pub async fn start_with<N>(
+        node: NodeId,
+        region: RegionId,
+        log_db: Arc<Db>,
+        data_dir: &Path,
+        data_options: DatabaseOptions,
+        network: N,
+        config: Arc<Config>,
+    ) -> Result<Replica, Error>
+    where
+        N: openraft::network::RaftNetworkFactory<crate::types::TypeConfig>,
+        N::Network: openraft::network::NetSnapshot<
+            crate::types::TypeConfig,
+            SnapshotData = crate::types::SnapshotData,
+        >,
+    {
         let log_db_handles_outside = Arc::strong_count(&log_db);
         let log_store = LogStore::open(Arc::clone(&log_db), region).map_err(Error::Storage)?;
         let state_machine =
@@ -97,15 +152,9 @@ impl Replica {
                 path: data_dir.display().to_string(),
                 detail: e.to_string(),
             })?;
-        let raft = Raft::new(
-            node,
-            region_config()?,
-            network,
-            log_store,
-            state_machine.clone(),
-        )
-        .await
-        .map_err(|e| Error::Raft(e.to_string()))?;
+        let raft = Raft::new(node, config, network, log_store, state_machine.clone())
+            .await
+            .map_err(|e| Error::Raft(e.to_string()))?;
         Ok(Replica {
             node,
             region,
