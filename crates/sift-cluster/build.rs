@@ -54,6 +54,12 @@ fn main() {
             "crate::rpc::messages::ReadReply",
         ))
         .method(method(
+            "query",
+            "Query",
+            "crate::rpc::messages::QueryRequest",
+            "crate::rpc::messages::QueryReply",
+        ))
+        .method(method(
             "join",
             "Join",
             "crate::rpc::messages::JoinRequest",

@@ -2,7 +2,8 @@
 //! cluster of such processes, its status, and the document commands' `--cluster` form
 //! (docs/cluster.md). The work lives in `sift_cluster`.
 
-use sift_cluster::rpc::messages::{NodeStatus, RegionStatus};
+use crate::docs::{ImportArgs, IndexCreateArgs, IndexDropArgs};
+use sift_cluster::rpc::messages::{NodeStatus, Query, RegionStatus, QUERY_LIMIT_MAX};
 use sift_cluster::{ClusterClient, Command, CommandResult, Node, NodeOptions, ReadConsistency};
 use std::io::Write;
 use std::net::SocketAddr;
@@ -486,5 +487,186 @@ pub fn get(address: &str, collection: &str, pk: &str, json: bool) -> Result<(), 
     } else {
         println!("{pk}\t{text}");
     }
+    Ok(())
+}
+
+pub fn query(
+    address: &str,
+    collection: &str,
+    index: &str,
+    query: Query,
+    limit: Option<usize>,
+    json: bool,
+) -> Result<(), String> {
+    let limit = match limit {
+        None => QUERY_LIMIT_MAX,
+        Some(limit) => u32::try_from(limit)
+            .ok()
+            .filter(|l| *l <= QUERY_LIMIT_MAX)
+            .ok_or_else(|| format!("--limit: at most {QUERY_LIMIT_MAX} through a cluster"))?,
+    };
+    let documents = runtime()?.block_on(async {
+        client(address)?
+            .query(
+                collection,
+                index,
+                query,
+                limit,
+                ReadConsistency::Linearizable,
+            )
+            .await
+            .map_err(|e| e.to_string())
+    })?;
+    let mut out = std::io::stdout().lock();
+    for document in &documents {
+        let pk = String::from_utf8_lossy(&document.pk);
+        if json {
+            let value: serde_json::Value = serde_json::from_slice(&document.json)
+                .map_err(|e| format!("stored document {pk:?} is not JSON: {e}"))?;
+            writeln!(out, "{}", serde_json::json!({"pk": pk, "doc": value}))
+        } else {
+            writeln!(out, "{pk}\t{}", String::from_utf8_lossy(&document.json))
+        }
+        .map_err(|e| e.to_string())?;
+    }
+    if documents.len() as u64 == u64::from(QUERY_LIMIT_MAX) && limit == QUERY_LIMIT_MAX {
+        eprintln!(
+            "{} hits (a query through a cluster returns at most {QUERY_LIMIT_MAX})",
+            documents.len()
+        );
+    } else {
+        eprintln!("{} hits", documents.len());
+    }
+    Ok(())
+}
+
+pub fn create_index(args: &IndexCreateArgs) -> Result<(), String> {
+    let address = args.db.cluster.as_deref().unwrap_or_default();
+    let definition = sift_cluster::IndexDefinition {
+        name: args.name.clone(),
+        path: args.path.clone(),
+        attr_type: args.attr_type.to_string(),
+        kind: args.kind.to_string(),
+        maintenance: args.maintenance.map(|m| m.to_string()),
+        read_repair: args.read_repair,
+        unique: args.unique,
+        split_delta: args.delta.map(|d| d.to_string()),
+        validation: args.validation.map(|v| v.to_string()),
+        bloom_bits_per_key: args.bloom_bits_per_key,
+    };
+    let command = Command::CreateIndex {
+        collection: args.collection.clone(),
+        definition,
+    };
+    if let CommandResult::Rejected { reason } = write(address, command)? {
+        return Err(reason);
+    }
+    println!(
+        "created index {:?} on {:?} (on every replica)",
+        args.name, args.collection
+    );
+    Ok(())
+}
+
+pub fn drop_index(args: &IndexDropArgs) -> Result<(), String> {
+    let address = args.db.cluster.as_deref().unwrap_or_default();
+    let command = Command::DropIndex {
+        collection: args.collection.clone(),
+        name: args.name.clone(),
+    };
+    match write(address, command)? {
+        CommandResult::Rejected { reason } => Err(reason),
+        CommandResult::NotFound => Err(format!(
+            "collection {:?} has no index {:?}",
+            args.collection, args.name
+        )),
+        _ => {
+            println!("dropped index {:?} of {:?}", args.name, args.collection);
+            Ok(())
+        }
+    }
+}
+
+/// Documents per `PutMany` entry of an import.
+const IMPORT_BATCH_DOCUMENTS: usize = 512;
+
+/// Imports a JSON Lines file through the cluster, in batches written one after another (so a
+/// later line replaces an earlier one with its primary key, as in a local import).
+pub fn import(address: &str, args: &ImportArgs) -> Result<(), String> {
+    use std::io::BufRead;
+    let file = std::fs::File::open(&args.file)
+        .map_err(|e| format!("cannot read {}: {e}", args.file.display()))?;
+    let started = Instant::now();
+    let client = client(address)?;
+    let runtime = runtime()?;
+    let created = runtime.block_on(client.write(Command::CreateCollection {
+        name: args.collection.clone(),
+        pk_path: args.pk.clone(),
+    }));
+    if let CommandResult::Rejected { reason } = created.map_err(|e| e.to_string())? {
+        return Err(reason);
+    }
+    let (mut imported, mut skipped) = (0_u64, 0_u64);
+    let mut batch: Vec<(usize, String)> = Vec::with_capacity(IMPORT_BATCH_DOCUMENTS);
+    let mut lines = std::io::BufReader::new(file).lines().enumerate();
+    loop {
+        let next = lines.next();
+        let finished = next.is_none();
+        if let Some((index, line)) = next {
+            let line =
+                line.map_err(|e| format!("{}: line {}: {e}", args.file.display(), index + 1))?;
+            if !line.trim().is_empty() {
+                batch.push((index + 1, line));
+            }
+            if batch.len() < IMPORT_BATCH_DOCUMENTS {
+                continue;
+            }
+        }
+        if !batch.is_empty() {
+            let command = Command::PutMany {
+                collection: args.collection.clone(),
+                documents: batch
+                    .iter()
+                    .map(|(_, line)| line.clone().into_bytes())
+                    .collect(),
+            };
+            match runtime
+                .block_on(client.write(command))
+                .map_err(|e| e.to_string())?
+            {
+                CommandResult::Batch { written, rejected } => {
+                    imported += written;
+                    for (position, reason) in rejected {
+                        let line = batch.get(position as usize).map_or(0, |(n, _)| *n);
+                        if args.strict {
+                            return Err(format!(
+                                "{}: line {line}: {reason} (stopping because of --strict; the \
+                                 valid documents of its batch of {} were written)",
+                                args.file.display(),
+                                batch.len()
+                            ));
+                        }
+                        skipped += 1;
+                        eprintln!(
+                            "sift: {}: line {line} skipped: {reason}",
+                            args.file.display()
+                        );
+                    }
+                }
+                CommandResult::Rejected { reason } => return Err(reason),
+                other => return Err(format!("unexpected answer to a batch: {other:?}")),
+            }
+            batch.clear();
+        }
+        if finished {
+            break;
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    println!(
+        "imported {imported} documents into {:?} in {seconds:.1} s ({:.0} documents/s); {skipped} bad lines skipped",
+        args.collection,
+        imported as f64 / seconds.max(1e-9)
+    );
     Ok(())
 }

@@ -20,8 +20,8 @@ pub struct DbArgs {
     /// Database directory.
     #[arg(long, required_unless_present = "cluster")]
     pub db: Option<PathBuf>,
-    /// A node of a cluster (`host:port`) instead of a local database: `get`, `put` and
-    /// `delete` go to the cluster (docs/cluster.md).
+    /// A node of a cluster (`host:port`) instead of a local database (docs/cluster.md): for
+    /// get, put, delete, import, lookup, range, within, index create and index drop.
     #[arg(long, conflicts_with = "db")]
     pub cluster: Option<String>,
 }
@@ -205,7 +205,11 @@ pub struct StatsArgs {
 
 fn open(db: &DbArgs) -> Result<Database, String> {
     let Some(path) = &db.db else {
-        return Err("this command does not take --cluster yet (get, put and delete do)".into());
+        return Err(
+            "this command does not take --cluster yet (get, put, delete, import, lookup, \
+             range, within, index create and index drop do)"
+                .into(),
+        );
     };
     Database::open(path, DatabaseOptions::default())
         .map_err(|e| format!("cannot open {}: {e}", path.display()))
@@ -218,6 +222,9 @@ fn close(database: Database) -> Result<(), String> {
 }
 
 pub fn import(args: &ImportArgs) -> Result<(), String> {
+    if let Some(address) = &args.db.cluster {
+        return crate::cluster::import(address, args);
+    }
     let file = std::fs::File::open(&args.file)
         .map_err(|e| format!("cannot read {}: {e}", args.file.display()))?;
     let file_bytes = file.metadata().map_or(0, |m| m.len());
@@ -326,6 +333,10 @@ fn import_batch(
 
 pub fn index(command: &IndexCommand) -> Result<(), String> {
     match command {
+        IndexCommand::Create(args) if args.db.cluster.is_some() => {
+            crate::cluster::create_index(args)
+        }
+        IndexCommand::Drop(args) if args.db.cluster.is_some() => crate::cluster::drop_index(args),
         IndexCommand::Create(args) => {
             let database = open(&args.db)?;
             let mut spec = IndexSpec::new(&args.name, &args.path, args.attr_type, args.kind)
@@ -520,6 +531,19 @@ fn index_type(database: &Database, collection: &str, index: &str) -> Result<Attr
 }
 
 pub fn lookup(args: &LookupArgs) -> Result<(), String> {
+    if let Some(address) = &args.db.cluster {
+        let query = sift_cluster::rpc::messages::Query::Lookup {
+            value: args.value.clone(),
+        };
+        return crate::cluster::query(
+            address,
+            &args.collection,
+            &args.index,
+            query,
+            args.limit,
+            args.json,
+        );
+    }
     let database = open(&args.db)?;
     let attr_type = index_type(&database, &args.collection, &args.index)?;
     let value = AttrValue::parse_cli(&args.value, attr_type).map_err(|e| e.to_string())?;
@@ -531,6 +555,20 @@ pub fn lookup(args: &LookupArgs) -> Result<(), String> {
 }
 
 pub fn range(args: &RangeArgs) -> Result<(), String> {
+    if let Some(address) = &args.db.cluster {
+        let query = sift_cluster::rpc::messages::Query::Range {
+            from: args.from.clone(),
+            to: args.to.clone(),
+        };
+        return crate::cluster::query(
+            address,
+            &args.collection,
+            &args.index,
+            query,
+            args.limit,
+            args.json,
+        );
+    }
     let database = open(&args.db)?;
     let attr_type = index_type(&database, &args.collection, &args.index)?;
     let lo = AttrValue::parse_cli(&args.from, attr_type).map_err(|e| format!("--from: {e}"))?;
@@ -543,6 +581,19 @@ pub fn range(args: &RangeArgs) -> Result<(), String> {
 }
 
 pub fn within(args: &WithinArgs) -> Result<(), String> {
+    if let Some(address) = &args.db.cluster {
+        let query = sift_cluster::rpc::messages::Query::Within {
+            bbox: args.bbox.clone(),
+        };
+        return crate::cluster::query(
+            address,
+            &args.collection,
+            &args.index,
+            query,
+            args.limit,
+            args.json,
+        );
+    }
     let geo_box = GeoBox::parse(&args.bbox).map_err(|e| format!("--bbox: {e}"))?;
     let database = open(&args.db)?;
     let result = database

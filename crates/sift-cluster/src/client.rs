@@ -11,13 +11,15 @@
 use crate::network::grpc::Peers;
 use crate::node::FIRST_REGION;
 use crate::rpc::messages::{
-    Document, NodeError, NodeStatus, ReadRequest, StatusRequest, WriteRequest,
+    Document, NodeError, NodeStatus, Query, QueryRequest, ReadRequest, StatusRequest, WriteRequest,
 };
+use crate::rpc::NodeClient;
 use crate::types::{Command, CommandResult, RegionId};
 use crate::ReadConsistency;
 use parking_lot::Mutex;
 use std::time::Duration;
 use tokio::time::Instant;
+use tonic::transport::Channel;
 
 /// Why an operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -244,19 +246,57 @@ impl ClusterClient {
         pk: &[u8],
         consistency: ReadConsistency,
     ) -> Result<Option<Document>, ClientError> {
-        // A read can be retried elsewhere: each attempt gets a third of the deadline, so a
-        // node that stopped answering costs one attempt, not the whole read.
-        let deadline = self.deadline / 3;
-        self.run(|address| async move {
-            let mut client = self.peers.client(&address).map_err(ClientError::Config)?;
+        self.read_with(|mut client| {
             let request = ReadRequest {
                 region: FIRST_REGION,
                 collection: collection.to_string(),
                 pk: pk.to_vec(),
                 consistency,
             };
-            // Reads change nothing: any failure can be retried elsewhere.
-            match tokio::time::timeout(deadline, client.read(request)).await {
+            async move { client.read(request).await }
+        })
+        .await
+    }
+
+    /// The newest `limit` documents (at most `QUERY_LIMIT_MAX`) that `query` finds with
+    /// `index` of `collection`, read as `consistency` says.
+    pub async fn query(
+        &self,
+        collection: &str,
+        index: &str,
+        query: Query,
+        limit: u32,
+        consistency: ReadConsistency,
+    ) -> Result<Vec<Document>, ClientError> {
+        self.read_with(|mut client| {
+            let request = QueryRequest {
+                region: FIRST_REGION,
+                collection: collection.to_string(),
+                index: index.to_string(),
+                query: query.clone(),
+                limit,
+                consistency,
+            };
+            async move { client.query(request).await }
+        })
+        .await
+    }
+
+    /// Runs a read `call` on nodes in turn until one answers. A read changes nothing, so any
+    /// failure can be retried elsewhere; each attempt gets a third of the deadline, so a node
+    /// that stopped answering costs one attempt, not the whole read.
+    async fn read_with<T, F, Fut>(&self, call: F) -> Result<T, ClientError>
+    where
+        F: Fn(NodeClient<Channel>) -> Fut,
+        Fut: std::future::Future<
+            Output = Result<tonic::Response<Result<T, NodeError>>, tonic::Status>,
+        >,
+    {
+        let deadline = self.deadline / 3;
+        let call = &call;
+        self.run(|address| async move {
+            let client = self.peers.client(&address).map_err(ClientError::Config)?;
+            match tokio::time::timeout(deadline, call(client)).await {
                 Err(_) => {
                     self.demote(&address);
                     Ok(Attempt::Retry {
@@ -272,7 +312,7 @@ impl ClusterClient {
                     })
                 }
                 Ok(Ok(reply)) => match reply.into_inner() {
-                    Ok(document) => Ok(Attempt::Done(document)),
+                    Ok(value) => Ok(Attempt::Done(value)),
                     Err(NodeError::Unavailable { reason, .. }) => {
                         Ok(Attempt::Retry { next: None, reason })
                     }

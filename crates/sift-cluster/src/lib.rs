@@ -10,8 +10,10 @@
 //! them; durable logs, leader failover, restart catch-up from the log or from a streamed
 //! checkpoint, linearizable (read index or lease) and local reads; client histories checked
 //! for linearizability ([`history`]). [`network::local`] runs replicas in one process with
-//! injected faults. Not yet: range partitioning with splits and the placement group,
-//! hybrid-logical-clock timestamps, index queries through the cluster.
+//! injected faults. Collections' secondary indexes are created through the log and kept by
+//! every replica (co-located); queries run on the leader ([`rpc::messages::Query`]). Not
+//! yet: range partitioning with splits and the placement group, hybrid-logical-clock
+//! timestamps, global indexes.
 
 pub mod client;
 pub mod history;
@@ -26,7 +28,7 @@ pub mod types;
 pub use client::{ClientError, ClusterClient};
 pub use node::{Node, NodeOptions};
 pub use replica::{region_config, tuned_region_config, LogRetention, ReadConsistency, Replica};
-pub use types::{Command, CommandResult, NodeId, Raft, RegionId, TypeConfig};
+pub use types::{Command, CommandResult, IndexDefinition, NodeId, Raft, RegionId, TypeConfig};
 
 /// What can go wrong running a replica.
 #[derive(Debug, thiserror::Error)]

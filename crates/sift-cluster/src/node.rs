@@ -9,9 +9,9 @@
 use crate::network::grpc::Peers;
 use crate::replica::tuned_region_config;
 use crate::rpc::messages::{
-    AppendReply, AppendRequest, Document, JoinReply, JoinRequest, NodeError, NodeStatus, ReadReply,
-    ReadRequest, RegionStatus, SnapshotChunk, SnapshotReply, StatusReply, StatusRequest, VoteCall,
-    VoteReply, WriteReply, WriteRequest,
+    AppendReply, AppendRequest, Document, JoinReply, JoinRequest, NodeError, NodeStatus, Query,
+    QueryReply, QueryRequest, ReadReply, ReadRequest, RegionStatus, SnapshotChunk, SnapshotReply,
+    StatusReply, StatusRequest, VoteCall, VoteReply, WriteReply, WriteRequest, QUERY_LIMIT_MAX,
 };
 use crate::rpc::{NodeServer, NodeService, MESSAGE_BYTES_MAX};
 use crate::types::{NodeId, RegionId, TypeConfig};
@@ -423,6 +423,57 @@ fn directory_bytes(dir: &Path) -> u64 {
         .sum()
 }
 
+/// Runs a secondary-index query on a region's database. Errors are the request's (unknown
+/// collection or index, a value that does not parse as the index's type).
+fn run_query(database: &sift_index::Database, request: &QueryRequest) -> QueryReply {
+    let bad = |e: &dyn std::fmt::Display| NodeError::BadRequest(e.to_string());
+    let info = database
+        .collection(&request.collection)
+        .map_err(|e| bad(&e))?;
+    let attr_type = info
+        .indexes
+        .iter()
+        .find(|index| index.name == request.index)
+        .map(|index| index.attr_type)
+        .ok_or_else(|| {
+            NodeError::BadRequest(format!(
+                "collection {:?} has no index {:?}",
+                request.collection, request.index
+            ))
+        })?;
+    let parse = |what: &str, text: &str| {
+        sift_index::AttrValue::parse_cli(text, attr_type)
+            .map_err(|e| NodeError::BadRequest(format!("{what}: {e}")))
+    };
+    let limit = Some(request.limit as usize);
+    let (collection, index) = (&request.collection, &request.index);
+    let result = match &request.query {
+        Query::Lookup { value } => {
+            database.lookup(collection, index, &parse("value", value)?, limit)
+        }
+        Query::Range { from, to } => database.range(
+            collection,
+            index,
+            &parse("from", from)?,
+            &parse("to", to)?,
+            limit,
+        ),
+        Query::Within { bbox } => {
+            let geo_box = sift_index::GeoBox::parse(bbox).map_err(|e| bad(&e))?;
+            database.within(collection, index, &geo_box, limit)
+        }
+    };
+    let result = result.map_err(|e| bad(&e))?;
+    Ok(result
+        .hits
+        .into_iter()
+        .map(|hit| Document {
+            pk: hit.pk,
+            json: hit.doc,
+        })
+        .collect())
+}
+
 /// The gRPC service of a node.
 struct Service {
     inner: Arc<NodeInner>,
@@ -551,6 +602,29 @@ impl NodeService for Service {
             Err(Error::Read(reason)) => Err(NodeError::BadRequest(reason)),
             Err(e) => Err(self.inner.answer(&replica, e)),
         };
+        answer(reply)
+    }
+
+    async fn query(&self, request: tonic::Request<QueryRequest>) -> Answer<QueryReply> {
+        let request = request.into_inner();
+        if request.limit > QUERY_LIMIT_MAX {
+            return answer(Err(NodeError::BadRequest(format!(
+                "a query returns at most {QUERY_LIMIT_MAX} documents, not {}",
+                request.limit
+            ))));
+        }
+        let replica = match self.inner.replica(request.region) {
+            Ok(replica) => replica,
+            Err(e) => return answer(Err(e)),
+        };
+        let database = match replica.readable(request.consistency).await {
+            Ok(database) => database,
+            Err(e) => return answer(Err(self.inner.answer(&replica, e))),
+        };
+        // The query runs on a blocking thread: it reads the engine, which may wait on disk.
+        let reply = tokio::task::spawn_blocking(move || run_query(&database, &request))
+            .await
+            .unwrap_or_else(|e| Err(NodeError::BadRequest(format!("the query failed: {e}"))));
         answer(reply)
     }
 

@@ -227,6 +227,20 @@ impl Replica {
         pk: &[u8],
         consistency: ReadConsistency,
     ) -> Result<Option<Hit>, Error> {
+        let database = self.readable(consistency).await?;
+        database
+            .get(collection, pk)
+            .map_err(|e| Error::Read(e.to_string()))
+    }
+
+    /// The region's database once a read may see it as `consistency` says: for a
+    /// linearizable or lease read, after this replica has confirmed it leads and has applied
+    /// every entry committed before the call. Hold it for one read, not for ever (a snapshot
+    /// install replaces it).
+    pub async fn readable(
+        &self,
+        consistency: ReadConsistency,
+    ) -> Result<Arc<sift_index::Database>, Error> {
         let policy = match consistency {
             ReadConsistency::Linearizable => Some(ReadPolicy::ReadIndex),
             ReadConsistency::Lease => Some(ReadPolicy::LeaseRead),
@@ -243,10 +257,7 @@ impl Replica {
                 return Err(Error::Raft(e.to_string()));
             }
         }
-        self.state_machine
-            .database()
-            .get(collection, pk)
-            .map_err(|e| Error::Read(e.to_string()))
+        Ok(self.state_machine.database())
     }
 
     /// Stops the replica's raft tasks and waits (up to 10 s) until they have let go of its log

@@ -201,6 +201,43 @@ impl StateMachine {
         self.inner.applied.lock().last_applied
     }
 
+    /// One atomic write if every document is valid; otherwise each document alone, so that
+    /// the valid ones are stored and the others rejected — the same on every replica.
+    fn apply_put_many(
+        database: &Database,
+        collection: &str,
+        documents: &[Vec<u8>],
+    ) -> io::Result<CommandResult> {
+        let operations: Vec<sift_index::WriteOp<'_>> = documents
+            .iter()
+            .map(|document| sift_index::WriteOp::Put(document))
+            .collect();
+        match database.write(collection, &operations) {
+            Ok(_) => {
+                return Ok(CommandResult::Batch {
+                    written: documents.len() as u64,
+                    rejected: Vec::new(),
+                })
+            }
+            Err(e) if !is_rejection(&e) => {
+                return Err(io_error("cannot apply a batch of documents", e))
+            }
+            Err(_) => {}
+        }
+        let mut written = 0;
+        let mut rejected = Vec::new();
+        for (position, document) in documents.iter().enumerate() {
+            match database.put(collection, document) {
+                Ok(_) => written += 1,
+                Err(e) if is_rejection(&e) => {
+                    rejected.push((u32::try_from(position).unwrap_or(u32::MAX), e.to_string()));
+                }
+                Err(e) => return Err(io_error("cannot apply a batch of documents", e)),
+            }
+        }
+        Ok(CommandResult::Batch { written, rejected })
+    }
+
     fn apply_command(database: &Database, command: &Command) -> io::Result<CommandResult> {
         let outcome = match command {
             Command::CreateCollection { name, pk_path } => {
@@ -236,6 +273,52 @@ impl StateMachine {
                         Some(sequence) => CommandResult::Written { sequence },
                         None => CommandResult::NotFound,
                     })
+            }
+            Command::CreateIndex {
+                collection,
+                definition,
+            } => {
+                let spec = match definition.to_spec() {
+                    Ok(spec) => spec,
+                    Err(reason) => return Ok(CommandResult::Rejected { reason }),
+                };
+                match database.create_index(collection, spec.clone()) {
+                    Ok(_) => Ok(CommandResult::Applied),
+                    // Applied again (a replay after a crash), or asked twice: the same index
+                    // is no error; another one under that name is.
+                    Err(IndexError::AlreadyExists { .. }) => {
+                        let same = database.collection(collection).is_ok_and(|info| {
+                            info.indexes.iter().any(|index| {
+                                index.name == spec.name
+                                    && index.path == spec.path
+                                    && index.attr_type == spec.attr_type
+                                    && index.kind == spec.kind
+                            })
+                        });
+                        return Ok(if same {
+                            CommandResult::Applied
+                        } else {
+                            CommandResult::Rejected {
+                                reason: format!(
+                                    "collection {collection:?} has another index named {:?}",
+                                    spec.name
+                                ),
+                            }
+                        });
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            Command::PutMany {
+                collection,
+                documents,
+            } => return Self::apply_put_many(database, collection, documents),
+            Command::DropIndex { collection, name } => {
+                match database.drop_index(collection, name) {
+                    Ok(()) => Ok(CommandResult::Applied),
+                    Err(IndexError::UnknownIndex { .. }) => return Ok(CommandResult::NotFound),
+                    Err(e) => Err(e),
+                }
             }
         };
         match outcome {

@@ -16,6 +16,78 @@ pub enum Command {
     },
     /// Deletes the document with this primary key.
     Delete { collection: String, pk: Vec<u8> },
+    /// Creates a secondary index and back-fills it (nothing happens if an index of that name
+    /// exists with the same path, type and kind).
+    CreateIndex {
+        collection: String,
+        definition: IndexDefinition,
+    },
+    /// Drops a secondary index and its data.
+    DropIndex { collection: String, name: String },
+    /// Stores JSON documents in order (a later one replaces an earlier one with its primary
+    /// key): all at once if every one is valid, else each valid one, the others rejected.
+    PutMany {
+        collection: String,
+        documents: Vec<Vec<u8>>,
+    },
+}
+
+/// A secondary index as `sift index create` describes it, in the same words (`int`,
+/// `composite`, `sync-insert`, ...): parsed when the command is applied, so a bad word is a
+/// replicated rejection naming it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct IndexDefinition {
+    pub name: String,
+    /// Attribute path (`user.id` or `/user/id`).
+    pub path: String,
+    /// `int`, `float`, `string`, `time` or `geo`.
+    pub attr_type: String,
+    /// `composite`, `eager`, `lazy`, `memory`, `embedded`, `sst-local` or `next`.
+    pub kind: String,
+    /// `sync-full`, `sync-insert`, `deferred`, ... (`None`: the kind's default).
+    pub maintenance: Option<String>,
+    pub read_repair: bool,
+    pub unique: bool,
+    /// `sst-local` / `next`: the split δ, as `sift index create --delta` takes it.
+    pub split_delta: Option<String>,
+    /// `sst-local` / `next`: `memo` or `get-lite`.
+    pub validation: Option<String>,
+    /// `embedded`: bloom bits per value.
+    pub bloom_bits_per_key: Option<u32>,
+}
+
+impl IndexDefinition {
+    /// The index layer's spec, or what is wrong with the definition.
+    pub fn to_spec(&self) -> Result<sift_index::IndexSpec, String> {
+        fn parsed<T: std::str::FromStr>(what: &str, text: &str) -> Result<T, String>
+        where
+            T::Err: std::fmt::Display,
+        {
+            text.parse::<T>()
+                .map_err(|e| format!("index {what} {text:?}: {e}"))
+        }
+        let mut spec = sift_index::IndexSpec::new(
+            &self.name,
+            &self.path,
+            parsed("type", &self.attr_type)?,
+            parsed("kind", &self.kind)?,
+        )
+        .with_read_repair(self.read_repair)
+        .with_unique(self.unique);
+        if let Some(maintenance) = &self.maintenance {
+            spec = spec.with_maintenance(parsed("maintenance", maintenance)?);
+        }
+        if let Some(delta) = &self.split_delta {
+            spec = spec.with_split_delta(parsed("split delta", delta)?);
+        }
+        if let Some(validation) = &self.validation {
+            spec = spec.with_validation(parsed("validation", validation)?);
+        }
+        if let Some(bits) = self.bloom_bits_per_key {
+            spec = spec.with_bloom_bits_per_key(bits);
+        }
+        Ok(spec)
+    }
 }
 
 /// Short, for raft's logs: names the collection and the sizes, never the document.
@@ -32,6 +104,17 @@ impl std::fmt::Display for Command {
             Command::Delete { collection, pk } => {
                 write!(f, "delete from {collection:?} (pk {} bytes)", pk.len())
             }
+            Command::CreateIndex {
+                collection,
+                definition,
+            } => write!(f, "create index {:?} on {collection:?}", definition.name),
+            Command::DropIndex { collection, name } => {
+                write!(f, "drop index {name:?} of {collection:?}")
+            }
+            Command::PutMany {
+                collection,
+                documents,
+            } => write!(f, "put {} documents into {collection:?}", documents.len()),
         }
     }
 }
@@ -50,6 +133,12 @@ pub enum CommandResult {
     NotFound,
     /// The command was refused; the text says why.
     Rejected { reason: String },
+    /// A `PutMany`: how many documents were stored, and which were refused (their position
+    /// in the batch) and why.
+    Batch {
+        written: u64,
+        rejected: Vec<(u32, String)>,
+    },
 }
 
 openraft::declare_raft_types!(

@@ -378,3 +378,214 @@ async fn a_peer_sending_malformed_oversized_or_inconsistent_messages_is_refused_
         node.shutdown().await.unwrap();
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn indexes_are_created_on_every_replica_and_queries_match_a_brute_force_filter() {
+    use sift_cluster::rpc::messages::{Query, QUERY_LIMIT_MAX};
+    use sift_cluster::IndexDefinition;
+    let dir = tempfile::tempdir().unwrap();
+    let nodes = three_nodes(dir.path()).await;
+    let client = ClusterClient::new(vec![nodes[0].address().to_string()], None).unwrap();
+    client
+        .write(Command::CreateCollection {
+            name: "docs".into(),
+            pk_path: "id".into(),
+        })
+        .await
+        .unwrap();
+    // 300 documents in batches; one invalid document in the middle of a batch.
+    let mut model: Vec<(u32, i64)> = Vec::new(); // (id, user) in write order
+    for batch in 0..3u32 {
+        let mut documents = Vec::new();
+        for i in 0..100u32 {
+            let id = batch * 100 + i;
+            let user = i64::from((id * 7) % 13);
+            documents.push(format!(r#"{{"id":"{id:04}","user":{user}}}"#).into_bytes());
+            model.push((id, user));
+        }
+        if batch == 1 {
+            documents.insert(50, b"{\"user\":1}".to_vec());
+        }
+        let result = client
+            .write(Command::PutMany {
+                collection: "docs".into(),
+                documents,
+            })
+            .await
+            .unwrap();
+        match result {
+            CommandResult::Batch { written, rejected } => {
+                assert_eq!(written, 100);
+                let expected: Vec<u32> = if batch == 1 { vec![50] } else { vec![] };
+                assert_eq!(
+                    rejected.iter().map(|(p, _)| *p).collect::<Vec<_>>(),
+                    expected
+                );
+                assert!(
+                    rejected.iter().all(|(_, reason)| reason.contains("id")),
+                    "{rejected:?}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    let definition = |kind: &str| IndexDefinition {
+        name: "by_user".into(),
+        path: "user".into(),
+        attr_type: "int".into(),
+        kind: kind.into(),
+        ..IndexDefinition::default()
+    };
+    let create = |definition| Command::CreateIndex {
+        collection: "docs".into(),
+        definition,
+    };
+    assert_eq!(
+        client.write(create(definition("composite"))).await.unwrap(),
+        CommandResult::Applied
+    );
+    // The same again is no error; another index under the name is.
+    assert_eq!(
+        client.write(create(definition("composite"))).await.unwrap(),
+        CommandResult::Applied
+    );
+    let other = client.write(create(definition("lazy"))).await.unwrap();
+    assert!(
+        matches!(&other, CommandResult::Rejected { reason } if reason.contains("another index")),
+        "{other:?}"
+    );
+    let bad = client
+        .write(create(IndexDefinition {
+            attr_type: "integer".into(),
+            ..definition("composite")
+        }))
+        .await
+        .unwrap();
+    assert!(
+        matches!(&bad, CommandResult::Rejected { reason } if reason.contains("\"integer\"")),
+        "{bad:?}"
+    );
+
+    let newest_first = |keep: &dyn Fn(i64) -> bool, limit: usize| -> Vec<Vec<u8>> {
+        model
+            .iter()
+            .rev()
+            .filter(|(_, user)| keep(*user))
+            .take(limit)
+            .map(|(id, _)| format!("{id:04}").into_bytes())
+            .collect()
+    };
+    let pks = |documents: Vec<sift_cluster::rpc::messages::Document>| -> Vec<Vec<u8>> {
+        documents.into_iter().map(|d| d.pk).collect()
+    };
+    for user in [0, 5, 12, 13] {
+        let found = client
+            .query(
+                "docs",
+                "by_user",
+                Query::Lookup {
+                    value: user.to_string(),
+                },
+                10,
+                ReadConsistency::Linearizable,
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            pks(found),
+            newest_first(&|u| u == user, 10),
+            "lookup {user}"
+        );
+    }
+    let found = client
+        .query(
+            "docs",
+            "by_user",
+            Query::Range {
+                from: "3".into(),
+                to: "5".into(),
+            },
+            1000,
+            ReadConsistency::Linearizable,
+        )
+        .await
+        .unwrap();
+    assert_eq!(pks(found), newest_first(&|u| (3..=5).contains(&u), 1000));
+
+    // Every replica built the index from its own copy of the data: local queries agree.
+    let expected = newest_first(&|u| u == 4, 50);
+    for node in &nodes {
+        let replica = node.replica(1).unwrap();
+        let mut local = Vec::new();
+        for _ in 0..200 {
+            let database = replica.readable(ReadConsistency::Local).await.unwrap();
+            local = match database.lookup(
+                "docs",
+                "by_user",
+                &sift_index::AttrValue::Int(4),
+                Some(50),
+            ) {
+                Ok(result) => result.hits.into_iter().map(|h| h.pk).collect(),
+                Err(_) => Vec::new(),
+            };
+            if local == expected {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(local, expected, "node {}", node.id());
+    }
+
+    let too_many = client
+        .query(
+            "docs",
+            "by_user",
+            Query::Lookup { value: "1".into() },
+            QUERY_LIMIT_MAX + 1,
+            ReadConsistency::Linearizable,
+        )
+        .await;
+    assert!(
+        matches!(&too_many, Err(sift_cluster::ClientError::Refused(NodeError::BadRequest(r))) if r.contains("at most")),
+        "{too_many:?}"
+    );
+    let not_int = client
+        .query(
+            "docs",
+            "by_user",
+            Query::Lookup { value: "x".into() },
+            1,
+            ReadConsistency::Linearizable,
+        )
+        .await;
+    assert!(
+        matches!(
+            &not_int,
+            Err(sift_cluster::ClientError::Refused(NodeError::BadRequest(_)))
+        ),
+        "{not_int:?}"
+    );
+
+    let drop = || Command::DropIndex {
+        collection: "docs".into(),
+        name: "by_user".into(),
+    };
+    assert_eq!(client.write(drop()).await.unwrap(), CommandResult::Applied);
+    assert_eq!(client.write(drop()).await.unwrap(), CommandResult::NotFound);
+    let gone = client
+        .query(
+            "docs",
+            "by_user",
+            Query::Lookup { value: "1".into() },
+            1,
+            ReadConsistency::Linearizable,
+        )
+        .await;
+    assert!(
+        matches!(&gone, Err(sift_cluster::ClientError::Refused(NodeError::BadRequest(r))) if r.contains("no index")),
+        "{gone:?}"
+    );
+    for node in nodes {
+        node.shutdown().await.unwrap();
+    }
+}

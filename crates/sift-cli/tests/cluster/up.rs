@@ -134,19 +134,105 @@ fn cluster_up_serves_documents_and_reports_status_and_stops_every_node_on_sigter
         err.contains("object"),
         "a bad document is refused with a reason: {err}"
     );
-    let (ok, _, err) = sift(&[
-        "lookup",
+    let (ok, _, err) = sift(&["stats", "--cluster", &at]);
+    assert!(!ok);
+    assert!(err.contains("does not take --cluster yet"), "{err}");
+
+    // Import (a bad line is skipped and named), an index, and queries through the cluster.
+    let lines: Vec<String> = (0..500)
+        .map(|i| {
+            format!(
+                r#"{{"id":"t{i:03}","user":{},"at":"2020-01-01T00:00:{:02}Z"}}"#,
+                i % 7,
+                i % 60
+            )
+        })
+        .chain(std::iter::once("{broken".to_string()))
+        .collect();
+    let file = root.path().join("tweets.jsonl");
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let file = file.to_str().unwrap();
+    let (ok, out, err) = sift(&[
+        "import",
         "--cluster",
         &at,
         "--collection",
-        "docs",
+        "tweets",
+        "--pk",
+        "id",
+        file,
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains("imported 500 documents"), "{out}");
+    assert!(out.contains("1 bad lines skipped"), "{out}");
+    assert!(err.contains("line 501 skipped"), "{err}");
+    let create = |name: &str, path: &str, kind_type: [&str; 2]| {
+        sift(&[
+            "index",
+            "create",
+            "--cluster",
+            &at,
+            "--collection",
+            "tweets",
+            "--name",
+            name,
+            "--path",
+            path,
+            "--type",
+            kind_type[1],
+            "--kind",
+            kind_type[0],
+        ])
+    };
+    let (ok, _, err) = create("by_user", "user", ["lazy", "int"]);
+    assert!(ok, "{err}");
+    let (ok, _, err) = create("by_at", "at", ["next", "time"]);
+    assert!(ok, "{err}");
+    let (ok, out, err) = sift(&[
+        "lookup",
+        "--cluster",
+        &third,
+        "--collection",
+        "tweets",
         "--index",
-        "n",
+        "by_user",
         "--value",
-        "1",
+        "3",
+        "--limit",
+        "2",
+    ]);
+    assert!(ok, "{err}");
+    let pks: Vec<&str> = out.lines().map(|l| l.split('\t').next().unwrap()).collect();
+    assert_eq!(pks, ["t493", "t486"], "newest first: {out}");
+    let (ok, out, err) = sift(&[
+        "range",
+        "--cluster",
+        &at,
+        "--collection",
+        "tweets",
+        "--index",
+        "by_at",
+        "--from",
+        "2020-01-01T00:00:58Z",
+        "--to",
+        "2020-01-01T00:00:59Z",
+    ]);
+    assert!(ok, "{err}");
+    // Seconds 58 and 59 of every minute-cycle of 60: ids 58, 59, 118, 119, ... 479.
+    assert_eq!(out.lines().count(), 16, "{out}");
+    assert!(err.contains("16 hits"), "{err}");
+    let (ok, _, err) = sift(&[
+        "index",
+        "drop",
+        "--cluster",
+        &at,
+        "--collection",
+        "tweets",
+        "--name",
+        "nope",
     ]);
     assert!(!ok);
-    assert!(err.contains("does not take --cluster yet"), "{err}");
+    assert!(err.contains("has no index \"nope\""), "{err}");
 
     let (ok, out, err) = sift(&["cluster", "status", "--at", &at]);
     assert!(ok, "{err}");

@@ -110,6 +110,36 @@ pub struct Document {
 }
 pub type ReadReply = Result<Option<Document>, NodeError>;
 
+/// A secondary-index query, its values written as `sift lookup / range / within` take them
+/// (parsed on the node with the index's type).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Query {
+    /// Documents whose indexed attribute equals `value`.
+    Lookup { value: String },
+    /// Documents whose indexed attribute is within `[from, to]`.
+    Range { from: String, to: String },
+    /// Documents whose geo attribute lies in `bbox` (`min_lon,min_lat,max_lon,max_lat`).
+    Within { bbox: String },
+}
+
+/// A client's query of one index of a collection: the newest `limit` matches.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct QueryRequest {
+    pub region: RegionId,
+    pub collection: String,
+    pub index: String,
+    pub query: Query,
+    /// At most [`QUERY_LIMIT_MAX`] (a larger limit is refused).
+    pub limit: u32,
+    pub consistency: ReadConsistency,
+}
+
+/// The most documents one query returns: bounds the answer a node builds for one call.
+pub const QUERY_LIMIT_MAX: u32 = 10_000;
+
+/// Matching documents, newest first.
+pub type QueryReply = Result<Vec<Document>, NodeError>;
+
 /// A node asks a region's leader to make it a voter (a learner first, caught up, then a
 /// voter). Asking again once it is one changes nothing.
 #[derive(Debug, Serialize, Deserialize)]
