@@ -22,6 +22,7 @@ pub mod network;
 pub mod node;
 pub mod replica;
 pub mod rpc;
+pub mod snapshot_file;
 pub mod state_machine;
 pub mod types;
 

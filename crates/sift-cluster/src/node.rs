@@ -423,6 +423,53 @@ fn directory_bytes(dir: &Path) -> u64 {
         .sum()
 }
 
+/// Numbers the snapshot files being received, so that two streams never share one.
+static RECEIVING: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Writes a snapshot stream to `path`: `first` then every chunk, checked against `total`
+/// bytes. The outer error is the node's (disk); the inner one the sender's (a bad stream).
+async fn receive_archive(
+    path: &Path,
+    total: u64,
+    first: Vec<u8>,
+    stream: &mut tonic::Streaming<SnapshotChunk>,
+) -> std::io::Result<Result<crate::snapshot_file::SnapshotArchive, NodeError>> {
+    use tokio::io::AsyncWriteExt;
+    let refuse = |reason: String| Ok(Err(NodeError::BadRequest(reason)));
+    let mut file = tokio::fs::File::create(path).await?;
+    let mut received = first.len() as u64;
+    if received > total {
+        return refuse(format!(
+            "snapshot stream longer than its announced {total} bytes"
+        ));
+    }
+    file.write_all(&first).await?;
+    while let Some(chunk) = stream.next().await {
+        let chunk = match chunk {
+            Ok(chunk) => chunk,
+            Err(status) => return refuse(format!("snapshot stream failed: {}", status.message())),
+        };
+        if chunk.header.is_some() {
+            return refuse("a snapshot stream has one header".into());
+        }
+        received += chunk.data.len() as u64;
+        if received > total {
+            return refuse(format!(
+                "snapshot stream longer than its announced {total} bytes"
+            ));
+        }
+        file.write_all(&chunk.data).await?;
+    }
+    if received != total {
+        return refuse(format!(
+            "snapshot stream cut short: {received} of {total} bytes"
+        ));
+    }
+    file.sync_all().await?;
+    drop(file);
+    Ok(Ok(crate::snapshot_file::SnapshotArchive::open(path)?))
+}
+
 /// Runs a secondary-index query on a region's database. Errors are the request's (unknown
 /// collection or index, a value that does not parse as the index's type).
 fn run_query(database: &sift_index::Database, request: &QueryRequest) -> QueryReply {
@@ -533,39 +580,36 @@ impl NodeService for Service {
             Ok(replica) => replica,
             Err(e) => return answer(Err(e)),
         };
-        // The archive is held whole in memory (the state machine installs from one buffer);
-        // its announced size is checked against what arrives, chunk by chunk.
-        let total = header.total_bytes;
-        let mut archive = first.data;
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk?;
-            if chunk.header.is_some() {
-                return answer(Err(NodeError::BadRequest(
-                    "a snapshot stream has one header".into(),
-                )));
+        // The archive goes to a file under the region's data root as it arrives, its
+        // announced size checked chunk by chunk; only a complete one is installed.
+        let path = region_dir(&self.inner.dir, header.region).join(format!(
+            "snapshot.receiving-{}-{}.tar",
+            std::process::id(),
+            RECEIVING.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        let received = receive_archive(&path, header.total_bytes, first.data, &mut stream).await;
+        let reply = match received {
+            Ok(Ok(archive)) => {
+                let snapshot =
+                    openraft::alias::SnapshotOf::<TypeConfig, crate::types::SnapshotData> {
+                        meta: header.meta,
+                        snapshot: archive,
+                    };
+                replica
+                    .raft
+                    .install_full_snapshot(header.vote, snapshot)
+                    .await
+                    .map_err(|e| self.inner.unavailable(header.region, e))
             }
-            if archive.len() as u64 + chunk.data.len() as u64 > total {
-                return answer(Err(NodeError::BadRequest(format!(
-                    "snapshot stream longer than its announced {total} bytes"
-                ))));
-            }
-            archive.extend_from_slice(&chunk.data);
-        }
-        if archive.len() as u64 != total {
-            return answer(Err(NodeError::BadRequest(format!(
-                "snapshot stream cut short: {} of {total} bytes",
-                archive.len()
-            ))));
-        }
-        let snapshot = openraft::alias::SnapshotOf::<TypeConfig, crate::types::SnapshotData> {
-            meta: header.meta,
-            snapshot: std::io::Cursor::new(archive),
+            Ok(Err(refusal)) => Err(refusal),
+            Err(e) => Err(self.inner.unavailable(
+                header.region,
+                format!("cannot store the snapshot at {}: {e}", path.display()),
+            )),
         };
-        let reply = replica
-            .raft
-            .install_full_snapshot(header.vote, snapshot)
-            .await
-            .map_err(|e| self.inner.unavailable(header.region, e));
+        // Installed (the state machine keeps its own link or copy) or refused: the received
+        // file is no longer needed.
+        let _ = tokio::fs::remove_file(&path).await;
         answer(reply)
     }
 

@@ -15,6 +15,7 @@
 //! database directory under the region's data root, switches `ACTIVE` to it and reopens.
 
 use crate::log_store::{decode, encode, io_error, open_tree};
+use crate::snapshot_file::SnapshotArchive;
 use crate::types::{Command, CommandResult, SnapshotData, TypeConfig};
 use arc_swap::ArcSwap;
 use futures_util::StreamExt;
@@ -59,8 +60,9 @@ struct Inner {
     /// Held by `apply` for a whole batch and by a snapshot while it checkpoints, so a
     /// snapshot's position is the one its data is at.
     apply_gate: tokio::sync::Mutex<()>,
-    /// The last snapshot built or installed (sent to replicas that need one).
-    current: Mutex<Option<(SnapshotMetaOf<TypeConfig>, Vec<u8>)>>,
+    /// The last snapshot built or installed (sent to replicas that need one): its archive is
+    /// a `snapshot-<n>.tar` file under the root, removed when a newer one replaces it.
+    current: Mutex<Option<(SnapshotMetaOf<TypeConfig>, SnapshotArchive)>>,
 }
 
 /// A region replica's state machine. Clones share the database: the replica reads through
@@ -173,6 +175,16 @@ impl StateMachine {
             Err(e) => return Err(io_error("cannot read the active database name", e)),
         };
         let (active, applied) = open_active(root, generation, &options)?;
+        // Snapshot archives of an earlier run (built, received, or half-written) are not
+        // used again: a replica builds a new one when a follower needs it.
+        for entry in std::fs::read_dir(root)
+            .map_err(|e| io_error(&format!("cannot list {}", root.display()), e))?
+            .flatten()
+        {
+            if entry.file_name().to_str().is_some_and(is_snapshot_file) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
         Ok(StateMachine {
             inner: Arc::new(Inner {
                 root: root.to_path_buf(),
@@ -343,7 +355,7 @@ impl StateMachine {
             .map_err(|e| io_error("cannot save the applied position", e))
     }
 
-    /// Builds a snapshot: a checkpoint of the active database, archived.
+    /// Builds a snapshot: a checkpoint of the active database, archived to a file.
     async fn build(&self) -> io::Result<SnapshotOf<TypeConfig, SnapshotData>> {
         let building = self.inner.root.join("snapshot.building");
         if building.exists() {
@@ -360,25 +372,56 @@ impl StateMachine {
                 .map_err(|e| io_error("cannot checkpoint the region database", e))?;
             self.inner.applied.lock().clone()
         };
-        let archived = archive(&building);
+        let path = self.inner.root.join(snapshot_file_name());
+        let archived = archive(&building, &path);
         std::fs::remove_dir_all(&building)
             .map_err(|e| io_error("cannot remove the checkpoint", e))?;
-        let bytes = archived?;
+        archived.map_err(|e| io_error("cannot archive the checkpoint", e))?;
+        let snapshot = SnapshotArchive::open(&path)
+            .map_err(|e| io_error(&format!("cannot open {}", path.display()), e))?;
         let meta = SnapshotMetaOf::<TypeConfig> {
             last_log_id: applied.last_applied,
             last_membership: applied.membership,
         };
-        *self.inner.current.lock() = Some((meta.clone(), bytes.clone()));
-        Ok(SnapshotOf::<TypeConfig, SnapshotData> {
-            meta,
-            snapshot: std::io::Cursor::new(bytes),
-        })
+        self.replace_current(meta.clone(), snapshot.clone());
+        Ok(SnapshotOf::<TypeConfig, SnapshotData> { meta, snapshot })
+    }
+
+    /// Makes `snapshot` the one sent to replicas that need one; removes the previous file
+    /// (readers that opened it keep reading it).
+    fn replace_current(&self, meta: SnapshotMetaOf<TypeConfig>, snapshot: SnapshotArchive) {
+        let previous = self.inner.current.lock().replace((meta, snapshot));
+        if let Some((_, previous)) = previous {
+            if previous.path().starts_with(&self.inner.root) {
+                let _ = std::fs::remove_file(previous.path());
+            }
+        }
     }
 }
 
-/// Packs the files of checkpoint directory `dir` into a tar archive.
-fn archive(dir: &Path) -> io::Result<Vec<u8>> {
-    let mut builder = tar::Builder::new(Vec::new());
+/// A new file name for a snapshot archive under a data root (unique within the process's
+/// life and across restarts: the leftovers of earlier runs are removed at open).
+fn snapshot_file_name() -> String {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let count = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("snapshot-{nanos}-{count}.tar")
+}
+
+/// Whether `name` is a snapshot archive or a partial one (removed at open: a replica's
+/// current snapshot is not kept across restarts).
+fn is_snapshot_file(name: &str) -> bool {
+    name.starts_with("snapshot-") || name.starts_with("snapshot.receiving-")
+}
+
+/// Packs the files of checkpoint directory `dir` into a tar archive at `path` (written to a
+/// temporary name, synced, then renamed).
+fn archive(dir: &Path, path: &Path) -> io::Result<()> {
+    let temporary = path.with_extension("tar.partial");
+    let file = std::fs::File::create(&temporary)?;
+    let mut builder = tar::Builder::new(io::BufWriter::new(file));
     let mut names: Vec<_> = std::fs::read_dir(dir)?
         .map(|entry| entry.map(|e| e.file_name()))
         .collect::<io::Result<_>>()?;
@@ -386,13 +429,18 @@ fn archive(dir: &Path) -> io::Result<Vec<u8>> {
     for name in names {
         builder.append_path_with_name(dir.join(&name), &name)?;
     }
-    builder.into_inner()
+    let file = builder
+        .into_inner()?
+        .into_inner()
+        .map_err(io::IntoInnerError::into_error)?;
+    file.sync_all()?;
+    std::fs::rename(&temporary, path)
 }
 
 /// Unpacks a snapshot archive into the new directory `dir`: plain files only, no paths.
-fn unpack(bytes: &[u8], dir: &Path) -> io::Result<()> {
+fn unpack<R: io::Read>(reader: R, dir: &Path) -> io::Result<()> {
     std::fs::create_dir_all(dir)?;
-    let mut archive = tar::Archive::new(bytes);
+    let mut archive = tar::Archive::new(reader);
     for entry in archive.entries()? {
         let mut entry = entry?;
         let path = entry.path()?.into_owned();
@@ -413,6 +461,24 @@ fn unpack(bytes: &[u8], dir: &Path) -> io::Result<()> {
         file.sync_all()?;
     }
     std::fs::File::open(dir)?.sync_all()
+}
+
+/// Puts the archive at `path`: a hard link to its file if that still holds this archive
+/// (same size, same file), else a copy of its bytes.
+fn link_or_copy(archive: &SnapshotArchive, path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let same_file =
+        |a: &std::fs::Metadata, b: &std::fs::Metadata| a.dev() == b.dev() && a.ino() == b.ino();
+    if let (Ok(on_disk), Ok(opened)) = (std::fs::metadata(archive.path()), archive.metadata()) {
+        if same_file(&on_disk, &opened) && std::fs::hard_link(archive.path(), path).is_ok() {
+            return Ok(());
+        }
+    }
+    let temporary = path.with_extension("tar.partial");
+    let mut file = std::fs::File::create(&temporary)?;
+    io::copy(&mut archive.reader(), &mut file)?;
+    file.sync_all()?;
+    std::fs::rename(&temporary, path)
 }
 
 /// Builds a region snapshot when openraft asks for one.
@@ -487,7 +553,6 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         snapshot: Self::SnapshotData,
     ) -> Result<(), io::Error> {
         let _gate = self.inner.apply_gate.lock().await;
-        let bytes = snapshot.into_inner();
         let old = self.inner.active.load_full();
         let generation = old.generation + 1;
         let dir = self.inner.root.join(database_dir_name(generation));
@@ -495,7 +560,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             std::fs::remove_dir_all(&dir)
                 .map_err(|e| io_error("cannot clear an unfinished snapshot install", e))?;
         }
-        unpack(&bytes, &dir).map_err(|e| io_error("cannot unpack the snapshot", e))?;
+        unpack(snapshot.reader(), &dir).map_err(|e| io_error("cannot unpack the snapshot", e))?;
         let (active, applied) = open_active(&self.inner.root, generation, &self.inner.options)?;
         // The checkpoint's own position must be the one the leader says it holds.
         if applied.last_applied != meta.last_log_id {
@@ -514,7 +579,13 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             last_applied: meta.last_log_id,
             membership: meta.last_membership.clone(),
         };
-        *self.inner.current.lock() = Some((meta.clone(), bytes));
+        // Kept as this replica's current snapshot, to pass on: linked where the file system
+        // allows (the archive is immutable), copied otherwise.
+        let kept = self.inner.root.join(snapshot_file_name());
+        link_or_copy(&snapshot, &kept)
+            .and_then(|()| SnapshotArchive::open(&kept))
+            .map(|archive| self.replace_current(meta.clone(), archive))
+            .map_err(|e| io_error("cannot keep the installed snapshot", e))?;
         // The old database closes when its last reader lets go; its directory goes now (open
         // files stay readable until then).
         let old_dir = self.inner.root.join(database_dir_name(old.generation));
@@ -534,10 +605,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             .current
             .lock()
             .clone()
-            .map(|(meta, bytes)| SnapshotOf::<TypeConfig, SnapshotData> {
-                meta,
-                snapshot: std::io::Cursor::new(bytes),
-            }))
+            .map(|(meta, snapshot)| SnapshotOf::<TypeConfig, SnapshotData> { meta, snapshot }))
     }
 }
 
@@ -569,7 +637,7 @@ mod tests {
             (b"link", tar::EntryType::Symlink),
         ] {
             let target = dir.path().join("unpacked");
-            let error = unpack(&archive_with(name, kind), &target).unwrap_err();
+            let error = unpack(&archive_with(name, kind)[..], &target).unwrap_err();
             assert!(
                 error.to_string().contains("not a plain file name"),
                 "{}: {error}",
@@ -580,7 +648,7 @@ mod tests {
         }
         let target = dir.path().join("fine");
         unpack(
-            &archive_with(b"000001.sst", tar::EntryType::Regular),
+            &archive_with(b"000001.sst", tar::EntryType::Regular)[..],
             &target,
         )
         .unwrap();

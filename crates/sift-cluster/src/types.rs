@@ -154,5 +154,5 @@ pub type NodeId = u64;
 pub type RegionId = u64;
 /// One replica's raft handle.
 pub type Raft = openraft::Raft<TypeConfig, crate::state_machine::StateMachine>;
-/// Snapshot bytes as the state machine builds and installs them.
-pub type SnapshotData = std::io::Cursor<Vec<u8>>;
+/// A snapshot as the state machine builds and installs it: an archive file.
+pub type SnapshotData = crate::snapshot_file::SnapshotArchive;

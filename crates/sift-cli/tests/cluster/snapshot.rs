@@ -52,7 +52,26 @@ async fn a_follower_behind_the_purged_log_installs_a_streamed_checkpoint() {
     nodes[away].start(None);
     wait_converged(&nodes).await;
 
-    let active = std::fs::read_to_string(nodes[away].dir.join("regions/1/ACTIVE")).unwrap();
+    let root = nodes[away].dir.join("regions/1");
+    let active = std::fs::read_to_string(root.join("ACTIVE")).unwrap();
+    // The received archive was installed, then kept (linked) as this node's own snapshot
+    // to pass on; nothing of the stream is left.
+    let files: Vec<String> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(
+        files
+            .iter()
+            .any(|f| f.starts_with("snapshot-") && f.ends_with(".tar")),
+        "{files:?}"
+    );
+    assert!(
+        !files
+            .iter()
+            .any(|f| f.contains("receiving") || f.contains("partial")),
+        "{files:?}"
+    );
     assert_ne!(
         active.trim(),
         "db-0",

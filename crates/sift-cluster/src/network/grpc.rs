@@ -165,25 +165,26 @@ impl GrpcConnection {
         snapshot: SnapshotOf<TypeConfig, SnapshotData>,
         ttl: Duration,
     ) -> Result<SnapshotResponse<TypeConfig>, Failure> {
-        let archive = snapshot.snapshot.into_inner();
+        let archive = snapshot.snapshot;
         let header = SnapshotHeader {
             region: self.region,
             vote,
             meta: snapshot.meta,
-            total_bytes: archive.len() as u64,
+            total_bytes: archive.len(),
         };
-        // Chunks are cut from the archive as the stream is polled: one slice in flight at a
-        // time besides the archive itself.
-        let archive = Arc::new(archive);
-        let count = archive.len().div_ceil(SNAPSHOT_CHUNK_BYTES).max(1);
+        // Slices are read from the archive file as the stream is polled: one in memory at a
+        // time. A read failure ends the stream early, which the receiver refuses as short.
+        let count = archive.len().div_ceil(SNAPSHOT_CHUNK_BYTES as u64).max(1);
         let mut header = Some(header);
-        let chunks = futures_util::stream::iter((0..count).map(move |i| {
-            let start = i * SNAPSHOT_CHUNK_BYTES;
-            let end = (start + SNAPSHOT_CHUNK_BYTES).min(archive.len());
-            SnapshotChunk {
+        let chunks = futures_util::stream::iter((0..count).map_while(move |i| {
+            let data = archive
+                .read_slice(i * SNAPSHOT_CHUNK_BYTES as u64, SNAPSHOT_CHUNK_BYTES)
+                .map_err(|e| tracing::warn!("cannot read a snapshot archive: {e}"))
+                .ok()?;
+            Some(SnapshotChunk {
                 header: header.take(),
-                data: archive[start..end].to_vec(),
-            }
+                data,
+            })
         }));
         self.call(ttl, move |mut client| async move {
             client.install_snapshot(chunks).await
@@ -238,7 +239,7 @@ impl RaftNetworkV2<TypeConfig> for GrpcConnection {
         let target = self.target;
         // A snapshot may take long to send: the soft deadline is per message, so allow one
         // per chunk, at least a minute.
-        let chunks = snapshot.snapshot.get_ref().len() / SNAPSHOT_CHUNK_BYTES + 1;
+        let chunks = snapshot.snapshot.len() / SNAPSHOT_CHUNK_BYTES as u64 + 1;
         let ttl = (option.hard_ttl() * chunks as u32).max(Duration::from_secs(60));
         tokio::select! {
             closed = cancel => Err(StreamingError::Closed(closed)),
