@@ -81,6 +81,9 @@ pub struct LogStore {
     region: RegionId,
     log: Tree,
     meta: Tree,
+    /// Shared by this region's clones only: counts them, so that a replica can wait until
+    /// openraft has let go of its log store while other regions go on using the engine.
+    handles: Arc<()>,
 }
 
 impl Debug for LogStore {
@@ -103,7 +106,14 @@ impl LogStore {
             region,
             log,
             meta,
+            handles: Arc::new(()),
         })
+    }
+
+    /// A counter of this region's log store handles (every clone, and this one): its strong
+    /// count, less the ones the caller holds, is how many are still in use.
+    pub fn handles(&self) -> Arc<()> {
+        Arc::clone(&self.handles)
     }
 
     fn read_meta<T: DeserializeOwned>(&self, key: &[u8]) -> io::Result<Option<T>> {

@@ -82,10 +82,9 @@ pub struct Replica {
     pub region: RegionId,
     pub raft: Raft,
     pub state_machine: StateMachine,
-    /// The node's log engine, to know when openraft has let go of it (`shutdown`), and the
-    /// handles on it that were not openraft's when the replica started.
-    log_db: Arc<Db>,
-    log_db_handles_outside: usize,
+    /// Counts this region's log store handles: `shutdown` waits until only this one is left
+    /// (other regions' handles on the node's log engine do not count).
+    log_handles: Arc<()>,
 }
 
 impl std::fmt::Debug for Replica {
@@ -145,8 +144,8 @@ impl Replica {
             SnapshotData = crate::types::SnapshotData,
         >,
     {
-        let log_db_handles_outside = Arc::strong_count(&log_db);
-        let log_store = LogStore::open(Arc::clone(&log_db), region).map_err(Error::Storage)?;
+        let log_store = LogStore::open(log_db, region).map_err(Error::Storage)?;
+        let log_handles = log_store.handles();
         let state_machine =
             StateMachine::open(data_dir, data_options).map_err(|e| Error::Data {
                 path: data_dir.display().to_string(),
@@ -160,8 +159,7 @@ impl Replica {
             region,
             raft,
             state_machine,
-            log_db,
-            log_db_handles_outside,
+            log_handles,
         })
     }
 
@@ -261,18 +259,17 @@ impl Replica {
     }
 
     /// Stops the replica's raft tasks and waits (up to 10 s) until they have let go of its log
-    /// engine and database, so that the node can open them again: openraft's replication
-    /// tasks can outlive `Raft::shutdown` for as long as a message they sent is in flight.
+    /// store (and with it their handle on the node's log engine) and its database, so that
+    /// the node can open them again: openraft's replication tasks can outlive
+    /// `Raft::shutdown` for as long as a message they sent is in flight. Other regions on the
+    /// same log engine do not hold it up.
     pub async fn shutdown(&self) -> Result<(), Error> {
         self.raft
             .shutdown()
             .await
             .map_err(|e| Error::Raft(format!("shutdown failed: {e}")))?;
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
-        // (Regions sharing the log engine must not start or stop meanwhile: one per node today.)
-        while Arc::strong_count(&self.log_db) > self.log_db_handles_outside
-            || !self.state_machine.is_sole_handle()
-        {
+        while Arc::strong_count(&self.log_handles) > 1 || !self.state_machine.is_sole_handle() {
             if tokio::time::Instant::now() >= deadline {
                 return Err(Error::Raft(format!(
                     "region {} on node {}: storage still in use 10 s after shutdown",

@@ -500,3 +500,70 @@ async fn replicas_restarted_at_once_on_a_slow_duplicating_network_keep_every_wri
     }
     cluster.router.heal();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regions_sharing_a_log_engine_stop_one_at_a_time_and_then_release_it() {
+    let root = tempfile::tempdir().unwrap();
+    let log_dir = root.path().join("log");
+    let log_db =
+        std::sync::Arc::new(sift_lsm::Db::open(&log_dir, sift_lsm::Options::default()).unwrap());
+    let router = LocalRouter::new();
+    let mut replicas = Vec::new();
+    for region in [1, 2] {
+        let replica = Replica::start(
+            1,
+            region,
+            std::sync::Arc::clone(&log_db),
+            &root.path().join(format!("region-{region}")),
+            sift_index::DatabaseOptions::default(),
+            router.network(1, region),
+        )
+        .await
+        .unwrap();
+        router.register(1, region, replica.raft.clone());
+        replica.raft.initialize(members(&[1])).await.unwrap();
+        replicas.push(replica);
+    }
+    drop(log_db);
+    for replica in &replicas {
+        for _ in 0..200 {
+            if replica.is_leader() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let created = replica
+            .propose(Command::CreateCollection {
+                name: COLLECTION.into(),
+                pk_path: "id".into(),
+            })
+            .await
+            .unwrap();
+        assert_eq!(created, CommandResult::Applied);
+    }
+    // Region 1 stops while region 2 still holds the engine: its shutdown waits for its own
+    // log store handles only (counting the engine's handles, it would give up after 10 s
+    // with "storage still in use").
+    let second = replicas.pop().unwrap();
+    let first = replicas.pop().unwrap();
+    first.shutdown().await.unwrap();
+    let written = second
+        .propose(Command::Put {
+            collection: COLLECTION.into(),
+            document: document("a", 1).into_bytes(),
+        })
+        .await
+        .unwrap();
+    assert!(
+        matches!(written, CommandResult::Written { .. }),
+        "{written:?}"
+    );
+    // With both stopped nothing holds the engine: it opens again, with region 2's log.
+    second.shutdown().await.unwrap();
+    drop((first, second));
+    let reopened = sift_lsm::Db::open(&log_dir, sift_lsm::Options::default()).unwrap();
+    assert!(reopened
+        .tree_names()
+        .iter()
+        .any(|name| name.contains("region.2.log")));
+}
