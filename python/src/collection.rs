@@ -111,18 +111,8 @@ impl Collection {
     /// The type of index `index`, for converting query values.
     fn index_type(&self, py: Python<'_>, index: &str) -> PyResult<AttrType> {
         let collection = self.name.as_str();
-        self.shared.run(py, move |database| {
-            database
-                .collection(collection)?
-                .indexes
-                .into_iter()
-                .find(|record| record.name == index)
-                .map(|record| record.attr_type)
-                .ok_or_else(|| IndexError::UnknownIndex {
-                    collection: collection.to_owned(),
-                    name: index.to_owned(),
-                })
-        })
+        self.shared
+            .run(py, move |database| database.index_type(collection, index))
     }
 
     /// Runs a LOOKUP or RANGE (`lo..=hi`) through the session if there is one.

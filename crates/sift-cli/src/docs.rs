@@ -522,12 +522,9 @@ pub fn delete(args: &PkArgs) -> Result<(), String> {
 }
 
 fn index_type(database: &Database, collection: &str, index: &str) -> Result<AttrType, String> {
-    let info = database.collection(collection).map_err(|e| e.to_string())?;
-    info.indexes
-        .iter()
-        .find(|i| i.name == index)
-        .map(|i| i.attr_type)
-        .ok_or_else(|| format!("collection {collection:?} has no index {index:?}"))
+    database
+        .index_type(collection, index)
+        .map_err(|e| e.to_string())
 }
 
 pub fn lookup(args: &LookupArgs) -> Result<(), String> {

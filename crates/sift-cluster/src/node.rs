@@ -474,20 +474,9 @@ async fn receive_archive(
 /// collection or index, a value that does not parse as the index's type).
 fn run_query(database: &sift_index::Database, request: &QueryRequest) -> QueryReply {
     let bad = |e: &dyn std::fmt::Display| NodeError::BadRequest(e.to_string());
-    let info = database
-        .collection(&request.collection)
+    let attr_type = database
+        .index_type(&request.collection, &request.index)
         .map_err(|e| bad(&e))?;
-    let attr_type = info
-        .indexes
-        .iter()
-        .find(|index| index.name == request.index)
-        .map(|index| index.attr_type)
-        .ok_or_else(|| {
-            NodeError::BadRequest(format!(
-                "collection {:?} has no index {:?}",
-                request.collection, request.index
-            ))
-        })?;
     let parse = |what: &str, text: &str| {
         sift_index::AttrValue::parse_cli(text, attr_type)
             .map_err(|e| NodeError::BadRequest(format!("{what}: {e}")))

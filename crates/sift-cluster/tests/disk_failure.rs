@@ -70,14 +70,7 @@ async fn a_failing_disk_takes_its_replica_out_and_the_majority_goes_on() {
         .await
         .unwrap();
     let leader = leader_among(&replicas, None).await;
-    let created = replicas[&leader]
-        .propose(Command::CreateCollection {
-            name: COLLECTION.into(),
-            pk_path: "id".into(),
-        })
-        .await
-        .unwrap();
-    assert_eq!(created, CommandResult::Applied);
+    common::create_collection(&replicas[&leader]).await;
     let mut acknowledged = Vec::new();
     for i in 0..20 {
         let pk = format!("before{i:02}");

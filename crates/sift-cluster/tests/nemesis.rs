@@ -181,16 +181,12 @@ async fn concurrent_clients_under_stops_partitions_and_snapshots_leave_a_lineari
         let first = cluster.running.read()[&1].clone();
         first.raft.initialize(members(&NODES)).await.unwrap();
     }
-    let created = leader(&cluster.running, Duration::from_secs(20))
-        .await
-        .unwrap()
-        .propose(Command::CreateCollection {
-            name: COLLECTION.into(),
-            pk_path: "id".into(),
-        })
-        .await
-        .unwrap();
-    assert_eq!(created, CommandResult::Applied);
+    common::create_collection(
+        &leader(&cluster.running, Duration::from_secs(20))
+            .await
+            .unwrap(),
+    )
+    .await;
 
     let history = Arc::new(History::new());
     let stop = Arc::new(AtomicBool::new(false));

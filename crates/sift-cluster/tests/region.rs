@@ -195,14 +195,7 @@ async fn write_some(
 }
 
 async fn create_collection(cluster: &Cluster, leader: NodeId) {
-    let result = cluster.replicas[&leader]
-        .propose(Command::CreateCollection {
-            name: COLLECTION.into(),
-            pk_path: "id".into(),
-        })
-        .await
-        .unwrap();
-    assert_eq!(result, CommandResult::Applied);
+    common::create_collection(&cluster.replicas[&leader]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -532,14 +525,7 @@ async fn regions_sharing_a_log_engine_stop_one_at_a_time_and_then_release_it() {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        let created = replica
-            .propose(Command::CreateCollection {
-                name: COLLECTION.into(),
-                pk_path: "id".into(),
-            })
-            .await
-            .unwrap();
-        assert_eq!(created, CommandResult::Applied);
+        common::create_collection(replica).await;
     }
     // Region 1 stops while region 2 still holds the engine: its shutdown waits for its own
     // log store handles only (counting the engine's handles, it would give up after 10 s

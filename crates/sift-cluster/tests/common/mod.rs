@@ -31,3 +31,15 @@ pub fn members(nodes: &[NodeId]) -> BTreeMap<NodeId, BasicNode> {
 pub fn document(pk: &str, version: u32) -> String {
     format!(r#"{{"id":"{pk}","version":{version}}}"#)
 }
+
+/// Creates the test collection through `replica` (the leader) and checks it was applied.
+pub async fn create_collection(replica: &sift_cluster::Replica) {
+    let created = replica
+        .propose(sift_cluster::Command::CreateCollection {
+            name: COLLECTION.into(),
+            pk_path: "id".into(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(created, sift_cluster::CommandResult::Applied);
+}

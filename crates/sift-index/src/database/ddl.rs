@@ -157,6 +157,21 @@ impl Database {
         })
     }
 
+    /// The attribute type of index `index` of `collection` (what a query value must parse
+    /// as).
+    pub fn index_type(&self, collection: &str, index: &str) -> Result<crate::AttrType> {
+        let found = self.collection_arc(collection)?;
+        found
+            .indexes
+            .iter()
+            .find(|candidate| candidate.record.name == index)
+            .map(|candidate| candidate.record.attr_type)
+            .ok_or_else(|| IndexError::UnknownIndex {
+                collection: collection.to_owned(),
+                name: index.to_owned(),
+            })
+    }
+
     /// Every collection with its indexes, by name.
     pub fn collections(&self) -> Vec<CollectionInfo> {
         let names: Vec<String> = self.catalog.read().collections.keys().cloned().collect();
